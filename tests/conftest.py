@@ -1,0 +1,41 @@
+"""Shared fixtures."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NODE_BIN = ROOT / "node_modules" / ".bin"
+SHARED_BENCH = ROOT.parent / "shared" / "bench"
+
+
+@pytest.fixture(scope="session")
+def snarkjs() -> Path:
+    """Path of the snarkjs CLI installed by `make` into node_modules."""
+    path = NODE_BIN / "snarkjs"
+    if not path.exists():
+        pytest.fail("snarkjs is not installed: run `make test` (it runs `npm ci`)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def node() -> str:
+    path = shutil.which("node")
+    if path is None:
+        pytest.fail("node is not on PATH")
+    return path
+
+
+@pytest.fixture
+def output_dir(request: pytest.FixtureRequest) -> Path:
+    """A per-test folder under test-output/ for artifacts worth keeping (screenshots, logs)."""
+    path: Path = ROOT / "test-output" / str(request.node.name)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+os.environ.setdefault("PROOFLANE_TEST", "1")
