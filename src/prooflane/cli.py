@@ -32,9 +32,11 @@ def _root(
 
 def _register_all() -> None:
     # Each module adds its commands to `app`; import order is the order of `prooflane --help`.
-    from . import _cli_proof  # noqa: F401  (setup, export-vkey, prove, verify)
-    from . import _cli_sector  # noqa: F401  (sector new)
-    from . import _cli_daemon  # noqa: F401  (serve, submit, status, bench, demo, circuits)
+    from . import (
+        _cli_daemon,  # noqa: F401  (serve, submit, status, bench, demo, circuits)
+        _cli_proof,  # noqa: F401  (setup, export-vkey, prove, verify)
+        _cli_sector,  # noqa: F401  (sector new)
+    )
 
 
 _register_all()
