@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-__all__ = ["CircuitError", "ProoflaneError", "SectorError", "UnsatisfiedConstraint"]
+__all__ = [
+    "CircuitError",
+    "ConfigError",
+    "JobRejected",
+    "ProoflaneError",
+    "SectorError",
+    "UnsatisfiedConstraint",
+    "WorkerDied",
+]
 
 
 class ProoflaneError(Exception):
@@ -25,3 +33,20 @@ class UnsatisfiedConstraint(CircuitError):
 
 class SectorError(ProoflaneError):
     """Raised when a sector folder or file is missing, malformed, or does not fit the circuit."""
+
+
+class ConfigError(ProoflaneError):
+    """Raised when a configuration file or value is invalid; names the key and what is wrong."""
+
+
+class JobRejected(ProoflaneError):
+    """Raised when the engine refuses a job or request; carries an HTTP status and an actionable detail."""
+
+    def __init__(self, detail: str, status_code: int = 422) -> None:
+        self.detail = detail
+        self.status_code = status_code
+        super().__init__(detail)
+
+
+class WorkerDied(ProoflaneError):
+    """Raised when a worker process exits while it holds work; the work is retried elsewhere."""
