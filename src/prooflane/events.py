@@ -1,0 +1,426 @@
+"""Everything the engine reports about its work, one frozen dataclass per thing that happens.
+
+The engine builds these events and hands them to :meth:`prooflane.status.StatusTracker.apply` on the
+event loop (threads and processes post them with ``loop.call_soon_threadsafe(tracker.apply, event)``;
+they never touch the tracker's state). Every event carries ``at``: a timestamp from the same clock the
+tracker was given (``time.monotonic`` unless injected), read when the thing happened.
+
+Leased work. Each assignment of a partition to a worker is a *lease*, named by a token the engine mints
+with :class:`LeaseMinter` (one minter per engine, minted on the event loop right before the
+:class:`LeaseGranted` that carries it, so tokens are granted in increasing order). Every later event about
+that work (:class:`DeviceSectionFinished`, :class:`FinalizeFinished`, and :class:`PartitionFailed` /
+:class:`PartitionSkipped` when a worker holds the partition) carries the token; the tracker applies it only
+while the lease is live, so an old finalizer can never clear a worker that has moved on.
+
+Attempts. A partition's first attempt is 1. When the engine requeues it (its worker died) it emits
+:class:`PartitionRetried` with the new attempt number; synthesis and lease events carry the attempt they
+belong to, and events of an older attempt are dropped as stale.
+
+The life of one partition, as the engine reports it::
+
+    JobSubmitted                     all partitions pending
+    SynthesisStarted                 pending      -> synthesizing
+    SynthesisFinished                synthesizing -> synthesized   (or SynthesisFailed -> failed)
+    LeaseGranted(token)              synthesized  -> proving       (the worker's current lease)
+    DeviceSectionFinished(token)     proving      -> finalizing    (the worker is free for the next one)
+    FinalizeFinished(token)          finalizing   -> done          (after the partition proof verified)
+    JobDone                          once every partition is done
+
+Failure, cancellation and retry: :class:`PartitionFailed`, :class:`PartitionSkipped`, :class:`JobFailed`,
+:class:`JobCancelled`, :class:`WorkerDied`, :class:`PartitionRetried`. Memory: :class:`BudgetSet`,
+:class:`ReservationMade`, :class:`ReservationShrunk`, :class:`ReservationReleased`, and the cached proving
+keys :class:`AllocationCached`, :class:`AllocationUsed`, :class:`AllocationEvicted`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, NewType, TypeAlias
+
+__all__ = [
+    "EVENT_TYPES",
+    "AllocationCached",
+    "AllocationEvicted",
+    "AllocationUsed",
+    "BudgetSet",
+    "DeviceSectionFinished",
+    "Event",
+    "EventBase",
+    "FinalizeFinished",
+    "JobCancelled",
+    "JobDone",
+    "JobFailed",
+    "JobSubmitted",
+    "LeaseGranted",
+    "LeaseMinter",
+    "LeaseToken",
+    "PartitionFailed",
+    "PartitionRetried",
+    "PartitionSkipped",
+    "ReservationMade",
+    "ReservationReleased",
+    "ReservationShrunk",
+    "SynthesisFailed",
+    "SynthesisFinished",
+    "SynthesisPoolSized",
+    "SynthesisStarted",
+    "WorkerDied",
+    "WorkerRegistered",
+    "event_from_dict",
+    "event_name",
+    "event_to_dict",
+    "event_to_json",
+]
+
+LeaseToken = NewType("LeaseToken", int)
+"""Names one assignment of one partition to one worker; unique and increasing within an engine."""
+
+
+class LeaseMinter:
+    """Mints lease tokens: 1, 2, 3, ... Use one per engine and call :meth:`mint` on the event loop."""
+
+    def __init__(self) -> None:
+        self._counter = itertools.count(1)
+
+    def mint(self) -> LeaseToken:
+        """Return a token never returned before by this minter, greater than all earlier ones."""
+        return LeaseToken(next(self._counter))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventBase:
+    """Fields every event has. ``at``: when it happened, on the tracker's clock (seconds)."""
+
+    at: float
+
+
+# --- jobs ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobSubmitted(EventBase):
+    """A job was accepted: its ``partitions`` partitions (indices 0 .. partitions-1) are pending.
+
+    ``priority`` is "critical", "high" or "normal". ``done_partitions``: partitions already proven (a job
+    resumed from the journal after a restart); they start done.
+    """
+
+    job_id: str
+    kind: str
+    priority: str
+    partitions: int
+    done_partitions: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobDone(EventBase):
+    """Every partition of the job is done and verified; the proof is stored."""
+
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobFailed(EventBase):
+    """The job failed; ``partition`` names the partition at fault when there is one.
+
+    Its partitions still live are failed (the named one) or cancelled (the rest) and their leases end.
+    """
+
+    job_id: str
+    reason: str
+    partition: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobCancelled(EventBase):
+    """The job was cancelled: its live partitions are cancelled and their leases end."""
+
+    job_id: str
+    reason: str = "cancelled"
+
+
+# --- synthesis -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SynthesisStarted(EventBase):
+    """The synthesis pool started the partition (pending -> synthesizing)."""
+
+    job_id: str
+    partition: int
+    attempt: int = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SynthesisFinished(EventBase):
+    """Synthesis finished after ``synth_ms`` (synthesizing -> synthesized: it waits for a worker)."""
+
+    job_id: str
+    partition: int
+    synth_ms: float
+    attempt: int = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SynthesisFailed(EventBase):
+    """Synthesis failed (synthesizing -> failed); the job usually fails next."""
+
+    job_id: str
+    partition: int
+    reason: str
+    attempt: int = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SynthesisPoolSized(EventBase):
+    """The synthesis pool runs at most ``max_concurrent`` partitions at once."""
+
+    max_concurrent: int
+
+
+# --- leased work -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseGranted(EventBase):
+    """A worker took the partition (synthesized -> proving); ``token`` becomes its current lease."""
+
+    token: LeaseToken
+    worker_id: str
+    device: str
+    job_id: str
+    partition: int
+    attempt: int = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceSectionFinished(EventBase):
+    """The device section (``prove_start``) of the lease ended after ``prove_ms`` (proving -> finalizing).
+
+    The worker's current lease ends and the lease joins the worker's finalizing leases.
+    """
+
+    token: LeaseToken
+    prove_ms: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FinalizeFinished(EventBase):
+    """The finalizer (``prove_finish`` and the partition's verification) ended (finalizing -> done)."""
+
+    token: LeaseToken
+    finalize_ms: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionFailed(EventBase):
+    """The partition failed. ``token``: the lease it failed under, when a worker held it."""
+
+    job_id: str
+    partition: int
+    reason: str
+    token: LeaseToken | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionSkipped(EventBase):
+    """The partition will not run (its job failed or was cancelled), maybe after a worker took it.
+
+    ``token``: the lease it was skipped under, when a worker held it; that worker is freed.
+    """
+
+    job_id: str
+    partition: int
+    reason: str = "skipped"
+    token: LeaseToken | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionRetried(EventBase):
+    """The partition goes back to pending for attempt ``attempt`` (its worker died); any lease ends."""
+
+    job_id: str
+    partition: int
+    attempt: int
+    reason: str
+
+
+# --- workers ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerRegistered(EventBase):
+    """A worker of ``device`` (of kind ``device_kind``: "cpu" or "cuda") is ready for work."""
+
+    worker_id: str
+    device: str
+    device_kind: str = "cpu"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerDied(EventBase):
+    """The worker is gone. Its leases end and the partitions they covered go back to pending."""
+
+    worker_id: str
+    reason: str
+
+
+# --- memory ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetSet(EventBase):
+    """The memory budget is ``total_bytes``."""
+
+    total_bytes: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReservationMade(EventBase):
+    """A reservation of ``nbytes`` named ``name`` (unique while it lives) was taken from the budget."""
+
+    name: str
+    nbytes: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReservationShrunk(EventBase):
+    """``nbytes`` of the reservation were given back (partial release); the rest stays reserved."""
+
+    name: str
+    nbytes: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReservationReleased(EventBase):
+    """What was left of the reservation was given back; the name may be used again."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AllocationCached(EventBase):
+    """A cached allocation (a worker's proving key) of ``nbytes`` is held; evictable when idle."""
+
+    name: str
+    nbytes: int
+    evictable: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AllocationUsed(EventBase):
+    """The cached allocation was used (its idle time starts again)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AllocationEvicted(EventBase):
+    """The cached allocation was dropped and its bytes returned to the budget."""
+
+    name: str
+
+
+Event: TypeAlias = (
+    JobSubmitted
+    | JobDone
+    | JobFailed
+    | JobCancelled
+    | SynthesisStarted
+    | SynthesisFinished
+    | SynthesisFailed
+    | SynthesisPoolSized
+    | LeaseGranted
+    | DeviceSectionFinished
+    | FinalizeFinished
+    | PartitionFailed
+    | PartitionSkipped
+    | PartitionRetried
+    | WorkerRegistered
+    | WorkerDied
+    | BudgetSet
+    | ReservationMade
+    | ReservationShrunk
+    | ReservationReleased
+    | AllocationCached
+    | AllocationUsed
+    | AllocationEvicted
+)
+"""Any event the tracker accepts."""
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+EVENT_TYPES: dict[str, type[EventBase]] = {
+    _snake(cls.__name__): cls
+    for cls in (
+        JobSubmitted,
+        JobDone,
+        JobFailed,
+        JobCancelled,
+        SynthesisStarted,
+        SynthesisFinished,
+        SynthesisFailed,
+        SynthesisPoolSized,
+        LeaseGranted,
+        DeviceSectionFinished,
+        FinalizeFinished,
+        PartitionFailed,
+        PartitionSkipped,
+        PartitionRetried,
+        WorkerRegistered,
+        WorkerDied,
+        BudgetSet,
+        ReservationMade,
+        ReservationShrunk,
+        ReservationReleased,
+        AllocationCached,
+        AllocationUsed,
+        AllocationEvicted,
+    )
+}
+"""Event name (snake case, e.g. "lease_granted") -> event class."""
+
+_NAMES: dict[type[EventBase], str] = {cls: name for name, cls in EVENT_TYPES.items()}
+_FIELDS: dict[type[EventBase], tuple[str, ...]] = {
+    cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in EVENT_TYPES.values()
+}
+
+
+def event_name(event: EventBase) -> str:
+    """The event's name as the SSE stream and JSON give it, e.g. ``"device_section_finished"``."""
+    return _NAMES[type(event)]
+
+
+def event_to_dict(event: EventBase) -> dict[str, Any]:
+    """The event as a JSON-ready dict: ``{"type": name, **fields}``."""
+    cls = type(event)
+    out: dict[str, Any] = {"type": _NAMES[cls]}
+    for name in _FIELDS[cls]:
+        out[name] = getattr(event, name)
+    return out
+
+
+def event_to_json(event: EventBase) -> str:
+    """The event as compact JSON text (the ``data`` of its server-sent event)."""
+    return json.dumps(event_to_dict(event), separators=(",", ":"))
+
+
+def event_from_dict(data: dict[str, Any]) -> EventBase:
+    """Rebuild an event from :func:`event_to_dict`'s output; raises ``ValueError`` naming what is wrong."""
+    # JSON turns tuples into lists; the events hold tuples.
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    name = fields.pop("type", None)
+    cls = EVENT_TYPES.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise ValueError(f"event 'type': expected one of {sorted(EVENT_TYPES)}, got {name!r}")
+    try:
+        return cls(**fields)
+    except TypeError as exc:
+        raise ValueError(f"event {name!r}: {exc}") from None

@@ -1,0 +1,71 @@
+"""The event definitions: frozen, named, round-trip through JSON, lease tokens increase."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from prooflane import events as ev
+
+
+def test_every_event_class_is_frozen_and_carries_at() -> None:
+    for cls in ev.EVENT_TYPES.values():
+        names = [f.name for f in dataclasses.fields(cls)]
+        assert names[0] == "at", cls.__name__
+        assert cls.__dataclass_params__.frozen, cls.__name__  # type: ignore[attr-defined]
+
+
+def test_events_cannot_be_changed() -> None:
+    event = ev.JobSubmitted(at=1.0, job_id="j", kind="porep-c2", priority="normal", partitions=10)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        event.job_id = "other"  # type: ignore[misc]
+
+
+def test_event_names_are_snake_case_of_the_class() -> None:
+    event = ev.DeviceSectionFinished(at=0.0, token=ev.LeaseToken(3), prove_ms=1.5)
+    assert ev.event_name(event) == "device_section_finished"
+    assert ev.EVENT_TYPES["lease_granted"] is ev.LeaseGranted
+
+
+def test_event_round_trips_through_json() -> None:
+    event = ev.LeaseGranted(
+        at=2.5,
+        token=ev.LeaseToken(7),
+        worker_id="cpu0-w1",
+        device="cpu0",
+        job_id="ps-snap-update-3644168-33825",
+        partition=15,
+        attempt=2,
+    )
+    data = json.loads(ev.event_to_json(event))
+    assert data["type"] == "lease_granted"
+    assert data["job_id"] == "ps-snap-update-3644168-33825"
+    assert ev.event_from_dict(data) == event
+
+
+def test_resumed_job_round_trips_with_its_done_partitions() -> None:
+    event = ev.JobSubmitted(
+        at=0.0, job_id="j", kind="porep-c2", priority="normal", partitions=10, done_partitions=(0, 3)
+    )
+    assert ev.event_from_dict(json.loads(ev.event_to_json(event))) == event
+
+
+def test_event_from_dict_names_what_is_wrong() -> None:
+    with pytest.raises(ValueError, match="expected one of"):
+        ev.event_from_dict({"type": "no_such_event", "at": 0.0})
+    with pytest.raises(ValueError, match="job_done"):
+        ev.event_from_dict({"type": "job_done", "at": 0.0, "bogus": 1})
+
+
+def test_lease_tokens_increase_and_never_repeat() -> None:
+    minter = ev.LeaseMinter()
+    tokens = [minter.mint() for _ in range(100)]
+    assert tokens == sorted(set(tokens))
+    assert tokens[0] >= 1
+
+
+def test_every_event_class_is_in_the_union() -> None:
+    union_members = set(ev.Event.__args__)
+    assert union_members == set(ev.EVENT_TYPES.values())
