@@ -1,0 +1,142 @@
+"""The daemon's configuration: one frozen dataclass, loaded from TOML over embedded defaults.
+
+Every key is documented in docs/config.md. A value of ``0`` (or an empty list) for a count or a size means
+"derive it from the machine"; ``Config.resolved()`` turns those into concrete numbers once, at start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from .errors import ConfigError
+
+__all__ = ["DEFAULT_PORT", "PROFILES", "Config", "default_data_dir"]
+
+DEFAULT_PORT = 9821
+PROFILES = ("tiny", "small", "medium")
+_CURVES = ("bn128", "bls12381")
+_GIB = 1 << 30
+
+
+def default_data_dir() -> Path:
+    """``$PROOFLANE_DATA``, else ``$XDG_DATA_HOME/prooflane``, else ``~/.local/share/prooflane``."""
+    if env := os.environ.get("PROOFLANE_DATA"):
+        return Path(env)
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "prooflane"
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything the daemon reads at start; frozen, so one value has one home for the daemon's life."""
+
+    data_dir: Path = field(default_factory=default_data_dir)
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    profile: str = "tiny"
+    curve: str = "bn128"
+    token: str = ""
+    devices: tuple[str, ...] = ()
+    workers_per_device: int = 2
+    synthesis_workers: int = 0
+    memory_budget_bytes: int = 0
+    memory_margin_bytes: int = 2 * _GIB
+    prefetch_partitions: int = 0
+    max_attempts: int = 3
+    live_retention_secs: float = 60.0
+    max_request_bytes: int = 1 << 20
+
+    def __post_init__(self) -> None:
+        _check(self.profile in PROFILES, "profile", f"expected one of {', '.join(PROFILES)}")
+        _check(self.curve in _CURVES, "curve", f"expected one of {', '.join(_CURVES)}")
+        _check(0 < self.port < 65536, "port", "expected 1..65535")
+        _check(self.workers_per_device >= 1, "workers_per_device", "expected at least 1")
+        for key in ("synthesis_workers", "memory_budget_bytes", "memory_margin_bytes", "prefetch_partitions"):
+            _check(getattr(self, key) >= 0, key, "expected 0 (automatic) or a positive number")
+        _check(self.max_attempts >= 1, "max_attempts", "expected at least 1")
+        _check(self.live_retention_secs >= 0, "live_retention_secs", "expected a number of seconds >= 0")
+        _check(self.max_request_bytes >= 1024, "max_request_bytes", "expected at least 1024")
+        for device in self.devices:
+            _check(device.split(":")[0] == "cpu", "devices", f"unknown device {device!r}: expected 'cpu[:N]'")
+
+    @classmethod
+    def load(cls, path: Path | None = None, **overrides: Any) -> Config:
+        """Embedded defaults, then the TOML file at ``path`` (if any), then non-None ``overrides``."""
+        values: dict[str, Any] = {}
+        if path is not None:
+            try:
+                values = tomllib.loads(Path(path).read_text())
+            except OSError as exc:
+                raise ConfigError(f"{path}: cannot read the config file ({exc.strerror})") from None
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.from_dict(values, source=str(path) if path else "config")
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any], *, source: str = "config") -> Config:
+        """Build a Config from plain values (as TOML gives them), naming ``source`` in errors."""
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for key, value in values.items():
+            if key not in known:
+                raise ConfigError(f"{source}: unknown key {key!r} (see docs/config.md for the keys)")
+            kwargs[key] = _coerce(source, key, known[key].type, value)
+        try:
+            return cls(**kwargs)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+
+    def resolved(self) -> Config:
+        """A copy with every automatic (0 / empty) value replaced by what this machine gives."""
+        cores = os.cpu_count() or 1
+        devices = self.devices or tuple(f"cpu:{i}" for i in range(cores))
+        devices = tuple(d if ":" in d else f"{d}:{i}" for i, d in enumerate(devices))
+        budget = self.memory_budget_bytes
+        if budget == 0:
+            budget = max(psutil.virtual_memory().total - self.memory_margin_bytes, 256 << 20)
+        prefetch = self.prefetch_partitions or len(devices) * self.workers_per_device
+        return dataclasses.replace(
+            self,
+            devices=devices,
+            synthesis_workers=self.synthesis_workers or cores,
+            memory_budget_bytes=budget,
+            prefetch_partitions=prefetch,
+        )
+
+    @property
+    def url(self) -> str:
+        """The daemon's base URL."""
+        return f"http://{self.host}:{self.port}"
+
+
+def _check(ok: bool, key: str, problem: str) -> None:
+    if not ok:
+        raise ConfigError(f"key {key!r}: {problem}")
+
+
+def _coerce(source: str, key: str, annotation: Any, value: Any) -> Any:
+    kind = str(annotation)
+    ok: bool
+    if kind == "Path":
+        ok, value = isinstance(value, str), Path(str(value)).expanduser()
+    elif kind == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind == "float":
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif kind == "str":
+        ok = isinstance(value, str)
+    else:  # tuple[str, ...]
+        ok = isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+        value = tuple(value) if ok else value
+    if not ok:
+        raise ConfigError(f"{source}: key {key!r}: expected {kind}, got {type(value).__name__} {value!r}")
+    return value
