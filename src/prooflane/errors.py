@@ -50,3 +50,7 @@ class JobRejected(ProoflaneError):
 
 class WorkerDied(ProoflaneError):
     """Raised when a worker process exits while it holds work; the work is retried elsewhere."""
+
+
+class IllegalTransition(ProoflaneError):
+    """Raised when the status tracker in strict mode gets an event its state forbids."""
