@@ -1,0 +1,1 @@
+"""Circuits in Python: the constraint-system builder, Poseidon and Merkle gadgets, storage-proof circuits."""
