@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 __all__ = [
     "CircuitError",
     "ConfigError",
+    "FormatError",
+    "InvalidWitnessError",
     "JobRejected",
+    "KeyMismatchError",
     "ProoflaneError",
     "SectorError",
     "UnsatisfiedConstraint",
@@ -54,3 +59,20 @@ class WorkerDied(ProoflaneError):
 
 class IllegalTransition(ProoflaneError):
     """Raised when the status tracker in strict mode gets an event its state forbids."""
+
+
+class FormatError(ProoflaneError):
+    """Raised when a file is not in the format it should be in (bad magic, truncated section, bad field)."""
+
+    def __init__(self, path: str | Path, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class InvalidWitnessError(ProoflaneError):
+    """Raised when a witness does not fit a circuit: wrong length or curve, or an unsatisfied constraint."""
+
+
+class KeyMismatchError(ProoflaneError):
+    """Raised when a key, a circuit, a witness or a proof belong to different curves or circuits."""
