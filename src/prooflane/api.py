@@ -1,0 +1,406 @@
+"""The daemon's HTTP API: jobs, proof kinds, circuits, status, events (SSE), metrics, health, dashboard.
+
+`create_app(engine, config)` builds the FastAPI application. It talks to the engine only through the
+public methods listed in `EngineApi`; it owns no proving state. Every 4xx answer carries a ``detail`` a
+person can act on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Protocol
+
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+
+from . import __version__
+from .config import Config
+from .errors import JobRejected
+from .models import (
+    CircuitInfo,
+    CircuitRegistration,
+    JobAccepted,
+    JobProof,
+    JobRequest,
+    JobState,
+    JobView,
+    KindInfo,
+)
+
+__all__ = ["ApiSettings", "EngineApi", "create_app"]
+
+DASHBOARD = Path(__file__).resolve().parent / "dashboard"
+JOB_STATES = tuple(state.value for state in JobState)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class EngineApi(Protocol):
+    """The engine methods the API uses (the real `prooflane.engine.Engine` has them all)."""
+
+    @property
+    def ready(self) -> bool: ...
+
+    @property
+    def tracker(self) -> Any: ...
+
+    async def submit(self, req: JobRequest) -> str: ...
+
+    def job(self, job_id: str) -> JobView | None: ...
+
+    def jobs(self, state: str | None = None, limit: int = 100) -> list[JobView]: ...
+
+    async def wait_proof(self, job_id: str, timeout: float) -> JobProof | None: ...  # noqa: ASYNC109
+
+    async def cancel(self, job_id: str) -> bool: ...
+
+    def kinds(self) -> list[KindInfo]: ...
+
+    def verification_key(self, kind: str, circuit: str | None = None) -> dict[str, Any]: ...
+
+    async def register_circuit(
+        self, name: str, zkey_path: Path, *, wasm_path: Path | None = None, priority: str = "normal"
+    ) -> CircuitInfo: ...
+
+    def circuits(self) -> list[CircuitInfo]: ...
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """What the HTTP layer needs from the config: auth, limits, and the SSE cadence."""
+
+    token: str | None = None
+    max_body_bytes: int = 1 << 20
+    max_wait_secs: float = 300.0
+    heartbeat_secs: float = 15.0
+
+    @classmethod
+    def from_config(cls, config: Config) -> ApiSettings:
+        """Take the token and the body limit from the daemon config (an empty token means no auth)."""
+        return cls(token=config.token or None, max_body_bytes=config.max_request_bytes)
+
+
+def create_app(engine: EngineApi, config: Config, *, settings: ApiSettings | None = None) -> FastAPI:
+    """Build the HTTP application around a (started or starting) engine."""
+    settings = settings or ApiSettings.from_config(config)
+    app = FastAPI(
+        title="prooflane",
+        version=__version__,
+        summary="A pipelined Groth16 proving engine",
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    app.state.engine = engine
+    app.state.settings = settings
+    app.state.closing = asyncio.Event()
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(JobRejected, _job_rejected)
+    _add_job_routes(app, engine, settings)
+    _add_kind_routes(app, engine, settings)
+    _add_status_routes(app, engine, settings)
+    if DASHBOARD.is_dir():
+        app.mount("/", StaticFiles(directory=DASHBOARD, html=True), name="dashboard")
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    return app
+
+
+def close_streams(app: FastAPI) -> None:
+    """Ask every open event stream to finish (the server calls this when it shuts down)."""
+    closing: asyncio.Event = app.state.closing
+    closing.set()
+
+
+# --- auth and errors ---------------------------------------------------------------------------
+
+
+def _require_token(settings: ApiSettings) -> Callable[..., None]:
+    def check(authorization: Annotated[str | None, Header()] = None) -> None:
+        if settings.token is None:
+            return
+        if authorization is None:
+            raise _unauthorized("this route needs a bearer token: send 'Authorization: Bearer <token>'")
+        scheme, _, given = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not given:
+            raise _unauthorized("malformed Authorization header: expected 'Bearer <token>'")
+        if not hmac.compare_digest(given.strip().encode(), settings.token.encode()):
+            raise _unauthorized("wrong bearer token")
+
+    return check
+
+
+def _unauthorized(detail: str) -> HTTPException:
+    return HTTPException(401, detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    problems = [_describe(error) for error in exc.errors()]
+    detail = "invalid request: " + "; ".join(problems)
+    return JSONResponse({"detail": detail, "errors": problems}, status_code=422)
+
+
+def _describe(error: Any) -> str:
+    where = ".".join(str(part) for part in error.get("loc", ()) if part != "body") or "body"
+    return f"{where}: {error.get('msg', 'invalid')}"
+
+
+async def _job_rejected(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, JobRejected)
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+
+
+def _not_found_job(job_id: str) -> HTTPException:
+    return HTTPException(404, f"no job with id {job_id!r}")
+
+
+# --- jobs --------------------------------------------------------------------------------------
+
+
+def _add_job_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> None:
+    auth = [Depends(_require_token(settings))]
+
+    @app.post("/v1/jobs", status_code=202, dependencies=auth, response_model=JobAccepted, tags=["jobs"])
+    async def submit(request: JobRequest) -> JobAccepted:
+        """Accept a proof job; a repeated `job_id` answers the same job again (idempotent)."""
+        if not engine.ready:
+            raise HTTPException(503, "the daemon is starting and does not accept jobs yet; retry shortly")
+        return JobAccepted(job_id=await engine.submit(request))
+
+    @app.get("/v1/jobs", response_model=list[JobView], tags=["jobs"])
+    async def jobs(
+        state: Annotated[str | None, Query(description="only jobs in this state")] = None,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+    ) -> list[JobView]:
+        """Jobs from the journal, newest first, finished ones included."""
+        if state is not None and state not in JOB_STATES:
+            raise HTTPException(400, f"unknown state {state!r}: expected one of {', '.join(JOB_STATES)}")
+        return engine.jobs(state, limit)
+
+    @app.get("/v1/jobs/{job_id}", response_model=JobView, tags=["jobs"])
+    async def job(job_id: str) -> JobView:
+        """One job: its state and the state of each partition."""
+        view = engine.job(job_id)
+        if view is None:
+            raise _not_found_job(job_id)
+        return view
+
+    @app.get("/v1/jobs/{job_id}/proof", response_model=JobProof, tags=["jobs"])
+    async def proof(
+        job_id: str,
+        wait: Annotated[float, Query(ge=0, description="seconds to wait for the proof (long-poll)")] = 0.0,
+    ) -> Response:
+        """The job's proofs once done; `?wait=S` holds the request up to S seconds for it."""
+        if wait > settings.max_wait_secs:
+            raise HTTPException(400, f"wait={wait:g} is too long: at most {settings.max_wait_secs:g} seconds")
+        return await _proof_or_state(engine, job_id, wait)
+
+    @app.delete("/v1/jobs/{job_id}", response_model=JobView, dependencies=auth, tags=["jobs"])
+    async def cancel(job_id: str) -> JobView:
+        """Cancel a job at whatever stage it is; its memory and workers are freed."""
+        if engine.job(job_id) is None:
+            raise _not_found_job(job_id)
+        cancelled = await engine.cancel(job_id)
+        view = engine.job(job_id)
+        assert view is not None
+        if not cancelled and view.state != "cancelled":
+            raise HTTPException(409, f"job {job_id} already finished ({view.state}); nothing to cancel")
+        return view
+
+
+async def _proof_or_state(engine: EngineApi, job_id: str, wait: float) -> Response:
+    if engine.job(job_id) is None:
+        raise _not_found_job(job_id)
+    found = await engine.wait_proof(job_id, wait)
+    if found is not None:
+        return JSONResponse(found.model_dump(mode="json"))
+    view = engine.job(job_id)
+    assert view is not None
+    if view.state in ("failed", "cancelled"):
+        reason = f": {view.error}" if view.error else ""
+        raise HTTPException(409, f"job {job_id} is {view.state} and has no proof{reason}")
+    # Not done yet: 202 with the job's state, so a client can poll again.
+    return JSONResponse(view.model_dump(mode="json"), status_code=202, headers={"Retry-After": "1"})
+
+
+# --- kinds and circuits ------------------------------------------------------------------------
+
+
+def _add_kind_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> None:
+    auth = [Depends(_require_token(settings))]
+
+    @app.get("/v1/kinds", response_model=list[KindInfo], tags=["kinds"])
+    async def kinds() -> list[KindInfo]:
+        """Every proof kind this daemon proves, with its partitions, priority, curve and sizes."""
+        return engine.kinds()
+
+    @app.get("/v1/kinds/{kind}/verification_key", tags=["kinds"])
+    async def verification_key(
+        kind: str, circuit: Annotated[str | None, Query(description="for kind circom: the circuit")] = None
+    ) -> dict[str, Any]:
+        """The kind's verification key in snarkjs `verification_key.json` form."""
+        if kind == "circom" and circuit is None:
+            raise HTTPException(400, "kind 'circom' has one key per circuit: add ?circuit=NAME")
+        return engine.verification_key(kind, circuit)
+
+    @app.get("/v1/circuits", response_model=list[CircuitInfo], tags=["kinds"])
+    async def circuits() -> list[CircuitInfo]:
+        """The registered circom circuits."""
+        return engine.circuits()
+
+    @app.post("/v1/circuits", status_code=201, response_model=CircuitInfo, dependencies=auth, tags=["kinds"])
+    async def register_circuit(request: CircuitRegistration) -> CircuitInfo:
+        """Register a circom circuit: a snarkjs .zkey and, optionally, circom's witness generator (.wasm),
+        both paths on the daemon's machine. Jobs of kind `circom` then name it in `circuit`."""
+        wasm = Path(request.wasm) if request.wasm is not None else None
+        return await engine.register_circuit(
+            request.name, Path(request.zkey), wasm_path=wasm, priority=request.priority.value
+        )
+
+
+# --- status, events, metrics, health -----------------------------------------------------------
+
+
+def _add_status_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> None:
+    @app.get("/status", tags=["status"])
+    async def status() -> dict[str, Any]:
+        """A frozen snapshot of everything the engine is doing (the shape other tools parse)."""
+        snapshot: dict[str, Any] = engine.tracker.snapshot().to_json()
+        return snapshot
+
+    @app.get("/v1/events", tags=["status"], response_class=StreamingResponse)
+    async def events(
+        request: Request,
+        last_event_id: Annotated[str | None, Header()] = None,
+        after: Annotated[str | None, Query(description="resume after this event id")] = None,
+    ) -> StreamingResponse:
+        """Server-sent events, one per tracker event; resume with `Last-Event-ID` without a gap."""
+        resume = _parse_event_id(last_event_id if last_event_id is not None else after)
+        stream = _event_stream(engine, resume, settings.heartbeat_secs, app.state.closing)
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+
+    @app.get("/healthz", tags=["status"])
+    async def healthz() -> JSONResponse:
+        """200 once the daemon accepts jobs, 503 before (for systemd and container health checks)."""
+        if engine.ready:
+            return JSONResponse({"ok": True, "version": __version__})
+        return JSONResponse({"ok": False, "detail": "starting"}, status_code=503)
+
+
+def _parse_event_id(raw: str | None) -> int | None:
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise HTTPException(400, f"Last-Event-ID {raw!r} is not an event id (a whole number)") from None
+    if value < 0:
+        raise HTTPException(400, f"Last-Event-ID {value} is negative")
+    return value
+
+
+async def _event_stream(
+    engine: EngineApi, resume: int | None, heartbeat: float, closing: asyncio.Event
+) -> AsyncGenerator[str, None]:
+    """Format the tracker's feed as SSE, with a comment line as heartbeat while nothing happens."""
+    feed: AsyncIterator[Any] = engine.tracker.subscribe(resume)
+    closed = asyncio.ensure_future(closing.wait())
+    pending: asyncio.Future[Any] | None = None
+    try:
+        yield ": prooflane event stream\nretry: 1000\n\n"
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(feed))
+            done, _ = await asyncio.wait({pending, closed}, timeout=heartbeat, return_when="FIRST_COMPLETED")
+            if closed in done:
+                return
+            if pending not in done:
+                yield ": heartbeat\n\n"
+                continue
+            try:
+                item = pending.result()
+            except StopAsyncIteration:
+                return
+            pending = None
+            yield _sse_frame(item.id, item.event, item.data)
+    finally:
+        closed.cancel()
+        if pending is not None and not pending.done():
+            pending.cancel()  # cancelling the running step also finishes the feed (its cleanup runs)
+        else:
+            aclose = getattr(feed, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
+def _sse_frame(event_id: int | None, name: str, data: Any) -> str:
+    text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    lines = [f"id: {event_id}"] if event_id is not None else []
+    lines.append(f"event: {name}")
+    lines.extend(f"data: {line}" for line in text.splitlines() or [""])
+    return "\n".join(lines) + "\n\n"
+
+
+# --- request body limit ------------------------------------------------------------------------
+
+
+class BodyLimit:
+    """Refuse request bodies larger than `max_bytes` with 413, whether sized or chunked."""
+
+    def __init__(self, app: Asgi, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers", ())).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(send)
+            return
+        # Bodies are small (JSON requests), so read the whole one first and replay it to the app.
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away before sending its body
+            body += message.get("body", b"")
+            if len(body) > self.max_bytes:
+                await self._refuse(send)
+                return
+            if not message.get("more_body", False):
+                break
+        await self.app(scope, _replay(bytes(body), receive), send)
+
+    async def _refuse(self, send: Send) -> None:
+        body = json.dumps(
+            {"detail": f"request body too large: at most {self.max_bytes} bytes are accepted"}
+        ).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()  # later calls wait for the disconnect, as usual
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
