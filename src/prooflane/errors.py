@@ -7,6 +7,8 @@ from pathlib import Path
 __all__ = [
     "CircuitError",
     "ConfigError",
+    "DaemonError",
+    "DaemonUnreachable",
     "FormatError",
     "InvalidWitnessError",
     "JobRejected",
@@ -76,3 +78,16 @@ class InvalidWitnessError(ProoflaneError):
 
 class KeyMismatchError(ProoflaneError):
     """Raised when a key, a circuit, a witness or a proof belong to different curves or circuits."""
+
+
+class DaemonError(ProoflaneError):
+    """Raised when the daemon answers a request with an error status; carries the status and its detail."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        self.status = status
+        self.detail = detail
+        super().__init__(f"the daemon answered {status}: {detail}")
+
+
+class DaemonUnreachable(ProoflaneError):
+    """Raised when no prooflane daemon answers at the given URL (not running, wrong address or port)."""
