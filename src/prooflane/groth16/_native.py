@@ -1,0 +1,254 @@
+"""Adapters over the native primitives: point construction, MSM, pairing and FFT for each curve.
+
+BN254 runs on zksnake (arkworks underneath; its MSM holds the GIL). BLS12-381 runs on
+py-arkworks-bls12381 for points, MSM and pairing (its MSM releases the GIL) and zksnake for the FFT.
+Points cross prooflane's boundaries as affine integer tuples (``G1 = (x, y)``, ``G2 = (x0, x1, y0, y1)``,
+the point at infinity all zeros) or as rows of plain little-endian coordinate bytes; library point objects
+never leave a process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .curves import BLS12381, BN128, Curve
+from .field import FieldVector, to_ints
+
+__all__ = ["G1", "G2", "Backend", "backend"]
+
+G1 = tuple[int, int]
+G2 = tuple[int, int, int, int]
+Point = Any  # a library point object: zksnake PointG1/PointG2 or py_arkworks_bls12381 G1Point/G2Point
+
+
+class Backend:
+    """One curve's primitives. Subclasses fill in the library calls."""
+
+    curve: Curve
+    g1_gen: G1
+    g2_gen: G2
+
+    # -- points -------------------------------------------------------------------------------------------
+    def g1(self, xy: G1, *, trusted: bool = False) -> Point:
+        """A library G1 point; raises ValueError when ``xy`` is not on the curve."""
+        raise NotImplementedError
+
+    def g2(self, xy: G2, *, trusted: bool = False) -> Point:
+        """A library G2 point; raises ValueError when ``xy`` is not in G2."""
+        raise NotImplementedError
+
+    def g1_xy(self, point: Point) -> G1:
+        """Affine coordinates of a library G1 point."""
+        raise NotImplementedError
+
+    def g2_xy(self, point: Point) -> G2:
+        """Affine coordinates of a library G2 point."""
+        raise NotImplementedError
+
+    def bases(self, rows: NDArray[np.uint8], group: int) -> list[Point]:
+        """Library points for rows of plain LE coordinates (none of them at infinity); trusted input."""
+        n8 = self.curve.n8q
+        raw = rows.tobytes()
+        width = 2 * n8 * group
+        out = []
+        for i in range(rows.shape[0]):
+            chunk = raw[i * width : (i + 1) * width]
+            coords = tuple(int.from_bytes(chunk[k * n8 : (k + 1) * n8], "little") for k in range(2 * group))
+            out.append(self.g1(coords, trusted=True) if group == 1 else self.g2(coords, trusted=True))  # type: ignore[arg-type]
+        return out
+
+    # -- arithmetic ---------------------------------------------------------------------------------------
+    def msm(self, points: Sequence[Point], scalars: FieldVector, group: int) -> Point:
+        """Sum of ``scalars[i] * points[i]`` (scalars canonical)."""
+        raise NotImplementedError
+
+    def mul(self, point: Point, k: int) -> Point:
+        """``k * point``."""
+        raise NotImplementedError
+
+    def pairing_check(self, g1s: Sequence[Point], g2s: Sequence[Point]) -> bool:
+        """Whether the product of ``e(g1s[i], g2s[i])`` is one."""
+        raise NotImplementedError
+
+    # -- polynomials --------------------------------------------------------------------------------------
+    def fft(self, values: list[int], n: int) -> list[int]:
+        """Evaluations at the zksnake root's powers."""
+        raise NotImplementedError
+
+    def ifft(self, values: list[int], n: int) -> list[int]:
+        """Inverse of ``fft``."""
+        raise NotImplementedError
+
+
+def _on_curve_g1(curve: Curve, xy: G1, b: int) -> bool:
+    x, y = xy
+    q = curve.q
+    return 0 <= x < q and 0 <= y < q and (y * y - x * x * x - b) % q == 0
+
+
+# BN254's twist: y^2 = x^3 + 3 / (9 + u) over Fq2 = Fq[u] / (u^2 + 1).
+_BN_TWIST_B = (
+    19485874751759354771024239261021720505790618469301721065564631296452457478373,
+    266929791119991161246907387137283842545076965332900288569378510910307636690,
+)
+_BLS_TWIST_B = (4, 4)
+
+
+def _fq2_mul(a: tuple[int, int], b: tuple[int, int], q: int) -> tuple[int, int]:
+    return ((a[0] * b[0] - a[1] * b[1]) % q, (a[0] * b[1] + a[1] * b[0]) % q)
+
+
+def _on_curve_g2(curve: Curve, xy: G2, b: tuple[int, int]) -> bool:
+    q = curve.q
+    if not all(0 <= c < q for c in xy):
+        return False
+    x, y = (xy[0], xy[1]), (xy[2], xy[3])
+    lhs = _fq2_mul(y, y, q)
+    x3 = _fq2_mul(_fq2_mul(x, x, q), x, q)
+    return lhs == ((x3[0] + b[0]) % q, (x3[1] + b[1]) % q)
+
+
+class _BN254(Backend):
+    def __init__(self) -> None:
+        from zksnake._algebra import ec_bn254, polynomial_bn254
+
+        self.curve = BN128
+        self._ec, self._poly = ec_bn254, polynomial_bn254
+        self.g1_gen = (1, 2)
+        g2 = ec_bn254.g2()
+        self.g2_gen = (g2.x[0], g2.x[1], g2.y[0], g2.y[1])
+
+    def g1(self, xy: G1, *, trusted: bool = False) -> Point:
+        if xy == (0, 0):
+            return self._ec.PointG1.identity()
+        if not trusted and not _on_curve_g1(self.curve, xy, 3):
+            raise ValueError("not a point of G1")
+        return self._ec.PointG1(*xy)
+
+    def g2(self, xy: G2, *, trusted: bool = False) -> Point:
+        if xy == (0, 0, 0, 0):
+            return self._ec.g2() * 0
+        if not trusted and not _on_curve_g2(self.curve, xy, _BN_TWIST_B):
+            raise ValueError("not a point of G2")
+        try:
+            return self._ec.PointG2(*xy)
+        except BaseException as exc:  # the library panics (a BaseException) on points outside G2
+            if type(exc).__name__ == "PanicException":
+                raise ValueError("not a point of G2") from None
+            raise
+
+    def g1_xy(self, point: Point) -> G1:
+        return (0, 0) if point.is_zero() else (int(point.x), int(point.y))
+
+    def g2_xy(self, point: Point) -> G2:
+        if point.is_zero():
+            return (0, 0, 0, 0)
+        return (int(point.x[0]), int(point.x[1]), int(point.y[0]), int(point.y[1]))
+
+    def msm(self, points: Sequence[Point], scalars: FieldVector, group: int) -> Point:
+        ints = to_ints(scalars)
+        if group == 1:
+            return self._ec.multiscalar_mul_g1(list(points), ints)
+        return self._ec.multiscalar_mul_g2(list(points), ints)
+
+    def mul(self, point: Point, k: int) -> Point:
+        return point * (k % self.curve.r)
+
+    def pairing_check(self, g1s: Sequence[Point], g2s: Sequence[Point]) -> bool:
+        # e(-g1s[0], g2s[0]) * prod(rest) == 1  <=>  e(g1s[0], g2s[0]) == prod(rest) after negating back.
+        lhs = self._ec.pairing(-g1s[0], g2s[0])
+        rhs = self._ec.multi_pairing(list(g1s[1:]), list(g2s[1:]))
+        return bool(lhs == rhs)
+
+    def fft(self, values: list[int], n: int) -> list[int]:
+        return list(self._poly.fft(values, n))
+
+    def ifft(self, values: list[int], n: int) -> list[int]:
+        return list(self._poly.ifft(values, n))
+
+
+class _BLS12381(Backend):
+    def __init__(self) -> None:
+        import py_arkworks_bls12381 as ark
+        from zksnake._algebra import polynomial_bls12_381
+
+        self.curve = BLS12381
+        self._ark, self._poly = ark, polynomial_bls12_381
+        self.g1_gen = self.g1_xy(ark.G1Point())
+        self.g2_gen = self.g2_xy(ark.G2Point())
+
+    def _bytes(self, coords: Sequence[int]) -> bytes:
+        return b"".join(c.to_bytes(48, "little") for c in coords)
+
+    def g1(self, xy: G1, *, trusted: bool = False) -> Point:
+        if trusted:
+            return self._ark.G1Point.from_xy_bytes_unchecked_le(self._bytes(xy))
+        if xy != (0, 0) and not _on_curve_g1(self.curve, xy, 4):
+            raise ValueError("not a point of G1")
+        try:
+            return self._ark.G1Point.from_xy_bytes_le(self._bytes(xy))
+        except Exception:
+            raise ValueError("not a point of G1") from None
+
+    def g2(self, xy: G2, *, trusted: bool = False) -> Point:
+        if trusted:
+            return self._ark.G2Point.from_xy_bytes_unchecked_le(self._bytes(xy))
+        if xy != (0, 0, 0, 0) and not _on_curve_g2(self.curve, xy, _BLS_TWIST_B):
+            raise ValueError("not a point of G2")
+        try:
+            return self._ark.G2Point.from_xy_bytes_le(self._bytes(xy))
+        except Exception:
+            raise ValueError("not a point of G2") from None
+
+    def g1_xy(self, point: Point) -> G1:
+        raw = point.to_xy_bytes_le()
+        return (int.from_bytes(raw[:48], "little"), int.from_bytes(raw[48:96], "little"))
+
+    def g2_xy(self, point: Point) -> G2:
+        raw = point.to_xy_bytes_le()
+        c = [int.from_bytes(raw[48 * k : 48 * (k + 1)], "little") for k in range(4)]
+        return (c[0], c[1], c[2], c[3])
+
+    def bases(self, rows: NDArray[np.uint8], group: int) -> list[Point]:
+        cls = self._ark.G1Point if group == 1 else self._ark.G2Point
+        width = 96 * group
+        raw = rows.tobytes()
+        make = cls.from_xy_bytes_unchecked_le
+        return [make(raw[i : i + width]) for i in range(0, len(raw), width)]
+
+    def msm(self, points: Sequence[Point], scalars: FieldVector, group: int) -> Point:
+        raw = np.ascontiguousarray(scalars, dtype="<u8").tobytes()
+        make = self._ark.Scalar.from_le_bytes_mod_order
+        ks = [make(raw[i : i + 32]) for i in range(0, len(raw), 32)]
+        cls = self._ark.G1Point if group == 1 else self._ark.G2Point
+        if not ks:
+            return cls.identity()
+        return cls.multiexp_unchecked(list(points), ks)
+
+    def mul(self, point: Point, k: int) -> Point:
+        return point * self._ark.Scalar(k % self.curve.r)
+
+    def pairing_check(self, g1s: Sequence[Point], g2s: Sequence[Point]) -> bool:
+        return bool(self._ark.GT.pairing_check(list(g1s), list(g2s)))
+
+    def fft(self, values: list[int], n: int) -> list[int]:
+        return list(self._poly.fft(values, n))
+
+    def ifft(self, values: list[int], n: int) -> list[int]:
+        return list(self._poly.ifft(values, n))
+
+
+_BACKENDS: dict[str, Backend] = {}
+
+
+def backend(curve: Curve) -> Backend:
+    """The (process-wide, lazily built) backend of ``curve``."""
+    found = _BACKENDS.get(curve.name)
+    if found is None:
+        found = _BN254() if curve.name == BN128.name else _BLS12381()
+        _BACKENDS[curve.name] = found
+    return found

@@ -1,0 +1,78 @@
+"""The quotient polynomial's evaluations on the odd coset, in snarkjs' domain order.
+
+snarkjs' roots of unity: ``w_{2^s} = g^t`` with ``g`` the smallest quadratic non-residue and
+``r - 1 = 2^s t``, ``w_n`` its powers. zksnake's FFT may use another primitive root ``w_n^k`` (k odd);
+its evaluation ``j`` then sits at snarkjs index ``k*j mod n``, and we permute.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ._native import Backend
+from .curves import Curve
+from .field import FieldVector, from_ints, to_ints
+
+__all__ = ["coset_h", "root_of_unity"]
+
+
+@cache
+def _two_adic(curve: Curve) -> tuple[int, int]:
+    r = curve.r
+    g = 2
+    while pow(g, (r - 1) // 2, r) != r - 1:
+        g += 1
+    s, t = 0, r - 1
+    while t % 2 == 0:
+        s, t = s + 1, t // 2
+    return s, pow(g, t, r)
+
+
+def root_of_unity(curve: Curve, n: int) -> int:
+    """snarkjs' primitive ``n``-th root of unity (``n`` a power of two)."""
+    s, w = _two_adic(curve)
+    log_n = n.bit_length() - 1
+    if n != 1 << log_n or log_n > s:
+        raise ValueError(f"no {n}-th roots of unity in the scalar field of {curve.name}")
+    return pow(w, 1 << (s - log_n), curve.r)
+
+
+@cache
+def _plan(backend: Backend, n: int) -> tuple[NDArray[np.int64], list[int]]:
+    """(permutation from zksnake order to snarkjs order, powers of the coset shift ``w_2n``)."""
+    curve, r = backend.curve, backend.curve.r
+    w_s = root_of_unity(curve, n)
+    w_z = backend.fft([0, 1] + [0] * (n - 2), n)[1] if n > 1 else 1
+    log_n = n.bit_length() - 1
+    k = 0  # Pohlig-Hellman in a group of order 2^log_n: w_z = w_s^k
+    inv = pow(w_s, -1, r)
+    for i in range(log_n):
+        if pow(w_z * pow(inv, k, r) % r, 1 << (log_n - i - 1), r) != 1:
+            k += 1 << i
+    perm = (np.arange(n, dtype=np.int64) * k) % n
+    shift = root_of_unity(curve, 2 * n)
+    powers = [1] * n
+    for i in range(1, n):
+        powers[i] = powers[i - 1] * shift % r
+    return perm, powers
+
+
+def coset_h(backend: Backend, a: FieldVector, b: FieldVector, c: FieldVector, n: int) -> FieldVector:
+    """``a*b - c`` on the odd coset ``w_2n * <w_n>``, from the three vectors' values on ``<w_n>``."""
+    r = backend.curve.r
+    perm, powers = _plan(backend, n)
+    order = perm.tolist()
+    out = []
+    for vec in (a, b, c):
+        values = to_ints(vec) + [0] * (n - vec.shape[0])
+        coeffs = backend.ifft([values[i] for i in order], n)
+        shifted = [x * p % r for x, p in zip(coeffs, powers, strict=True)]
+        evals = backend.fft(shifted, n)
+        ordered = [0] * n
+        for j, i in enumerate(order):
+            ordered[i] = evals[j]
+        out.append(ordered)
+    return from_ints([(x * y - z) % r for x, y, z in zip(*out, strict=True)])

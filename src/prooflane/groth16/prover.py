@@ -1,0 +1,303 @@
+"""Groth16 proving, split the way a device prover splits it.
+
+``synthesize`` (CPU: the witness and the A·w, B·w, C·w vectors) -> ``prove_start`` (H by NTT and the G1
+MSMs: the section a device lock covers) -> ``prove_finish`` (the G2 MSM and assembly). Every value that
+crosses a process boundary holds numpy arrays and a few integers only.
+
+Library point objects are slow to build (~100 µs per BN254 G1 point, they validate) and cannot be pickled,
+so each process builds a key's bases once and keeps them in a cache keyed by the key's digest.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..errors import InvalidWitnessError, KeyMismatchError
+from ._native import G1, G2, backend
+from ._ntt import coset_h
+from .curves import Curve
+from .field import FieldVector, from_ints, to_ints
+from .proof import Proof
+from .r1cs import R1CS, SparseMatrix
+from .witness import Witness
+from .zkey import ProvingKey
+
+__all__ = [
+    "BASES",
+    "ProvingState",
+    "Synthesized",
+    "preload",
+    "prove",
+    "prove_finish",
+    "prove_start",
+    "release",
+    "synthesize",
+]
+
+BASES = ("a", "b1", "b2", "c", "h")
+_CACHED_KEYS = 4  # keys whose library points one process keeps
+
+
+@dataclass(frozen=True, eq=False)
+class Synthesized:
+    """A witness and its A·w, B·w, C·w vectors over the key's rows (constraints, then one row per public
+    signal and the constant wire). Invariant: ``a[i] * b[i] == c[i]`` for every row."""
+
+    curve: Curve
+    n_public: int
+    witness: FieldVector
+    a: FieldVector
+    b: FieldVector
+    c: FieldVector
+
+    @property
+    def public(self) -> tuple[int, ...]:
+        """The public signals: witness[1..n_public]."""
+        return tuple(to_ints(self.witness[1 : self.n_public + 1]))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held (what pickling copies)."""
+        return int(self.witness.nbytes + self.a.nbytes + self.b.nbytes + self.c.nbytes)
+
+
+@dataclass(frozen=True, eq=False)
+class ProvingState:
+    """The device section's output: the G1 MSM results and the blinding scalars ``r``, ``s``.
+
+    Holds a reference to its key (pickling a state copies the key's arrays; within a process it is free).
+    """
+
+    key: ProvingKey
+    witness: FieldVector
+    public: tuple[int, ...]
+    r: int
+    s: int
+    a: G1
+    b1: G1
+    c: G1
+    h: G1
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held apart from the key."""
+        return int(self.witness.nbytes)
+
+
+# -- synthesis ------------------------------------------------------------------------------------------
+
+
+def synthesize(source: R1CS | ProvingKey, witness: Witness) -> Synthesized:
+    """Compute A·w, B·w, C·w for ``witness``. With an R1CS, every constraint is checked and the first one
+    that fails is named; a proving key holds only A and B, so C·w is taken as A·w ∘ B·w."""
+    n_wires = source.n_wires if isinstance(source, R1CS) else source.n_vars
+    if witness.curve != source.curve:
+        raise InvalidWitnessError(
+            f"the witness is on {witness.curve.name}, the circuit on {source.curve.name}"
+        )
+    if len(witness) != n_wires:
+        raise InvalidWitnessError(f"the witness has {len(witness)} values, the circuit {n_wires} wires")
+    r = source.curve.r
+    w = np.array(to_ints(witness.values), dtype=object)
+    if n_wires and (w[0] != 1 or max(w) >= r):
+        bad = "wire 0 (the constant one) is not 1" if w[0] != 1 else "a value is not below the field"
+        raise InvalidWitnessError(f"invalid witness: {bad}")
+    if isinstance(source, R1CS):
+        return _synthesize_r1cs(source, witness, w)
+    coef = source.coefficients
+    n_rows = int(coef.row.max()) + 1 if coef.row.size else 0
+    values = np.array(to_ints(coef.value), dtype=object)
+    a = _matvec(coef.row[coef.matrix == 0], coef.wire[coef.matrix == 0], values[coef.matrix == 0], w, n_rows)
+    b = _matvec(coef.row[coef.matrix == 1], coef.wire[coef.matrix == 1], values[coef.matrix == 1], w, n_rows)
+    a, b = a % r, b % r
+    c = a * b % r
+    return Synthesized(source.curve, source.n_public, witness.values, _fv(a), _fv(b), _fv(c))
+
+
+def _synthesize_r1cs(r1cs: R1CS, witness: Witness, w: NDArray[Any]) -> Synthesized:
+    r, m = r1cs.curve.r, r1cs.n_constraints
+    n_rows = m + r1cs.n_public + 1
+    a, b, c = (_sparse(mat, w, n_rows) % r for mat in (r1cs.a, r1cs.b, r1cs.c))
+    bad = np.flatnonzero((a[:m] * b[:m] - c[:m]) % r != 0)
+    if bad.size:
+        raise InvalidWitnessError(f"the witness does not satisfy constraint {int(bad[0])} (of {m})")
+    a[m:] = w[: r1cs.n_public + 1]  # one extra A row per public signal and the constant wire, as snarkjs
+    return Synthesized(r1cs.curve, r1cs.n_public, witness.values, _fv(a), _fv(b), _fv(c))
+
+
+def _sparse(mat: SparseMatrix, w: NDArray[Any], n_rows: int) -> NDArray[Any]:
+    return _matvec(mat.rows, mat.cols, np.array(to_ints(mat.values), dtype=object), w, n_rows)
+
+
+def _matvec(
+    rows: NDArray[np.int64], cols: NDArray[np.int64], values: NDArray[Any], w: NDArray[Any], n_rows: int
+) -> NDArray[Any]:
+    acc = np.zeros(n_rows, dtype=object)
+    np.add.at(acc, rows, values * w[cols])
+    return acc
+
+
+def _fv(values: NDArray[Any]) -> FieldVector:
+    return from_ints(values.tolist())
+
+
+# -- the per-process cache of library points ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Bases:
+    index: NDArray[np.int64]  # rows of the key's section that are not at infinity
+    points: list[Any]  # library points of those rows
+
+
+_CACHE: OrderedDict[tuple[str, str], _Bases] = OrderedDict()
+_CACHE_LOCK = threading.Lock()  # prove() may load bases from two threads
+
+
+def _rows(key: ProvingKey, name: str) -> NDArray[np.uint8]:
+    rows: NDArray[np.uint8] = getattr(key, f"{name}_points")
+    return rows
+
+
+def _bases(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8]) -> _Bases:
+    with _CACHE_LOCK:
+        found = _CACHE.get((digest, name))
+        if found is not None:
+            _CACHE.move_to_end((digest, name))
+            return found
+    index = np.flatnonzero(rows.any(axis=1))
+    made = _Bases(index, backend(curve).bases(rows[index], 2 if name == "b2" else 1))
+    with _CACHE_LOCK:
+        _CACHE[(digest, name)] = made
+        while len({d for d, _ in _CACHE}) > _CACHED_KEYS:
+            oldest = next(iter(_CACHE))[0]
+            for k in [k for k in _CACHE if k[0] == oldest]:
+                del _CACHE[k]
+    return made
+
+
+def preload(key: ProvingKey, parts: tuple[str, ...] = BASES, *, processes: int = 1) -> None:
+    """Build this process's library points for ``key`` now (otherwise the first proof pays for it);
+    with ``processes=2`` also warm the helper that ``prove(..., processes=2)`` uses."""
+    if processes > 1:
+        from ._parallel import preload_parallel
+
+        preload_parallel(key)
+        return
+    for name in parts:
+        _bases(key.curve, key.digest, name, _rows(key, name))
+
+
+def release(key: ProvingKey) -> None:
+    """Drop this process's library points for ``key``."""
+    with _CACHE_LOCK:
+        for k in [k for k in _CACHE if k[0] == key.digest]:
+            del _CACHE[k]
+
+
+def _msm(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8], scalars: FieldVector) -> Any:
+    """MSM over one base section, skipping bases at infinity and zero scalars."""
+    bases = _bases(curve, digest, name, rows)
+    picked = scalars[bases.index]
+    keep = np.flatnonzero(picked.any(axis=1))
+    points = bases.points if keep.size == len(bases.points) else [bases.points[i] for i in keep.tolist()]
+    return backend(curve).msm(points, picked[keep], 2 if name == "b2" else 1)
+
+
+def _scalars(key: ProvingKey, name: str, witness: FieldVector, h: FieldVector | None) -> FieldVector:
+    if name == "h":
+        assert h is not None
+        return h
+    return witness[key.n_public + 1 :] if name == "c" else witness
+
+
+# -- proving --------------------------------------------------------------------------------------------
+
+
+def _check(key: ProvingKey, synthesized: Synthesized) -> None:
+    if synthesized.curve != key.curve:
+        raise KeyMismatchError(f"the witness is on {synthesized.curve.name}, the key on {key.curve.name}")
+    if synthesized.witness.shape[0] != key.n_vars:
+        raise InvalidWitnessError(
+            f"the witness has {synthesized.witness.shape[0]} values, the key expects {key.n_vars}"
+        )
+    if synthesized.a.shape[0] > key.domain_size:
+        raise KeyMismatchError(f"{synthesized.a.shape[0]} rows do not fit the key's domain {key.domain_size}")
+
+
+def _blinding(curve: Curve, randomness: tuple[int, int] | None) -> tuple[int, int]:
+    if randomness is not None:
+        return randomness[0] % curve.r, randomness[1] % curve.r
+    return secrets.randbelow(curve.r), secrets.randbelow(curve.r)
+
+
+def prove_start(
+    key: ProvingKey, synthesized: Synthesized, *, randomness: tuple[int, int] | None = None
+) -> ProvingState:
+    """H by NTT and the G1 MSMs (A, B1, C, H), in this process. ``randomness`` fixes ``(r, s)`` (tests)."""
+    _check(key, synthesized)
+    be = backend(key.curve)
+    h = coset_h(be, synthesized.a, synthesized.b, synthesized.c, key.domain_size)
+    out = {}
+    for name in ("a", "b1", "c", "h"):
+        scalars = _scalars(key, name, synthesized.witness, h)
+        out[name] = be.g1_xy(_msm(key.curve, key.digest, name, _rows(key, name), scalars))
+    r, s = _blinding(key.curve, randomness)
+    return ProvingState(
+        key, synthesized.witness, synthesized.public, r, s, out["a"], out["b1"], out["c"], out["h"]
+    )
+
+
+def prove_finish(state: ProvingState) -> Proof:
+    """The G2 MSM (B2) and the assembly of the proof."""
+    key = state.key
+    b2 = _msm(key.curve, key.digest, "b2", key.b2_points, state.witness)
+    return _assemble(state, backend(key.curve).g2_xy(b2))
+
+
+def _assemble(state: ProvingState, b2_msm: G2) -> Proof:
+    key, be, r, s = state.key, backend(state.key.curve), state.r, state.s
+    delta1 = be.g1(key.delta1, trusted=True)
+    pi_a = be.g1(key.alpha1, trusted=True) + be.g1(state.a, trusted=True) + be.mul(delta1, r)
+    pi_b = (
+        be.g2(key.beta2, trusted=True)
+        + be.g2(b2_msm, trusted=True)
+        + be.mul(be.g2(key.delta2, trusted=True), s)
+    )
+    b1 = be.g1(key.beta1, trusted=True) + be.g1(state.b1, trusted=True) + be.mul(delta1, s)
+    pi_c = be.g1(state.c, trusted=True) + be.g1(state.h, trusted=True)
+    pi_c = pi_c + be.mul(pi_a, s) + be.mul(b1, r) - be.mul(delta1, r * s)
+    return Proof(key.curve, be.g1_xy(pi_a), be.g2_xy(pi_b), be.g1_xy(pi_c), state.public)
+
+
+def prove(
+    key: ProvingKey,
+    witness: Witness | Synthesized,
+    *,
+    processes: int = 1,
+    randomness: tuple[int, int] | None = None,
+) -> Proof:
+    """Synthesize (from the key's A and B) and prove. ``processes=2`` runs the MSMs on two cores: a helper
+    process (BN254) or thread (BLS12-381, whose MSM releases the GIL) takes B2 and C."""
+    synthesized = witness if isinstance(witness, Synthesized) else synthesize(key, witness)
+    if processes <= 1:
+        return prove_finish(prove_start(key, synthesized, randomness=randomness))
+    from ._parallel import prove_parallel
+
+    return prove_parallel(key, synthesized, randomness=_blinding(key.curve, randomness))
+
+
+def _state(
+    key: ProvingKey, synthesized: Synthesized, randomness: tuple[int, int], g1: dict[str, G1]
+) -> ProvingState:
+    r, s = randomness
+    return ProvingState(
+        key, synthesized.witness, synthesized.public, r, s, g1["a"], g1["b1"], g1["c"], g1["h"]
+    )

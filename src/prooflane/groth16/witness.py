@@ -1,0 +1,58 @@
+"""A circuit's full assignment (wire 0 is the constant one) and circom's .wtns file format."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import FormatError
+from ._binfile import Reader, read_sections, section, write_sections
+from .curves import Curve, curve_by_prime
+from .field import FieldVector
+
+__all__ = ["Witness", "read_wtns", "write_wtns"]
+
+
+@dataclass(frozen=True, eq=False)
+class Witness:
+    """Values of every wire of one circuit, as a FieldVector (canonical, below ``curve.r``)."""
+
+    curve: Curve
+    values: FieldVector
+
+    def __len__(self) -> int:
+        return int(self.values.shape[0])
+
+
+def read_wtns(path: str | Path) -> Witness:
+    """Read a circom .wtns file (version 2)."""
+    version, sections = read_sections(path, b"wtns")
+    if version != 2:
+        raise FormatError(path, f"unsupported .wtns version {version}: expected 2")
+    header = Reader(path, "1 (header)", section(path, sections, 1, "header"))
+    n8 = header.u32()
+    if n8 != 32:
+        raise FormatError(path, f"field size {n8} bytes: expected 32")
+    prime = header.integer(n8)
+    try:
+        curve = curve_by_prime(prime)
+    except ValueError:
+        raise FormatError(path, f"unsupported prime {prime}") from None
+    if prime != curve.r:
+        raise FormatError(path, "the header prime is a base field, not a scalar field")
+    count = header.u32()
+    data = section(path, sections, 2, "values")
+    if len(data) != 32 * count:
+        raise FormatError(path, f"section 2 holds {len(data)} bytes: expected {count} values of 32 bytes")
+    values = np.frombuffer(data, dtype="<u8").reshape(-1, 4).astype(np.uint64)
+    return Witness(curve, values)
+
+
+def write_wtns(path: str | Path, witness: Witness) -> None:
+    """Write ``witness`` as a circom .wtns file (version 2)."""
+    header = struct.pack("<I", 32) + witness.curve.r.to_bytes(32, "little") + struct.pack("<I", len(witness))
+    values = np.ascontiguousarray(witness.values, dtype="<u8").tobytes()
+    write_sections(path, b"wtns", 2, [(1, header), (2, values)])
