@@ -28,7 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import CircuitError, UnsatisfiedConstraint
-from ..groth16 import BN128, R1CS, Curve, SparseMatrix, from_ints
+from ..groth16 import BN128, R1CS, Curve, SparseMatrix, Synthesized, Witness, from_ints, to_ints
 
 __all__ = [
     "Assignment",
@@ -445,6 +445,8 @@ class CompiledCircuit:
 
     def evaluate(self, wires: Sequence[int]) -> tuple[ObjectArray, ObjectArray, ObjectArray]:
         """The vectors A·w, B·w, C·w (object arrays of Python ints, reduced)."""
+        if len(wires) != self.n_wires:
+            raise CircuitError(f"the witness has {len(wires)} values: the circuit has {self.n_wires} wires")
         w: ObjectArray = np.empty(len(wires), dtype=object)
         w[:] = list(wires)
         n, p = self.n_constraints, self.curve.r
@@ -453,9 +455,9 @@ class CompiledCircuit:
 
     def check(self, wires: Sequence[int]) -> None:
         """Raise UnsatisfiedConstraint for the first constraint ``wires`` break."""
-        if len(wires) != self.n_wires:
-            raise CircuitError(f"the witness has {len(wires)} values: the circuit has {self.n_wires} wires")
-        a, b, c = self.evaluate(wires)
+        self._check(*self.evaluate(wires))
+
+    def _check(self, a: ObjectArray, b: ObjectArray, c: ObjectArray) -> None:
         bad = np.flatnonzero((a * b - c) % self.curve.r)
         if len(bad):
             index = int(bad[0])
@@ -468,3 +470,36 @@ class CompiledCircuit:
     def public_values(self, wires: Sequence[int]) -> list[int]:
         """The public signals of a full assignment (public.json's values)."""
         return list(wires[1 : 1 + self.n_public])
+
+    def witness(self, inputs: Mapping[str, InputValue], check: bool = True) -> Witness:
+        """The witness for ``inputs`` (see ``witness_values``)."""
+        return Witness(self.curve, from_ints(self.witness_values(inputs, check)))
+
+    def synthesize(self, source: Mapping[str, InputValue] | Witness) -> Synthesized:
+        """The witness and its A·w, B·w, C·w from the cached matrices, checked constraint by constraint.
+
+        ``source`` is either the circuit's inputs or a ready witness. The result has the prover's row
+        layout (the constraints, then one A row per public signal and the constant wire), the same as
+        ``groth16.synthesize(self.r1cs, witness)`` gives without rebuilding the matrices.
+        """
+        if isinstance(source, Witness):
+            if source.curve != self.curve:
+                raise CircuitError(f"the witness is on {source.curve.name}, the circuit on {self.curve.name}")
+            wires = to_ints(source.values)
+        else:
+            wires = self.witness_values(source, check=False)
+        a, b, c = self.evaluate(wires)
+        self._check(a, b, c)
+        extra = self.n_public + 1
+        a_full = np.concatenate([a, np.array(wires[:extra], dtype=object)])
+        zeros = np.zeros(extra, dtype=object)
+        b_full, c_full = np.concatenate([b, zeros]), np.concatenate([c, zeros])
+        values = source.values if isinstance(source, Witness) else from_ints(wires)
+        return Synthesized(
+            self.curve,
+            self.n_public,
+            values,
+            from_ints(a_full.tolist()),
+            from_ints(b_full.tolist()),
+            from_ints(c_full.tolist()),
+        )
