@@ -2,4 +2,6 @@
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+from .client import Client  # after __version__: the modules it imports may read it
+
+__all__ = ["Client", "__version__"]
