@@ -200,6 +200,7 @@ async def test_a_body_over_the_limit_is_413_whether_sized_or_chunked(http: Http)
     sized = await http.post("/v1/jobs", content=big, headers={"content-type": "application/json"})
     assert sized.status_code == 413
     assert "at most 4096 bytes" in sized.json()["detail"]
+
     async def chunks() -> AsyncIterator[bytes]:
         yield big[:3000]
         yield big[3000:]

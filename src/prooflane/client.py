@@ -1,0 +1,239 @@
+"""`prooflane.Client`: the daemon's HTTP API from Python.
+
+    with Client("http://127.0.0.1:9821") as client:
+        job_id = client.submit("porep-c2", sector="/data/sector-1")
+        proof = client.proof(job_id, wait=600)
+
+A daemon answer with an error status raises `DaemonError` (its ``status`` and the daemon's ``detail``);
+a daemon that cannot be reached raises `DaemonUnreachable`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from .errors import DaemonError, DaemonUnreachable
+from .models import CircuitInfo, CircuitRegistration, InlineSector, JobProof, JobRequest, JobView, KindInfo
+
+__all__ = ["DEFAULT_URL", "Client", "ServerEvent"]
+
+DEFAULT_URL = "http://127.0.0.1:9821"
+_LONG_POLL_SLICE = 60.0  # one long-poll request waits at most this long; longer waits take several
+
+
+@dataclass(frozen=True)
+class ServerEvent:
+    """One server-sent event: its id (for resuming), its name, and its JSON data."""
+
+    id: int | None
+    name: str
+    data: Any
+
+
+class Client:
+    """A synchronous client of one prooflane daemon."""
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        http: httpx.Client | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._timeout = timeout
+        self._http = http or httpx.Client(base_url=self.url, timeout=timeout)
+        self._http.headers.update(headers)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    # --- jobs ---------------------------------------------------------------------------------
+
+    def submit(
+        self,
+        kind: str,
+        *,
+        sector: str | Path | InlineSector | None = None,
+        randomness: str | None = None,
+        priority: str | None = None,
+        job_id: str | None = None,
+        circuit: str | None = None,
+        witnesses: list[str | dict[str, Any]] | None = None,
+    ) -> str:
+        """Submit a job and return its id (a repeated ``job_id`` returns the same job)."""
+        fields: dict[str, Any] = {
+            "kind": kind,
+            "sector": str(Path(sector).resolve()) if isinstance(sector, str | Path) else sector,
+            "randomness": randomness,
+            "priority": priority,
+            "job_id": job_id,
+            "circuit": circuit,
+            "witnesses": witnesses,
+        }
+        request = JobRequest.model_validate({k: v for k, v in fields.items() if v is not None})
+        answer = self._call("POST", "/v1/jobs", json=request.model_dump(mode="json", exclude_none=True))
+        job: str = answer["job_id"]
+        return job
+
+    def job(self, job_id: str) -> JobView:
+        """The job's state and its partitions' states."""
+        return JobView.model_validate(self._call("GET", f"/v1/jobs/{job_id}"))
+
+    def jobs(self, state: str | None = None, limit: int = 100) -> list[JobView]:
+        """Jobs from the daemon's journal, oldest first (finished ones included)."""
+        params: dict[str, Any] = {"limit": limit} | ({"state": state} if state else {})
+        return [JobView.model_validate(item) for item in self._call("GET", "/v1/jobs", params=params)]
+
+    def proof(self, job_id: str, wait: float = 0.0) -> JobProof | None:
+        """The job's proof, waiting up to ``wait`` seconds for it; None when not done by then.
+
+        A failed or cancelled job raises `DaemonError` (409) with the reason.
+        """
+        deadline = time.monotonic() + wait
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            part = min(left, _LONG_POLL_SLICE)
+            response = self._request("GET", f"/v1/jobs/{job_id}/proof", params={"wait": part}, extra=part)
+            if response.status_code == 200:
+                return JobProof.model_validate(response.json())
+            if left <= part:
+                return None
+
+    def cancel(self, job_id: str) -> JobView:
+        """Cancel the job; returns its view after cancellation."""
+        return JobView.model_validate(self._call("DELETE", f"/v1/jobs/{job_id}"))
+
+    # --- kinds and circuits -------------------------------------------------------------------
+
+    def kinds(self) -> list[KindInfo]:
+        """The proof kinds the daemon proves."""
+        return [KindInfo.model_validate(item) for item in self._call("GET", "/v1/kinds")]
+
+    def verification_key(self, kind: str) -> dict[str, Any]:
+        """The kind's verification key (snarkjs verification_key.json)."""
+        key: dict[str, Any] = self._call("GET", f"/v1/kinds/{kind}/verification_key")
+        return key
+
+    def register_circuit(
+        self, name: str, zkey: str | Path, *, wasm: str | Path | None = None, priority: str = "normal"
+    ) -> CircuitInfo:
+        """Register a circom circuit (paths on the daemon's machine) so jobs of kind circom can use it."""
+        request = CircuitRegistration.model_validate(
+            {
+                "name": name,
+                "zkey": str(Path(zkey).resolve()),
+                "wasm": str(Path(wasm).resolve()) if wasm is not None else None,
+                "priority": priority,
+            }
+        )
+        answer = self._call("POST", "/v1/circuits", json=request.model_dump(mode="json"))
+        return CircuitInfo.model_validate(answer)
+
+    def circuits(self) -> list[CircuitInfo]:
+        """The registered circom circuits."""
+        return [CircuitInfo.model_validate(item) for item in self._call("GET", "/v1/circuits")]
+
+    # --- status -------------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """The daemon's `/status` snapshot."""
+        snapshot: dict[str, Any] = self._call("GET", "/status")
+        return snapshot
+
+    def metrics(self) -> str:
+        """The Prometheus text of `/metrics`."""
+        return self._request("GET", "/metrics").text
+
+    def health(self) -> bool:
+        """True when the daemon answers and accepts jobs; False when it is starting or unreachable."""
+        try:
+            response = self._http.get("/healthz", timeout=min(self._timeout, 5.0))
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+    def events(self, last_event_id: int | None = None) -> Iterator[ServerEvent]:
+        """Iterate over the server-sent events, from after ``last_event_id`` when given.
+
+        The iterator runs until the daemon closes the stream; heartbeats are skipped.
+        """
+        headers = {"Last-Event-ID": str(last_event_id)} if last_event_id is not None else {}
+        timeout = httpx.Timeout(self._timeout, read=None)
+        try:
+            with self._http.stream("GET", "/v1/events", headers=headers, timeout=timeout) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise _error(response)
+                yield from parse_sse(response.iter_lines())
+        except httpx.TransportError as exc:
+            raise DaemonUnreachable(f"{self.url}: {exc}") from None
+
+    # --- plumbing -----------------------------------------------------------------------------
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self._request(method, path, **kwargs).json()
+
+    def _request(self, method: str, path: str, *, extra: float = 0.0, **kwargs: Any) -> httpx.Response:
+        timeout = self._timeout + extra
+        try:
+            response = self._http.request(method, path, timeout=timeout, **kwargs)
+        except httpx.TransportError as exc:
+            raise DaemonUnreachable(f"cannot reach the prooflane daemon at {self.url}: {exc}") from None
+        if response.status_code >= 400:
+            raise _error(response)
+        return response
+
+
+def _error(response: httpx.Response) -> DaemonError:
+    try:
+        detail = response.json().get("detail", response.text)
+    except (ValueError, AttributeError):
+        detail = response.text
+    return DaemonError(response.status_code, str(detail))
+
+
+def parse_sse(lines: Iterator[str]) -> Iterator[ServerEvent]:
+    """Parse server-sent event lines into events (comments and heartbeats are skipped)."""
+    event_id: int | None = None
+    name = "message"
+    data: list[str] = []
+    for line in lines:
+        if line == "":
+            if data:
+                yield ServerEvent(event_id, name, _json_or_text("\n".join(data)))
+            event_id, name, data = None, "message", []
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if field == "id":
+            event_id = int(value) if value.isdigit() else None
+        elif field == "event":
+            name = value
+        elif field == "data":
+            data.append(value)
+
+
+def _json_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
