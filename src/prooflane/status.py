@@ -1,0 +1,957 @@
+"""The status tracker: the engine's events in, frozen snapshots out. It cannot show a busy worker as idle.
+
+One writer, no lock. The tracker's state changes only in :meth:`StatusTracker.apply`, which runs on the event
+loop; threads and processes post events with ``loop.call_soon_threadsafe(tracker.apply, event)`` and never
+touch the state. Reads (:meth:`~StatusTracker.snapshot`, :meth:`~StatusTracker.totals`,
+:meth:`~StatusTracker.invariants`) run on the same loop, so every read sees the state between two events.
+
+Leases. Each :class:`~prooflane.events.LeaseGranted` makes its token the worker's *current lease*.
+:class:`~prooflane.events.DeviceSectionFinished` moves it from current to the worker's *finalizing leases*;
+:class:`~prooflane.events.FinalizeFinished` removes it. An event about leased work is applied only while its
+token is live in the place that event expects (current for a device section end, finalizing for a finalize
+end); otherwise it is *stale*: dropped and counted, never applied, so no "end" can clear a later "start".
+Events about a job the live view no longer holds, a partition already terminal, or an older attempt are stale
+too. Worker states are computed from these facts (never stored): proving when it has a current lease,
+finalizing when it has only finalizing leases, idle otherwise; a worker proving one partition while finalizing
+another shows both.
+
+Partition transitions (anything else is *illegal*: :class:`~prooflane.errors.IllegalTransition` in strict
+mode, used by the tests; counted and ignored in production)::
+
+    pending      -> synthesizing                      SynthesisStarted
+    synthesizing -> synthesized                       SynthesisFinished
+    synthesized  -> proving                           LeaseGranted
+    proving      -> finalizing                        DeviceSectionFinished
+    finalizing   -> done                              FinalizeFinished
+    any live     -> failed                            SynthesisFailed, PartitionFailed, JobFailed
+    any live     -> cancelled                         PartitionSkipped, JobFailed (the others), JobCancelled
+    any live     -> pending                           PartitionRetried, WorkerDied (retry after a death)
+
+``live`` is pending, synthesizing, synthesized, proving or finalizing; done, failed and cancelled are
+terminal and final. A job ends once (done, failed or cancelled), is counted once, stays in the live view for
+``retention_secs`` after its end, then leaves it (the journal keeps it).
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+import uuid
+from collections import Counter, deque
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, assert_never
+
+import psutil
+
+from . import events as ev
+from ._feed import EventFeed, FeedItem
+from ._snapshot import (
+    AllocationStatus,
+    CountersStatus,
+    DeviceStatus,
+    FinalizingLease,
+    HistoryStatus,
+    JobState,
+    MemoryStatus,
+    PartitionState,
+    PartitionStatus,
+    PipelineStatus,
+    RecentJob,
+    RecentPartition,
+    StatusSnapshot,
+    SynthesisStatus,
+    WorkerState,
+    WorkerStatus,
+)
+from ._stats import MINUTE, DeviceBusy, HistogramView, MinuteHistory, PhaseHistogram
+from .errors import IllegalTransition
+
+__all__ = [
+    "LEGAL_TRANSITIONS",
+    "Outcome",
+    "PartitionState",
+    "StatusSnapshot",
+    "StatusTracker",
+    "TrackerConfig",
+    "TrackerTotals",
+    "WorkerState",
+]
+
+P = PartitionState
+LIVE: frozenset[PartitionState] = frozenset(
+    {P.PENDING, P.SYNTHESIZING, P.SYNTHESIZED, P.PROVING, P.FINALIZING}
+)
+TERMINAL: frozenset[PartitionState] = frozenset({P.DONE, P.FAILED, P.CANCELLED})
+_FORWARD = {
+    P.PENDING: P.SYNTHESIZING,
+    P.SYNTHESIZING: P.SYNTHESIZED,
+    P.SYNTHESIZED: P.PROVING,
+    P.PROVING: P.FINALIZING,
+    P.FINALIZING: P.DONE,
+}
+LEGAL_TRANSITIONS: Mapping[PartitionState, frozenset[PartitionState]] = MappingProxyType(
+    {
+        **{s: frozenset({_FORWARD[s], P.FAILED, P.CANCELLED, P.PENDING}) for s in LIVE},
+        **{s: frozenset() for s in TERMINAL},
+    }
+)
+"""Partition state -> the states it may move to (the table in this module's docstring)."""
+
+_JOB_OUTCOME = {P.DONE: JobState.DONE, P.FAILED: JobState.FAILED, P.CANCELLED: JobState.CANCELLED}
+
+
+class Outcome(enum.StrEnum):
+    """What :meth:`StatusTracker.apply` did with an event."""
+
+    APPLIED = "applied"
+    STALE = "stale"
+    ILLEGAL = "illegal"
+
+
+@dataclass(frozen=True, slots=True)
+class TrackerConfig:
+    """The tracker's settings. Memory total and synthesis size may also arrive later as events."""
+
+    retention_secs: float = 60.0
+    memory_total_bytes: int = 0
+    synthesis_max_concurrent: int = 0
+    recent_jobs: int = 50
+    recent_partitions: int = 256
+    history_minutes: int = 60
+    feed_capacity: int = 4096
+    feed_subscriber_queue: int = 1024
+    sample_rss: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class TrackerTotals:
+    """Everything ``/metrics`` renders, copied out at one moment. Keys are label tuples."""
+
+    partitions: Mapping[tuple[str, str], int]
+    jobs: Mapping[tuple[str, str], int]
+    phases: Mapping[str, HistogramView]
+    worker_busy_seconds: Mapping[str, float]
+    workers_by_state: Mapping[str, int]
+    device_busy_fraction: Mapping[str, float]
+    memory_reserved_bytes: int
+    memory_budget_bytes: int
+    memory_cached_bytes: int
+    queue_depth: int
+    synthesis_active: int
+    stale_events: int
+    illegal_events: int
+    events: int
+    invariant_violations: int
+    retries: int
+
+
+class _Stale(Exception):
+    pass
+
+
+class _Illegal(Exception):
+    pass
+
+
+@dataclass(slots=True, eq=False)
+class _Job:
+    job_id: str
+    kind: str
+    priority: str
+    submitted_at: float
+    partitions: list[_Partition] = field(default_factory=list)
+    started: bool = False
+    done: int = 0
+    outcome: JobState | None = None  # set once, with ended_at, when the job ends
+    ended_at: float | None = None
+    counted: bool = False
+    reason: str | None = None
+    failed_partition: int | None = None
+    version: int = 0  # bumped on every partition move: keys the cached partition views
+    views: tuple[int, tuple[PartitionStatus, ...]] | None = None
+
+
+@dataclass(slots=True, eq=False)
+class _Partition:
+    job: _Job
+    index: int
+    state: PartitionState = P.PENDING
+    attempt: int = 1
+    lease: ev.LeaseToken | None = None  # live only while proving or finalizing
+    worker_id: str | None = None  # the last worker that held it, kept for display
+    synth_ms: float | None = None
+    prove_ms: float | None = None
+    finalize_ms: float | None = None
+    reason: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.job.job_id}/{self.index}"
+
+
+@dataclass(slots=True, eq=False)
+class _Lease:
+    token: ev.LeaseToken
+    worker_id: str
+    partition: _Partition
+    granted_at: float
+
+
+@dataclass(slots=True, eq=False)
+class _Worker:
+    worker_id: str
+    device: DeviceBusy
+    current: ev.LeaseToken | None = None
+    finalizing: dict[ev.LeaseToken, None] = field(default_factory=dict)  # an ordered set
+
+    @property
+    def state(self) -> WorkerState:
+        # Computed from the stored leases: nothing to forget to clear.
+        if self.current is not None:
+            return WorkerState.PROVING
+        return WorkerState.FINALIZING if self.finalizing else WorkerState.IDLE
+
+
+@dataclass(slots=True, eq=False)
+class _Allocation:
+    nbytes: int
+    evictable: bool
+    last_used: float
+
+
+class StatusTracker:
+    """Folds the engine's events into one consistent state and hands out frozen snapshots.
+
+    ``clock`` (monotonic seconds) must be the clock the engine stamps events' ``at`` with;
+    ``wall_clock`` gives ``taken_at``. ``strict=True`` raises :class:`~prooflane.errors.IllegalTransition`
+    on an illegal event (and on ``apply`` from a second thread) instead of counting it.
+    """
+
+    def __init__(
+        self,
+        config: TrackerConfig | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        strict: bool = False,
+        boot_id: str | None = None,
+        version: str | None = None,
+    ) -> None:
+        self.config = config or TrackerConfig()
+        self.strict = strict
+        self.boot_id = boot_id or uuid.uuid4().hex
+        self.version = version or _package_version()
+        self.feed = EventFeed(self.config.feed_capacity, self.config.feed_subscriber_queue)
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._booted_at = clock()
+        self._owner_thread: int | None = None
+        self._process = psutil.Process() if self.config.sample_rss else None
+        # Every field below is written only by apply() on the event loop (see the module docstring).
+        self._seq = 0
+        self._stale = 0
+        self._illegal = 0
+        self._jobs: dict[str, _Job] = {}  # live view, in submission order
+        self._ended: deque[_Job] = deque()  # terminal jobs still in the live view, in order of ending
+        self._workers: dict[str, _Worker] = {}
+        self._devices: dict[str, DeviceBusy] = {}
+        self._leases: dict[ev.LeaseToken, _Lease] = {}  # live leases: current or finalizing
+        self._max_token = 0  # tokens are granted in increasing order: one not above this is old
+        # Invariant: _states[s] == number of partitions in the live view in state s.
+        self._states: Counter[PartitionState] = Counter()
+        self._pending_by_priority: Counter[str] = Counter()
+        self._reservations: dict[str, int] = {}
+        self._reserved = 0  # invariant: == sum(_reservations.values())
+        self._allocations: dict[str, _Allocation] = {}
+        self._budget = self.config.memory_total_bytes
+        self._synth_max = self.config.synthesis_max_concurrent
+        self._partitions_total: Counter[tuple[str, str]] = Counter()
+        self._jobs_total: Counter[tuple[str, str]] = Counter()  # (kind, outcome): once per job
+        self._pruned: Counter[JobState] = Counter()  # terminal jobs that left the live view
+        self._busy_total: dict[str, float] = {}  # worker -> closed device-section seconds
+        self._retries = 0
+        self._phases = {name: PhaseHistogram() for name in ("synth", "prove", "finalize")}
+        self._history = MinuteHistory(self.config.history_minutes)
+        self._recent_jobs: deque[_Job] = deque(maxlen=self.config.recent_jobs)
+        self._recent_partitions: deque[RecentPartition] = deque(maxlen=self.config.recent_partitions)
+        self._invariants_at: tuple[int, list[str]] = (-1, [])
+
+    # --- writing ---------------------------------------------------------------------------------------
+
+    @property
+    def seq(self) -> int:
+        """The id of the last event received (applied or dropped)."""
+        return self._seq
+
+    def apply(self, event: ev.Event) -> Outcome:
+        """Fold one event in; call only on the event loop. Returns whether it was applied or dropped."""
+        self._check_thread()
+        self._prune(self._clock())
+        self._seq += 1
+        try:
+            context = self._dispatch(event)
+            outcome = Outcome.APPLIED
+        except _Stale as stale:
+            self._stale += 1
+            outcome, context = Outcome.STALE, {"detail": str(stale)}
+        except _Illegal as illegal:
+            self._illegal += 1
+            outcome, context = Outcome.ILLEGAL, {"detail": str(illegal)}
+        self.feed.publish(self._seq, event, outcome.value, context)
+        if outcome is Outcome.ILLEGAL and self.strict:
+            raise IllegalTransition(f"{ev.event_name(event)}: {context['detail']}")
+        return outcome
+
+    def subscribe(self, last_event_id: int | None = None) -> AsyncIterator[FeedItem]:
+        """The event stream for SSE (see :meth:`prooflane._feed.EventFeed.subscribe`)."""
+        return self.feed.subscribe(last_event_id)
+
+    def _dispatch(self, event: ev.Event) -> dict[str, Any]:
+        match event:
+            case ev.JobSubmitted():
+                return self._job_submitted(event)
+            case ev.JobDone():
+                return self._job_done(event)
+            case ev.JobFailed():
+                return self._job_ended(event.job_id, event.at, JobState.FAILED, event.reason, event.partition)
+            case ev.JobCancelled():
+                return self._job_ended(event.job_id, event.at, JobState.CANCELLED, event.reason, None)
+            case ev.SynthesisStarted():
+                return self._synthesis(event.job_id, event.partition, event.attempt, P.SYNTHESIZING)
+            case ev.SynthesisFinished():
+                return self._synthesis_finished(event)
+            case ev.SynthesisFailed():
+                return self._synthesis(event.job_id, event.partition, event.attempt, P.FAILED, event.reason)
+            case ev.SynthesisPoolSized():
+                self._synth_max = event.max_concurrent
+                return {}
+            case ev.LeaseGranted():
+                return self._lease_granted(event)
+            case ev.DeviceSectionFinished():
+                return self._device_section_finished(event)
+            case ev.FinalizeFinished():
+                return self._finalize_finished(event)
+            case ev.PartitionFailed():
+                return self._partition_ended(event, P.FAILED)
+            case ev.PartitionSkipped():
+                return self._partition_ended(event, P.CANCELLED)
+            case ev.PartitionRetried():
+                return self._partition_retried(event)
+            case ev.WorkerRegistered():
+                return self._worker_registered(event)
+            case ev.WorkerDied():
+                return self._worker_died(event)
+            case (
+                ev.BudgetSet()
+                | ev.ReservationMade()
+                | ev.ReservationShrunk()
+                | ev.ReservationReleased()
+                | ev.AllocationCached()
+                | ev.AllocationUsed()
+                | ev.AllocationEvicted()
+            ):
+                return self._memory(event)
+            case _:
+                assert_never(event)
+
+    # --- jobs ------------------------------------------------------------------------------------------
+
+    def _job_submitted(self, event: ev.JobSubmitted) -> dict[str, Any]:
+        if event.job_id in self._jobs:
+            raise _Stale(f"job {event.job_id} is already known")
+        done = set(event.done_partitions)
+        if event.partitions < 1 or not done <= set(range(event.partitions)):
+            raise _Illegal(
+                f"job {event.job_id}: expected partitions >= 1 and done_partitions within them, "
+                f"got {event.partitions} and {sorted(done)}"
+            )
+        job = _Job(event.job_id, event.kind, event.priority, event.at, started=bool(done))
+        job.partitions = [_Partition(job, i) for i in range(event.partitions)]
+        self._jobs[job.job_id] = job
+        self._states[P.PENDING] += event.partitions
+        self._pending_by_priority[job.priority] += event.partitions
+        for index in sorted(done):
+            partition = job.partitions[index]
+            self._states[P.PENDING] -= 1
+            self._pending_by_priority[job.priority] -= 1
+            partition.state = P.DONE
+            job.done += 1
+            self._states[P.DONE] += 1
+        return {}
+
+    def _job_done(self, event: ev.JobDone) -> dict[str, Any]:
+        job = self._live_job(event.job_id)
+        if job.done != len(job.partitions):
+            raise _Illegal(
+                f"job {job.job_id}: expected all {len(job.partitions)} partitions done, got {job.done}"
+            )
+        self._end_job(job, event.at, JobState.DONE, None, None)
+        self._history.count_proof(event.at)
+        return {}
+
+    def _job_ended(
+        self, job_id: str, at: float, outcome: JobState, reason: str, named: int | None
+    ) -> dict[str, Any]:
+        job = self._live_job(job_id)
+        if named is not None and not 0 <= named < len(job.partitions):
+            raise _Illegal(f"job {job_id}: expected a partition below {len(job.partitions)}, got {named}")
+        for partition in job.partitions:
+            if partition.state in LIVE:
+                failed = outcome is JobState.FAILED and partition.index == named
+                self._end_partition(partition, at, P.FAILED if failed else P.CANCELLED, reason)
+        self._end_job(job, at, outcome, reason, named)
+        return {}
+
+    def _end_job(
+        self, job: _Job, at: float, outcome: JobState, reason: str | None, named: int | None
+    ) -> None:
+        job.outcome, job.ended_at, job.reason, job.failed_partition = outcome, at, reason, named
+        job.counted = True
+        self._jobs_total[(job.kind, outcome.value)] += 1
+        self._ended.append(job)
+        self._recent_jobs.append(job)
+
+    def _live_job(self, job_id: str) -> _Job:
+        job = self._jobs.get(job_id)
+        if job is None:
+            raise _Stale(f"job {job_id} is not in the live view")
+        if job.outcome is not None:
+            raise _Stale(f"job {job_id} already ended ({job.outcome.value})")
+        return job
+
+    def _prune(self, now: float) -> None:
+        while self._ended and now - (self._ended[0].ended_at or 0.0) >= self.config.retention_secs:
+            job = self._ended.popleft()
+            del self._jobs[job.job_id]
+            assert job.outcome is not None
+            self._pruned[job.outcome] += 1
+            for partition in job.partitions:
+                self._states[partition.state] -= 1
+
+    # --- partitions ------------------------------------------------------------------------------------
+
+    def _partition(self, job_id: str, index: int, attempt: int | None = None) -> _Partition:
+        """The live partition an event is about, or _Stale/_Illegal saying why the event cannot apply."""
+        job = self._jobs.get(job_id)
+        if job is None:
+            raise _Stale(f"job {job_id} is not in the live view")
+        if not 0 <= index < len(job.partitions):
+            raise _Illegal(f"job {job_id}: expected a partition below {len(job.partitions)}, got {index}")
+        partition = job.partitions[index]
+        if partition.state in TERMINAL:
+            raise _Stale(f"partition {partition.name} is already {partition.state.value}")
+        if attempt is not None and attempt != partition.attempt:
+            raise _Stale(f"partition {partition.name} is at attempt {partition.attempt}, not {attempt}")
+        return partition
+
+    def _move(self, partition: _Partition, new: PartitionState) -> None:
+        """The one place a partition changes state: checks legality, keeps the per-state counts."""
+        old = partition.state
+        if new not in LEGAL_TRANSITIONS[old]:
+            raise _Illegal(
+                f"partition {partition.name}: expected one of "
+                f"{sorted(s.value for s in _sources(new))}, got {old.value} (-> {new.value})"
+            )
+        job = partition.job
+        partition.state = new
+        job.version += 1
+        self._states[old] -= 1
+        self._states[new] += 1
+        if old is P.PENDING:
+            self._pending_by_priority[job.priority] -= 1
+        if new is P.PENDING:
+            self._pending_by_priority[job.priority] += 1
+        if new is P.SYNTHESIZING:
+            job.started = True
+        if new in TERMINAL:
+            self._partitions_total[(job.kind, new.value)] += 1
+        if new is P.DONE:
+            job.done += 1
+
+    def _synthesis(
+        self, job_id: str, index: int, attempt: int, new: PartitionState, reason: str | None = None
+    ) -> dict[str, Any]:
+        partition = self._partition(job_id, index, attempt)
+        if partition.state is not P.SYNTHESIZING and new is P.FAILED:
+            raise _Illegal(f"partition {partition.name}: expected synthesizing, got {partition.state.value}")
+        self._move(partition, new)
+        if reason is not None:
+            partition.reason = reason
+        return {}
+
+    def _synthesis_finished(self, event: ev.SynthesisFinished) -> dict[str, Any]:
+        partition = self._partition(event.job_id, event.partition, event.attempt)
+        if partition.state is not P.SYNTHESIZING:
+            raise _Illegal(f"partition {partition.name}: expected synthesizing, got {partition.state.value}")
+        self._move(partition, P.SYNTHESIZED)
+        partition.synth_ms = event.synth_ms
+        self._phases["synth"].observe(event.synth_ms / 1000)
+        return {}
+
+    def _end_partition(self, partition: _Partition, at: float, new: PartitionState, reason: str) -> None:
+        self._move(partition, new)
+        partition.reason = reason
+        if partition.lease is not None:
+            self._end_lease(partition.lease, at)
+
+    def _partition_ended(
+        self, event: ev.PartitionFailed | ev.PartitionSkipped, new: PartitionState
+    ) -> dict[str, Any]:
+        partition = self._partition(event.job_id, event.partition)
+        if event.token is not None and event.token != partition.lease:
+            raise _Stale(f"lease {event.token} is not the live lease of partition {partition.name}")
+        context = self._lease_context(partition.lease)
+        self._end_partition(partition, event.at, new, event.reason)
+        return context
+
+    def _partition_retried(self, event: ev.PartitionRetried) -> dict[str, Any]:
+        partition = self._partition(event.job_id, event.partition)
+        if event.attempt <= partition.attempt:
+            raise _Stale(f"partition {partition.name} is already at attempt {partition.attempt}")
+        self._requeue(partition, event.at)
+        partition.attempt = event.attempt
+        partition.reason = event.reason
+        self._retries += 1
+        return {}
+
+    def _requeue(self, partition: _Partition, at: float) -> None:
+        self._move(partition, P.PENDING)
+        if partition.lease is not None:
+            self._end_lease(partition.lease, at)
+        partition.worker_id = None
+        partition.synth_ms = partition.prove_ms = partition.finalize_ms = None
+
+    # --- leases ----------------------------------------------------------------------------------------
+
+    def _lease_granted(self, event: ev.LeaseGranted) -> dict[str, Any]:
+        if event.token <= self._max_token:
+            raise _Stale(f"lease {event.token} is not newer than lease {self._max_token}")
+        partition = self._partition(event.job_id, event.partition, event.attempt)
+        worker = self._workers.get(event.worker_id)
+        if worker is None:
+            raise _Illegal(f"expected a registered worker, got {event.worker_id}")
+        if worker.current is not None:
+            raise _Illegal(f"worker {worker.worker_id}: expected no current lease, got {worker.current}")
+        if event.device != worker.device.name:
+            raise _Illegal(
+                f"worker {worker.worker_id}: expected device {worker.device.name}, got {event.device}"
+            )
+        self._move(partition, P.PROVING)
+        self._max_token = event.token
+        self._leases[event.token] = _Lease(event.token, worker.worker_id, partition, event.at)
+        worker.current = event.token
+        worker.device.start(event.at)
+        partition.lease, partition.worker_id = event.token, worker.worker_id
+        return {}
+
+    def _device_section_finished(self, event: ev.DeviceSectionFinished) -> dict[str, Any]:
+        lease = self._leases.get(event.token)
+        worker = self._workers.get(lease.worker_id) if lease else None
+        if lease is None or worker is None or worker.current != event.token:
+            raise _Stale(f"lease {event.token} is not a worker's current lease")
+        self._move(lease.partition, P.FINALIZING)
+        self._close_device_section(worker, lease, event.at)
+        worker.current = None
+        worker.finalizing[event.token] = None
+        lease.partition.prove_ms = event.prove_ms
+        self._phases["prove"].observe(event.prove_ms / 1000)
+        return self._lease_context(event.token)
+
+    def _finalize_finished(self, event: ev.FinalizeFinished) -> dict[str, Any]:
+        lease = self._leases.get(event.token)
+        worker = self._workers.get(lease.worker_id) if lease else None
+        if lease is None or worker is None or event.token not in worker.finalizing:
+            raise _Stale(f"lease {event.token} is not a finalizing lease")
+        context = self._lease_context(event.token)
+        partition = lease.partition
+        self._move(partition, P.DONE)
+        self._end_lease(event.token, event.at)
+        partition.finalize_ms = event.finalize_ms
+        self._phases["finalize"].observe(event.finalize_ms / 1000)
+        self._history.count_partition(event.at)
+        job = partition.job
+        self._recent_partitions.append(
+            RecentPartition(
+                job.job_id,
+                job.kind,
+                partition.index,
+                partition.synth_ms,
+                partition.prove_ms,
+                event.finalize_ms,
+            )
+        )
+        return context
+
+    def _end_lease(self, token: ev.LeaseToken, at: float) -> None:
+        """The lease is over: its worker forgets it, its partition no longer holds it."""
+        lease = self._leases.pop(token)
+        worker = self._workers.get(lease.worker_id)
+        if worker is not None:
+            if worker.current == token:
+                self._close_device_section(worker, lease, at)
+                worker.current = None
+            worker.finalizing.pop(token, None)
+        lease.partition.lease = None
+
+    def _close_device_section(self, worker: _Worker, lease: _Lease, at: float) -> None:
+        seconds = max(0.0, at - lease.granted_at)
+        self._busy_total[worker.worker_id] = self._busy_total.get(worker.worker_id, 0.0) + seconds
+        interval = worker.device.stop(at)
+        if interval is not None:
+            self._history.add_busy(*interval)
+
+    def _lease_context(self, token: ev.LeaseToken | None) -> dict[str, Any]:
+        lease = self._leases.get(token) if token is not None else None
+        if lease is None:
+            return {}
+        p = lease.partition
+        return {"worker_id": lease.worker_id, "job_id": p.job.job_id, "partition": p.index}
+
+    # --- workers ---------------------------------------------------------------------------------------
+
+    def _worker_registered(self, event: ev.WorkerRegistered) -> dict[str, Any]:
+        if event.worker_id in self._workers:
+            raise _Illegal(f"expected a new worker id, got {event.worker_id} (already registered)")
+        device = self._devices.get(event.device)
+        if device is None:
+            device = self._devices[event.device] = DeviceBusy(event.device, event.device_kind, event.at)
+        self._workers[event.worker_id] = _Worker(event.worker_id, device)
+        self._busy_total.setdefault(event.worker_id, 0.0)
+        return {}
+
+    def _worker_died(self, event: ev.WorkerDied) -> dict[str, Any]:
+        worker = self._workers.get(event.worker_id)
+        if worker is None:
+            raise _Stale(f"worker {event.worker_id} is not registered")
+        tokens = ([worker.current] if worker.current is not None else []) + list(worker.finalizing)
+        for token in tokens:
+            partition = self._leases[token].partition
+            self._requeue(partition, event.at)
+            partition.reason = f"worker {worker.worker_id} died: {event.reason}"
+        del self._workers[event.worker_id]
+        return {"requeued": len(tokens)}
+
+    # --- memory ----------------------------------------------------------------------------------------
+
+    def _memory(
+        self,
+        event: ev.BudgetSet
+        | ev.ReservationMade
+        | ev.ReservationShrunk
+        | ev.ReservationReleased
+        | ev.AllocationCached
+        | ev.AllocationUsed
+        | ev.AllocationEvicted,
+    ) -> dict[str, Any]:
+        match event:
+            case ev.BudgetSet():
+                _check_bytes("total_bytes", event.total_bytes)
+                self._budget = event.total_bytes
+            case ev.ReservationMade():
+                _check_bytes(event.name, event.nbytes)
+                if event.name in self._reservations:
+                    raise _Illegal(f"expected a new reservation name, got {event.name} (live)")
+                self._reservations[event.name] = event.nbytes
+                self._reserved += event.nbytes
+            case ev.ReservationShrunk():
+                held = self._reservation(event.name)
+                if not 0 <= event.nbytes <= held:
+                    raise _Illegal(f"reservation {event.name}: expected 0..{held} bytes, got {event.nbytes}")
+                self._reservations[event.name] = held - event.nbytes
+                self._reserved -= event.nbytes
+            case ev.ReservationReleased():
+                self._reserved -= self._reservation(event.name)
+                del self._reservations[event.name]
+            case ev.AllocationCached():
+                _check_bytes(event.name, event.nbytes)
+                if event.name in self._allocations:
+                    raise _Illegal(f"expected a new allocation name, got {event.name} (cached)")
+                self._allocations[event.name] = _Allocation(event.nbytes, event.evictable, event.at)
+            case ev.AllocationUsed():
+                self._allocation(event.name).last_used = event.at
+            case ev.AllocationEvicted():
+                self._allocation(event.name)
+                del self._allocations[event.name]
+            case _:
+                assert_never(event)
+        return {}
+
+    def _reservation(self, name: str) -> int:
+        if name not in self._reservations:
+            raise _Stale(f"reservation {name} is not live")
+        return self._reservations[name]
+
+    def _allocation(self, name: str) -> _Allocation:
+        if name not in self._allocations:
+            raise _Stale(f"allocation {name} is not cached")
+        return self._allocations[name]
+
+    # --- reading ---------------------------------------------------------------------------------------
+
+    def invariants(self) -> list[str]:
+        """Every broken invariant, in words; empty when all hold. Recomputed from scratch per ``seq``."""
+        if self._invariants_at[0] != self._seq:
+            self._invariants_at = (self._seq, self._check_invariants())
+        return list(self._invariants_at[1])
+
+    def _check_invariants(self) -> list[str]:
+        problems: list[str] = []
+        current = Counter(w.current for w in self._workers.values() if w.current is not None)
+        finalizing = Counter(t for w in self._workers.values() for t in w.finalizing)
+        for w in self._workers.values():
+            if w.current is not None:
+                lease = self._leases.get(w.current)
+                if lease is None or lease.partition.state is not P.PROVING:
+                    problems.append(f"worker {w.worker_id} is proving but its lease's partition is not")
+            for token in w.finalizing:
+                lease = self._leases.get(token)
+                if lease is None or lease.partition.state is not P.FINALIZING:
+                    problems.append(f"worker {w.worker_id} finalizes lease {token}, whose partition is not")
+        states: Counter[PartitionState] = Counter()
+        terminal: Counter[JobState] = Counter(self._pruned)
+        for job in self._jobs.values():
+            problems.extend(self._job_problems(job, current, finalizing))
+            states.update(p.state for p in job.partitions)
+            if job.outcome is not None:
+                terminal[job.outcome] += 1
+        if states[P.SYNTHESIZING] != self._states[P.SYNTHESIZING]:
+            problems.append(
+                f"active synthesis is {self._states[P.SYNTHESIZING]} "
+                f"but {states[P.SYNTHESIZING]} partitions are synthesizing"
+            )
+        if +states != +self._states:
+            problems.append(f"partition state counts {dict(+self._states)} != recount {dict(+states)}")
+        if self._reserved != sum(self._reservations.values()):
+            live = sum(self._reservations.values())
+            problems.append(f"reserved {self._reserved} bytes != sum of live reservations {live}")
+        for outcome in (JobState.DONE, JobState.FAILED, JobState.CANCELLED):
+            counted = sum(n for (_, o), n in self._jobs_total.items() if o == outcome.value)
+            if counted != terminal[outcome]:
+                problems.append(f"{counted} jobs counted {outcome.value} but {terminal[outcome]} ended so")
+        return problems
+
+    def _job_problems(
+        self, job: _Job, current: Counter[ev.LeaseToken], finalizing: Counter[ev.LeaseToken]
+    ) -> list[str]:
+        problems = []
+        for p in job.partitions:
+            if p.state is P.PROVING and (p.lease is None or current[p.lease] != 1):
+                holders = current[p.lease] if p.lease is not None else 0
+                problems.append(
+                    f"partition {p.name} is proving but is the current lease of {holders} workers"
+                )
+            elif p.state is P.FINALIZING and (p.lease is None or finalizing[p.lease] != 1):
+                problems.append(f"partition {p.name} is finalizing but no single worker finalizes it")
+            elif p.state not in (P.PROVING, P.FINALIZING) and p.lease is not None:
+                problems.append(f"partition {p.name} is {p.state.value} but holds lease {p.lease}")
+        if job.done != sum(p.state is P.DONE for p in job.partitions):
+            problems.append(f"job {job.job_id} counts {job.done} partitions done, recount differs")
+        ended = job.outcome is not None
+        if ended and (job.ended_at is None or not job.counted):
+            problems.append(f"job {job.job_id} ended without an end time or without being counted")
+        if ended and any(p.state in LIVE for p in job.partitions):
+            problems.append(f"job {job.job_id} ended with live partitions")
+        if not ended and job.counted:
+            problems.append(f"job {job.job_id} is counted but has not ended")
+        return problems
+
+    def snapshot(self) -> StatusSnapshot:
+        """A frozen, consistent view of everything, as ``GET /status`` serves it (``.to_json()``)."""
+        now = self._clock()
+        live_devices = {w.device.name for w in self._workers.values()}
+        devices = [d for d in self._devices.values() if d.name in live_devices]
+        problems = self.invariants()
+        return StatusSnapshot(
+            version=self.version,
+            boot_id=self.boot_id,
+            seq=self._seq,
+            taken_at=self._wall_clock(),
+            uptime_secs=now - self._booted_at,
+            invariants_ok=not problems,
+            invariant_violations=tuple(problems),
+            stale_events=self._stale,
+            illegal_events=self._illegal,
+            memory=self._memory_status(now),
+            synthesis=SynthesisStatus(self._synth_max, self._states[P.SYNTHESIZING]),
+            pipelines=tuple(self._pipeline(j, now) for j in self._jobs.values() if self._in_view(j, now)),
+            workers=tuple(self._worker_status(w, now) for w in self._workers.values()),
+            devices=tuple(
+                DeviceStatus(
+                    d.name, d.kind, d.fraction(now), sum(w.device is d for w in self._workers.values())
+                )
+                for d in devices
+            ),
+            allocations=tuple(
+                AllocationStatus(name, a.nbytes, now - a.last_used, a.evictable)
+                for name, a in self._allocations.items()
+            ),
+            counters=self._counters(),
+            history=self._history_status(now, devices),
+            recent_jobs=tuple(self._recent_job(j, now) for j in reversed(self._recent_jobs)),
+            recent_partitions=tuple(self._recent_partitions),
+        )
+
+    def totals(self) -> TrackerTotals:
+        """What ``/metrics`` renders: counters since boot and gauges now."""
+        now = self._clock()
+        busy = dict(self._busy_total)
+        for w in self._workers.values():
+            if w.current is not None:
+                busy[w.worker_id] += max(0.0, now - self._leases[w.current].granted_at)
+        return TrackerTotals(
+            partitions=MappingProxyType(dict(self._partitions_total)),
+            jobs=MappingProxyType(dict(self._jobs_total)),
+            phases=MappingProxyType({name: h.view() for name, h in self._phases.items()}),
+            worker_busy_seconds=MappingProxyType(busy),
+            workers_by_state=MappingProxyType(
+                {s.value: sum(w.state is s for w in self._workers.values()) for s in WorkerState}
+            ),
+            device_busy_fraction=MappingProxyType({d.name: d.fraction(now) for d in self._devices.values()}),
+            memory_reserved_bytes=self._reserved,
+            memory_budget_bytes=self._budget,
+            memory_cached_bytes=sum(a.nbytes for a in self._allocations.values()),
+            queue_depth=self._states[P.PENDING],
+            synthesis_active=self._states[P.SYNTHESIZING],
+            stale_events=self._stale,
+            illegal_events=self._illegal,
+            events=self._seq,
+            invariant_violations=len(self.invariants()),
+            retries=self._retries,
+        )
+
+    def _in_view(self, job: _Job, now: float) -> bool:
+        return job.ended_at is None or now - job.ended_at < self.config.retention_secs
+
+    def _pipeline(self, job: _Job, now: float) -> PipelineStatus:
+        if job.views is None or job.views[0] != job.version:
+            # Partition views change only when a partition moves: rebuild them only then.
+            job.views = (job.version, tuple(_partition_status(p) for p in job.partitions))
+        if job.outcome is not None:
+            state = job.outcome
+        else:
+            state = JobState.RUNNING if job.started else JobState.QUEUED
+        end = job.ended_at if job.ended_at is not None else now
+        return PipelineStatus(
+            job_id=job.job_id,
+            proof_kind=job.kind,
+            priority=job.priority,
+            state=state,
+            started_secs_ago=now - job.submitted_at,
+            elapsed_secs=end - job.submitted_at,
+            total_partitions=len(job.partitions),
+            partitions_done=job.done,
+            partitions=job.views[1],
+            reason=job.reason,
+            failed_partition=job.failed_partition,
+        )
+
+    def _worker_status(self, worker: _Worker, now: float) -> WorkerStatus:
+        lease = self._leases[worker.current] if worker.current is not None else None
+        busy = max(0.0, now - lease.granted_at) if lease is not None else 0.0
+        finalizing = []
+        for token in worker.finalizing:
+            p = self._leases[token].partition
+            finalizing.append(FinalizingLease(p.job.job_id, p.index, token))
+        return WorkerStatus(
+            worker_id=worker.worker_id,
+            device=worker.device.name,
+            state=worker.state,
+            current_job=lease.partition.job.job_id if lease else None,
+            current_partition=lease.partition.index if lease else None,
+            current_token=lease.token if lease else None,
+            busy_secs=busy,
+            finalizing=tuple(finalizing),
+            busy_seconds_total=self._busy_total.get(worker.worker_id, 0.0) + busy,
+        )
+
+    def _memory_status(self, now: float) -> MemoryStatus:
+        cached = sum(a.nbytes for a in self._allocations.values())
+        rss = self._process.memory_info().rss if self._process is not None else 0
+        return MemoryStatus(
+            total_bytes=self._budget,
+            reserved_bytes=self._reserved,
+            available_bytes=max(0, self._budget - self._reserved - cached),
+            process_rss_bytes=rss,
+            cached_bytes=cached,
+            reservations=len(self._reservations),
+        )
+
+    def _counters(self) -> CountersStatus:
+        by: dict[str, dict[str, int]] = {o.value: {} for o in _JOB_OUTCOME.values()}
+        for (kind, outcome), n in sorted(self._jobs_total.items()):
+            by[outcome][kind] = n
+        return CountersStatus(
+            total_completed=sum(by[JobState.DONE].values()),
+            total_failed=sum(by[JobState.FAILED].values()),
+            total_cancelled=sum(by[JobState.CANCELLED].values()),
+            completed_by_kind=MappingProxyType(by[JobState.DONE]),
+            failed_by_kind=MappingProxyType(by[JobState.FAILED]),
+            cancelled_by_kind=MappingProxyType(by[JobState.CANCELLED]),
+            queue_depth=self._states[P.PENDING],
+            queue_depth_by_priority=MappingProxyType(
+                {k: n for k, n in self._pending_by_priority.items() if n}
+            ),
+            device_queue_depth=self._states[P.SYNTHESIZED],
+            partitions_completed=sum(n for (_, o), n in self._partitions_total.items() if o == P.DONE),
+            retries=self._retries,
+            illegal_events=self._illegal,
+        )
+
+    def _history_status(self, now: float, devices: list[DeviceBusy]) -> HistoryStatus:
+        open_intervals = [(d.busy_since, now) for d in devices if d.busy_since is not None]
+        proofs, partitions, busy = self._history.series(now, len(devices), open_intervals)
+        return HistoryStatus(MINUTE, proofs, partitions, busy)
+
+    @staticmethod
+    def _recent_job(job: _Job, now: float) -> RecentJob:
+        assert job.outcome is not None and job.ended_at is not None
+        return RecentJob(
+            job_id=job.job_id,
+            proof_kind=job.kind,
+            outcome=job.outcome,
+            duration_secs=job.ended_at - job.submitted_at,
+            ended_secs_ago=now - job.ended_at,
+            reason=job.reason,
+            failed_partition=job.failed_partition,
+        )
+
+    def _check_thread(self) -> None:
+        ident = threading.get_ident()
+        if self._owner_thread is None:
+            self._owner_thread = ident
+        elif ident != self._owner_thread and self.strict:
+            raise IllegalTransition("StatusTracker.apply called from a second thread: post to the event loop")
+
+
+def _partition_status(p: _Partition) -> PartitionStatus:
+    return PartitionStatus(
+        index=p.index,
+        state=p.state,
+        attempt=p.attempt,
+        worker_id=p.worker_id,
+        synth_ms=p.synth_ms,
+        prove_ms=p.prove_ms,
+        finalize_ms=p.finalize_ms,
+        reason=p.reason,
+    )
+
+
+def _sources(new: PartitionState) -> list[PartitionState]:
+    return [s for s, targets in LEGAL_TRANSITIONS.items() if new in targets]
+
+
+def _check_bytes(name: str, nbytes: int) -> None:
+    if nbytes < 0:
+        raise _Illegal(f"{name}: expected bytes >= 0, got {nbytes}")
+
+
+def _package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("prooflane")
+    except PackageNotFoundError:
+        return "0+unknown"
