@@ -413,7 +413,7 @@
     setText(byTestId("worker-id", card), w.worker_id);
     setText(byTestId("worker-device", card), w.device ?? "");
     setText(byTestId("worker-state", card), stale ? "unknown (stale)" : w.state);
-    setText(byTestId("worker-last-known", card), stale ? `last known: ${w.state}` : "");
+    setText(byTestId("worker-last-known", card), stale ? `last known (snapshot #${state.seq}): ${w.state}` : "");
     const job = byTestId("worker-job", card);
     setText(job, w.current_job ?? "—");
     setAttr(job, "data-value", w.current_job ?? "");
@@ -523,7 +523,6 @@
     if (p.synth_ms != null) times.push(`${fmtPhase(p.synth_ms)} synth`);
     if (p.prove_ms != null) times.push(`${fmtPhase(p.prove_ms)} prove`);
     if (p.finalize_ms != null) times.push(`${fmtPhase(p.finalize_ms)} final`);
-    else if (p.state === "finalizing") times.push("finalizing");
     // Two detail lines: the two latest phases (the tooltip has all of them).
     const shown = times.slice(-2);
     setText($(".c-l1", cell), shown[0] || "");

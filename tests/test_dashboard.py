@@ -1,0 +1,407 @@
+"""The dashboard in a real browser (Debian's chromium driven by Playwright) against a real daemon.
+
+One `prooflane serve --profile tiny` daemon runs for the module, on a fixed free port so that a restarted
+daemon comes back at the same address. Each test gives it real work (tiny storage-proof jobs and a job on a
+registered circom circuit) and reads the page while the engine proves.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytest.importorskip("playwright.sync_api")
+from playwright.sync_api import Browser, Page, sync_playwright
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = Path("/usr/bin/chromium")
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+LONG_JOB_ID = "ps-snap-update-3644168-33825"
+LONG_KIND = "sector-merkle-inclusion-poseidon-circuit"  # a circom circuit's name: 40 characters
+SECTOR_BYTES = 2048
+READY_TIMEOUT_SECS = 240.0
+WORKERS = '[data-testid="worker-card"]'
+
+MUL_CIRCOM = """pragma circom 2.0.0;
+template Mul() {
+    signal input a;
+    signal input b;
+    signal output c;
+    c <== a * b;
+}
+component main = Mul();
+"""
+
+# In one turn of the page's event loop: the snapshot it rendered last and what its worker cards show.
+READ_CARDS = """() => {
+  const cards = Array.from(document.querySelectorAll('[data-testid="worker-card"]'));
+  const field = (card, id) => card.querySelector(`[data-testid="${id}"]`);
+  return {
+    seq: Number(document.body.dataset.seq),
+    bootId: document.body.dataset.bootId,
+    stale: document.body.dataset.stale === "true",
+    snapshot: window.prooflane.snapshot,
+    cards: cards.map((card) => ({
+      worker_id: card.dataset.workerId,
+      state: card.dataset.state,
+      state_text: field(card, "worker-state").textContent,
+      job: field(card, "worker-job").dataset.value,
+      job_text: field(card, "worker-job").textContent,
+      partition: field(card, "worker-partition").dataset.value,
+      partition_text: field(card, "worker-partition").textContent,
+    })),
+  };
+}"""
+
+# Whether an element shows `text` whole: in its rendered text, not clipped, not ellipsised.
+SHOWN_WHOLE = """(el, text) => {
+  const style = getComputedStyle(el);
+  const parent = el.parentElement;
+  return {
+    rendered: el.innerText.replace(/\\s+/g, ""),
+    contains: el.innerText.replace(/\\s+/g, "").includes(text),
+    fits: el.scrollWidth <= el.clientWidth && el.scrollHeight <= el.clientHeight + 1,
+    parentFits: parent.scrollWidth <= parent.clientWidth,
+    ellipsis: style.textOverflow === "ellipsis",
+    visible: el.getBoundingClientRect().width > 0 && style.visibility !== "hidden",
+  };
+}"""
+
+
+# --- the daemon ----------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class LiveDaemon:
+    """`prooflane serve` as a child process on a fixed port, so it can be killed and started again there."""
+
+    def __init__(self, data_dir: Path, port: int, log_path: Path) -> None:
+        self.data_dir = data_dir
+        self.port = port
+        self.log_path = log_path
+        self.url = f"http://127.0.0.1:{port}"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start the daemon and return once `/healthz` says it accepts jobs."""
+        command = [sys.executable, "-c", "from prooflane.cli import main; main()", "serve"]
+        command += ["--data", str(self.data_dir), "--host", "127.0.0.1", "--port", str(self.port)]
+        command += ["--profile", "tiny"]
+        with self.log_path.open("ab") as log:
+            self._process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=dict(os.environ)
+            )
+        deadline = time.monotonic() + READY_TIMEOUT_SECS
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                pytest.fail(
+                    f"the daemon exited ({self._process.returncode}) before it was ready:\n{self.log()}"
+                )
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=2.0).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        self.kill()
+        pytest.fail(f"the daemon was not ready in {READY_TIMEOUT_SECS:g} s:\n{self.log()}")
+
+    def kill(self) -> None:
+        """SIGKILL: the daemon gets no chance to say goodbye."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+
+    def stop(self) -> None:
+        """SIGTERM and wait for a clean exit (SIGKILL after 30 s)."""
+        if self._process is None or self._process.poll() is not None:
+            return
+        self._process.send_signal(signal.SIGTERM)
+        try:
+            self._process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def log(self) -> str:
+        """The tail of what the daemon printed."""
+        return self.log_path.read_text(errors="replace")[-4000:] if self.log_path.exists() else ""
+
+    def status(self) -> dict[str, Any]:
+        """`GET /status`."""
+        answer = httpx.get(f"{self.url}/status", timeout=10.0)
+        answer.raise_for_status()
+        snapshot: dict[str, Any] = answer.json()
+        return snapshot
+
+    def submit(self, body: dict[str, Any]) -> str:
+        """`POST /v1/jobs`; the accepted job's id."""
+        answer = httpx.post(f"{self.url}/v1/jobs", json=body, timeout=30.0)
+        assert answer.status_code == 202, answer.text
+        job_id: str = answer.json()["job_id"]
+        return job_id
+
+    def submit_storage_jobs(self, kinds: list[str], first_seed: int) -> list[str]:
+        """One job per kind on a small inline sector (each its own seed)."""
+        return [
+            self.submit({"kind": kind, "sector": {"size": SECTOR_BYTES, "seed": f"{first_seed + n:064x}"}})
+            for n, kind in enumerate(kinds)
+        ]
+
+    def live_jobs(self) -> int:
+        """Jobs not yet finished."""
+        return sum(p["state"] in ("queued", "running") for p in self.status()["pipelines"])
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveDaemon]:
+    home = tmp_path_factory.mktemp("dashboard")
+    live = LiveDaemon(home / "data", _free_port(), home / "daemon.log")
+    live.start()
+    try:
+        yield live
+    finally:
+        live.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: run `make setup` (it installs Debian's chromium)")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def _open(browser: Browser, url: str, width: int) -> Page:
+    page = browser.new_page(viewport={"width": width, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{url}/")
+    page.wait_for_function("document.body.dataset.stale === 'false' && document.body.dataset.seq !== ''")
+    assert errors == [], errors
+    return page
+
+
+# --- worker cards against /status ------------------------------------------------------------------
+
+
+class StatusRecorder:
+    """Polls `/status` in a thread and keeps, per seq, what each worker was doing."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.by_seq: dict[int, dict[str, tuple[str, str, str]]] = {}
+        self.boot_id = ""
+        self._stop = threading.Event()
+        self._lock = threading.Lock()  # by_seq is written by the polling thread, read by the test
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> StatusRecorder:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        with httpx.Client(timeout=5.0) as http:
+            while not self._stop.is_set():
+                snapshot = http.get(f"{self.url}/status").json()
+                with self._lock:
+                    self.boot_id = snapshot["boot_id"]
+                    self.by_seq[snapshot["seq"]] = _workers(snapshot)
+                self._stop.wait(0.01)
+
+    def at(self, seq: int) -> dict[str, tuple[str, str, str]] | None:
+        with self._lock:
+            return self.by_seq.get(seq)
+
+
+def _workers(snapshot: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
+    """worker id -> (state, job, partition) as the page shows them ("" for none)."""
+    out = {}
+    for w in snapshot["workers"]:
+        partition = "" if w["current_partition"] is None else str(w["current_partition"])
+        out[w["worker_id"]] = (w["state"], w["current_job"] or "", partition)
+    return out
+
+
+def _cards(read: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
+    return {c["worker_id"]: (c["state"], c["job"], c["partition"]) for c in read["cards"]}
+
+
+def _check_card_text(read: dict[str, Any]) -> None:
+    for card in read["cards"]:
+        assert card["state_text"] == card["state"], card  # the state is in words, not only a colour
+        assert card["job_text"] == (card["job"] or "—"), card
+        assert card["partition_text"] == (card["partition"] or "—"), card
+
+
+def test_worker_cards_show_what_status_shows_under_load(
+    daemon: LiveDaemon, browser: Browser, output_dir: Path
+) -> None:
+    daemon.submit(
+        {
+            "kind": "snap-update",
+            "job_id": LONG_JOB_ID,
+            "sector": {"size": SECTOR_BYTES, "seed": "0" * 63 + "7"},
+        }
+    )
+    daemon.submit_storage_jobs(["porep-c2", "window-post", "winning-post", "porep-c2"], first_seed=100)
+    page = _open(browser, daemon.url, 1280)
+    exact, busy_exact, samples, batches = 0, 0, 0, 1
+    with StatusRecorder(daemon.url) as recorder:
+        while exact < 5 or busy_exact < 2:
+            read = page.evaluate(READ_CARDS)
+            samples += 1
+            assert not read["stale"], "the page went stale while the daemon was running"
+            # The cards are exactly the snapshot the page rendered, and that snapshot is the seq it shows.
+            assert read["snapshot"]["seq"] == read["seq"]
+            assert read["snapshot"]["boot_id"] == read["bootId"]
+            assert _cards(read) == _workers(read["snapshot"])
+            _check_card_text(read)
+            # ...and /status served exactly that at that seq, fetched independently of the page.
+            served = recorder.at(read["seq"])
+            if served is not None and recorder.boot_id == read["bootId"]:
+                assert _cards(read) == served, f"seq {read['seq']}"
+                exact += 1
+                busy_exact += any(state != "idle" for state, _, _ in served.values())
+            if exact < 5 or busy_exact < 2:
+                if daemon.live_jobs() == 0:
+                    assert batches < 4, f"{samples} samples, {exact} matched /status, {busy_exact} busy"
+                    daemon.submit_storage_jobs(["porep-c2", "snap-update"], first_seed=200 + 10 * batches)
+                    batches += 1
+                page.wait_for_timeout(150)
+    page.screenshot(path=str(output_dir / "dashboard-1280.png"), full_page=True)
+    wide = _open(browser, daemon.url, 1920)
+    wide.screenshot(path=str(output_dir / "dashboard-1920.png"), full_page=True)
+    wide.close()
+    page.close()
+
+
+# --- long names ----------------------------------------------------------------------------------
+
+
+def _compile_circuit(workdir: Path) -> tuple[Path, Path]:
+    """A one-constraint circom circuit compiled to .r1cs and .wasm, with a development .zkey."""
+    circom2 = ROOT / "node_modules" / ".bin" / "circom2"
+    if not circom2.exists():
+        pytest.fail("circom2 is not installed: run `make setup` (it runs `npm ci`)")
+    source = workdir / "mul.circom"
+    source.write_text(MUL_CIRCOM)
+    subprocess.run([str(circom2), str(source), "--r1cs", "--wasm", "-o", str(workdir)], check=True,
+                   capture_output=True)  # fmt: skip
+    zkey = workdir / "mul.zkey"
+    setup = [
+        sys.executable,
+        "-c",
+        "from prooflane.cli import main; main()",
+        "setup",
+        str(workdir / "mul.r1cs"),
+    ]
+    subprocess.run([*setup, "--zkey", str(zkey), "--seed", "dashboard"], check=True, capture_output=True)
+    return zkey, workdir / "mul_js" / "mul.wasm"
+
+
+def test_long_kind_and_job_id_are_shown_whole(
+    daemon: LiveDaemon, browser: Browser, output_dir: Path, tmp_path: Path
+) -> None:
+    assert len(LONG_KIND) == 40
+    zkey, wasm = _compile_circuit(tmp_path)
+    registered = httpx.post(
+        f"{daemon.url}/v1/circuits",
+        json={"name": LONG_KIND, "zkey": str(zkey), "wasm": str(wasm)},
+        timeout=60,
+    )
+    assert registered.status_code in (200, 201), registered.text
+    circom_job = daemon.submit(
+        {"kind": "circom", "circuit": LONG_KIND, "witnesses": [{"a": 3, "b": 11}, {"a": 5, "b": 7}]}
+    )
+    if LONG_JOB_ID not in {p["job_id"] for p in daemon.status()["pipelines"]}:
+        daemon.submit({"kind": "snap-update", "job_id": LONG_JOB_ID,
+                       "sector": {"size": SECTOR_BYTES, "seed": "0" * 63 + "7"}})  # fmt: skip
+    for width in (1280, 1920):
+        page = _open(browser, daemon.url, width)
+        for job_id, text in ((circom_job, LONG_KIND), (LONG_JOB_ID, LONG_JOB_ID)):
+            row = page.locator(f'[data-testid="pipeline-row"][data-job-id="{job_id}"]')
+            row.wait_for()
+            target = row.locator(
+                '[data-testid="job-kind"]' if text == LONG_KIND else '[data-testid="job-id"]'
+            )
+            assert text in (target.text_content() or "")
+            shown = target.evaluate(SHOWN_WHOLE, text)
+            assert shown["contains"], shown
+            assert shown["fits"] and shown["parentFits"], shown
+            assert not shown["ellipsis"], shown
+            assert shown["visible"], shown
+        page.screenshot(path=str(output_dir / f"long-names-{width}.png"), full_page=True)
+        page.close()
+
+
+# --- a daemon that goes away and comes back ------------------------------------------------------
+
+
+def test_killed_daemon_shows_stale_banner_and_restart_is_picked_up(
+    daemon: LiveDaemon, browser: Browser, output_dir: Path
+) -> None:
+    daemon.submit_storage_jobs(["porep-c2", "snap-update"], first_seed=300)
+    page = _open(browser, daemon.url, 1280)
+    first_boot = daemon.status()["boot_id"]
+    page.wait_for_function(f"document.body.dataset.bootId === {first_boot!r}")
+    banner = page.locator('[data-testid="stale-banner"]')
+    assert not banner.is_visible()
+
+    daemon.kill()
+    banner.wait_for(state="visible", timeout=5000)  # the requirement: stale within 5 s
+    assert "old" in (banner.text_content() or "")
+    states = page.eval_on_selector_all(WORKERS, "cards => cards.map((c) => c.dataset.state)")
+    assert states and set(states) == {"unknown"}, states  # never "idle" for what it cannot know
+    texts = page.eval_on_selector_all(
+        WORKERS, "cards => cards.map((c) => c.querySelector('[data-testid=\"worker-state\"]').textContent)"
+    )
+    assert all("idle" not in t for t in texts), texts
+    page.screenshot(path=str(output_dir / "stale.png"), full_page=True)
+
+    daemon.start()
+    second_boot = daemon.status()["boot_id"]
+    assert second_boot != first_boot
+    page.wait_for_function(
+        f"document.body.dataset.bootId === {second_boot!r} && document.body.dataset.stale === 'false'"
+    )
+    assert not banner.is_visible()
+    read = page.evaluate(READ_CARDS)
+    assert read["snapshot"]["boot_id"] == second_boot
+    assert _cards(read) == _workers(read["snapshot"])
+    assert all(card["state"] != "unknown" for card in read["cards"])
+    page.screenshot(path=str(output_dir / "restarted.png"), full_page=True)
+    page.close()
