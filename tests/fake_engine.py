@@ -8,11 +8,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import uvicorn
+
+from prooflane.api import close_streams, create_app
 from prooflane.config import Config
 from prooflane.errors import JobRejected
 from prooflane.models import (
@@ -27,6 +31,7 @@ from prooflane.models import (
     PartitionView,
     Priority,
 )
+from prooflane.server import bind
 
 KINDS = {"porep-c2": (10, Priority.NORMAL), "winning-post": (1, Priority.CRITICAL)}
 VERIFICATION_KEY = {"protocol": "groth16", "curve": "bn128", "nPublic": 1}
@@ -45,7 +50,33 @@ class FakeSnapshot:
     seq: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"version": "test", "seq": self.seq, "invariants_ok": True}
+        """The documented /status shape, with one worker and one job."""
+        partition = {"index": 0, "state": "proving", "attempt": 1, "worker_id": "cpu:0/w0"}
+        worker = {"worker_id": "cpu:0/w0", "device": "cpu:0", "state": "proving", "current_job": "job-1"}
+        counters = {"total_completed": 0, "total_failed": 0, "total_cancelled": 0, "queue_depth": 0}
+        return {
+            "version": "test",
+            "boot_id": "boot",
+            "seq": self.seq,
+            "taken_at": 1.0,
+            "uptime_secs": 2.0,
+            "invariants_ok": True,
+            "stale_events": 0,
+            "memory": {
+                "total_bytes": 1 << 30,
+                "reserved_bytes": 0,
+                "available_bytes": 1 << 30,
+                "process_rss_bytes": 1 << 20,
+            },
+            "synthesis": {"max_concurrent": 2, "active": 0},
+            "pipelines": [
+                {"job_id": "job-1", "proof_kind": "porep-c2", "priority": "normal", "state": "running"}
+                | {"total_partitions": 1, "partitions_done": 0, "partitions": [partition]}
+            ],
+            "workers": [worker | {"current_partition": 0, "finalizing": [], "busy_seconds_total": 1.5}],
+            "devices": [{"device": "cpu:0", "kind": "cpu", "busy_fraction_1m": 0.5}],
+            "counters": counters,
+        }
 
 
 @dataclass
@@ -85,6 +116,8 @@ class FakeEngine:
         self.requests: dict[str, JobRequest] = {}
         self.done: dict[str, asyncio.Event] = {}
         self.registered: list[CircuitInfo] = []
+        self.finish_after: float | None = None
+        """When set, every job submitted from then on finishes (done) this many seconds later."""
 
     async def submit(self, req: JobRequest) -> str:
         if req.kind not in KINDS:
@@ -108,6 +141,8 @@ class FakeEngine:
         )
         self.requests[job_id] = req
         self.tracker.publish("job_submitted", job_id=job_id)
+        if self.finish_after is not None:
+            asyncio.get_running_loop().call_later(self.finish_after, self.finish, job_id)
         return job_id
 
     def finish(self, job_id: str, state: JobState = JobState.DONE, error: str | None = None) -> None:
@@ -185,6 +220,40 @@ class FakeEngine:
 
     def circuits(self) -> list[CircuitInfo]:
         return list(self.registered)
+
+
+@dataclass
+class Served:
+    """An app served by uvicorn in a thread on a free port of 127.0.0.1."""
+
+    url: str
+    engine: FakeEngine
+    loop: asyncio.AbstractEventLoop
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` on the server's loop (the engine lives there)."""
+        self.loop.call_soon_threadsafe(fn, *args)
+
+
+@contextlib.contextmanager
+def served(engine: FakeEngine, token: str = "") -> Iterator[Served]:
+    """Serve ``create_app(engine)`` over real HTTP until the block ends."""
+    app = create_app(engine, api_config(token))
+    sock = bind("127.0.0.1", 0)
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning"))
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_until_complete, args=(server.serve(sockets=[sock]),))
+    thread.start()
+    while not server.started and thread.is_alive():
+        threading.Event().wait(0.01)
+    host, port = sock.getsockname()[:2]
+    try:
+        yield Served(f"http://{host}:{port}", engine, loop)
+    finally:
+        loop.call_soon_threadsafe(close_streams, app)
+        server.should_exit = True
+        thread.join()
+        loop.close()
 
 
 def api_config(token: str = "") -> Config:

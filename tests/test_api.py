@@ -249,7 +249,8 @@ async def test_register_a_circuit_then_list_it(tmp_path: Path) -> None:
 
 async def test_status_is_the_trackers_snapshot(http: Http) -> None:
     await submit(http)
-    assert (await http.get("/status")).json() == {"version": "test", "seq": 1, "invariants_ok": True}
+    snapshot = (await http.get("/status")).json()
+    assert (snapshot["seq"], snapshot["invariants_ok"]) == (1, True)
 
 
 async def test_openapi_describes_the_routes_from_the_models(http: Http) -> None:

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import itertools
-import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import uvicorn
 
 import prooflane
-from fake_engine import FakeEngine, api_config
-from prooflane.api import close_streams, create_app
+from fake_engine import FakeEngine, Served
+from fake_engine import served as serve_app
 from prooflane.client import Client, ServerEvent, parse_sse
 from prooflane.errors import DaemonError, DaemonUnreachable
 from prooflane.server import bind
@@ -23,36 +18,10 @@ from prooflane.server import bind
 TOKEN = "t0ken"
 
 
-@dataclass
-class Served:
-    url: str
-    engine: FakeEngine
-    loop: asyncio.AbstractEventLoop
-
-    def call(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Run ``fn(*args)`` on the server's loop (the engine lives there)."""
-        self.loop.call_soon_threadsafe(fn, *args)
-
-
 @pytest.fixture
 def served() -> Iterator[Served]:
-    engine = FakeEngine()
-    app = create_app(engine, api_config(TOKEN))
-    sock = bind("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning"))
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_until_complete, args=(server.serve(sockets=[sock]),))
-    thread.start()
-    while not server.started and thread.is_alive():
-        threading.Event().wait(0.01)
-    host, port = sock.getsockname()[:2]
-    try:
-        yield Served(f"http://{host}:{port}", engine, loop)
-    finally:
-        loop.call_soon_threadsafe(close_streams, app)
-        server.should_exit = True
-        thread.join()
-        loop.close()
+    with serve_app(FakeEngine(), TOKEN) as running:
+        yield running
 
 
 @pytest.fixture

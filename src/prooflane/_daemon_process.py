@@ -1,0 +1,133 @@
+"""A `prooflane serve` child process on a free port (for `prooflane demo`, `prooflane bench`, tests)."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+from .errors import DaemonUnreachable
+
+__all__ = ["READY_PREFIX", "DaemonProcess"]
+
+READY_PREFIX = "prooflane listening on "
+"""`prooflane serve` prints this, then its URL, on standard output once it accepts jobs."""
+
+
+class DaemonProcess:
+    """Start `prooflane serve` on 127.0.0.1 with port 0 (a free port) and learn its URL when ready.
+
+    Standard error goes to ``log_path`` (default: ``daemon.log`` in the data folder).
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        profile: str | None = "tiny",
+        config_file: Path | None = None,
+        log_path: Path | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.profile = profile
+        self.config_file = config_file
+        self.log_path = log_path or self.data_dir / "daemon.log"
+        self.url = ""
+        self._process: subprocess.Popen[str] | None = None
+        self._lines: queue.Queue[str | None] = queue.Queue()
+
+    def command(self) -> list[str]:
+        """The command line that starts the daemon."""
+        args = [sys.executable, "-c", "from prooflane.cli import main; main()", "serve"]
+        args += ["--data", str(self.data_dir), "--host", "127.0.0.1", "--port", "0"]
+        if self.profile is not None:
+            args += ["--profile", self.profile]
+        if self.config_file is not None:
+            args += ["--config", str(self.config_file)]
+        return args
+
+    def start(self, timeout: float = 300.0) -> str:
+        """Start the daemon and return its URL once it accepts jobs."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("a")
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self._process = subprocess.Popen(
+            self.command(), stdout=subprocess.PIPE, stderr=log, text=True, env=env, start_new_session=True
+        )
+        log.close()
+        assert self._process.stdout is not None
+        threading.Thread(target=_pump, args=(self._process.stdout, self._lines), daemon=True).start()
+        self.url = self._wait_ready(timeout)
+        return self.url
+
+    def _wait_ready(self, timeout: float) -> str:
+        while True:
+            try:
+                line = self._lines.get(timeout=timeout)
+            except queue.Empty:
+                self.kill()
+                raise DaemonUnreachable(
+                    f"the daemon did not become ready in {timeout:g} s; see {self.log_path}"
+                ) from None
+            if line is None:
+                code = self._process.wait() if self._process else None
+                raise DaemonUnreachable(
+                    f"the daemon exited ({code}) before it was ready; see {self.log_path}"
+                )
+            if line.startswith(READY_PREFIX):
+                return line.removeprefix(READY_PREFIX).strip()
+
+    @property
+    def pid(self) -> int:
+        """The daemon's process id."""
+        assert self._process is not None, "not started"
+        return self._process.pid
+
+    @property
+    def running(self) -> bool:
+        """True while the process has not exited."""
+        return self._process is not None and self._process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the daemon (no shutdown at all) and reap it."""
+        if self.running:
+            assert self._process is not None
+            self._process.kill()
+            self._process.wait()
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM the daemon and wait for its clean exit; SIGKILL it if that takes over ``timeout``."""
+        if self._process is None:
+            return 0
+        if self._process.poll() is None:
+            self._process.send_signal(signal.SIGTERM)
+            try:
+                self._process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self._process.returncode
+
+    def log(self) -> str:
+        """What the daemon wrote to standard error so far."""
+        return self.log_path.read_text() if self.log_path.exists() else ""
+
+    def __enter__(self) -> DaemonProcess:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _pump(stream: IO[str], lines: queue.Queue[str | None]) -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
