@@ -1,0 +1,248 @@
+"""Devices and their workers: a device lock, and per worker a prover process and a finalizer process.
+
+A ``cpu`` device is one core's worth of proving. Each device has ``workers_per_device`` workers that share
+its lock; the lock covers only ``prove_start`` (the device section). A worker is two processes:
+
+- the *prover* stages the next partition (unpickles it, loads its key) outside the lock, then runs
+  ``prove_start`` under it;
+- the *finalizer* runs ``prove_finish`` and verifies the partition proof.
+
+Why a separate finalizer process, not a thread: zksnake's BN254 MSMs hold the GIL, so a finalizer thread
+beside the prover would serialize with the next ``prove_start``. A sibling process per worker (rather than
+one per device) keeps a worker's keys and its finalizer together: both load the same key once, and a
+worker that dies takes down only its own pair, whose partitions are retried elsewhere.
+
+The device lock lives in the parent (an ``asyncio.Lock``), not in shared memory: a process killed while
+proving can never leave it held. Both processes keep every proving key they loaded until told to drop it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import multiprocessing
+import multiprocessing.connection
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing.context import ForkServerContext
+from typing import Any
+
+from .errors import WorkerDied
+
+__all__ = ["ChildProcess", "Device", "RemoteError", "Worker", "WorkerInfo", "mp_context"]
+
+Connection = multiprocessing.connection.Connection
+
+
+class RemoteError(Exception):
+    """Raised when work failed inside a worker process (the process itself is fine)."""
+
+
+def mp_context() -> ForkServerContext:
+    """The process start method: forkserver (a clean, thread-free parent for every worker process)."""
+    ctx = multiprocessing.get_context("forkserver")
+    assert isinstance(ctx, ForkServerContext)
+    ctx.set_forkserver_preload(["prooflane.groth16", "prooflane.kinds", "prooflane.devices"])
+    return ctx
+
+
+@dataclass
+class Device:
+    """A device and the lock its workers share around the device section."""
+
+    name: str
+    kind: str = "cpu"
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """A worker's processes, as tests and diagnostics see them."""
+
+    worker_id: str
+    device: str
+    prover_pid: int | None
+    finalizer_pid: int | None
+
+
+class ChildProcess:
+    """A process behind a pipe that answers one request at a time (event-loop side)."""
+
+    def __init__(self, name: str, target: Any, ctx: ForkServerContext, io: ThreadPoolExecutor) -> None:
+        self.name = name
+        self._io = io
+        parent, child = ctx.Pipe(duplex=True)
+        self._conn: Connection = parent
+        self._proc = ctx.Process(target=target, args=(child,), name=name, daemon=True)
+        self._proc.start()
+        child.close()
+        self._lock = asyncio.Lock()  # one request in flight per process: replies match requests in order
+
+    @property
+    def pid(self) -> int | None:
+        """The process id."""
+        pid: int | None = self._proc.pid
+        return pid
+
+    async def request(self, *message: Any) -> Any:
+        """Send ``message``, return the reply's payload; raise WorkerDied if the process is gone."""
+        loop = asyncio.get_running_loop()
+        async with self._lock:
+            try:
+                await loop.run_in_executor(self._io, self._conn.send, message)
+                reply = await loop.run_in_executor(self._io, self._conn.recv)
+            except (EOFError, OSError) as exc:
+                raise WorkerDied(f"{self.name} (pid {self.pid}) exited: {self._exit_reason(exc)}") from None
+            except asyncio.CancelledError:
+                # The reply would be read by the next request: the process cannot be trusted any more.
+                self.kill()
+                raise
+        status, payload = reply
+        if status == "error":
+            raise RemoteError(payload)
+        return payload
+
+    def kill(self) -> None:
+        """End the process now (idempotent)."""
+        if self._proc.is_alive():
+            self._proc.kill()
+        self._conn.close()
+
+    def join(self, timeout: float) -> None:
+        """Wait for the process to end (after ``kill``); blocking."""
+        self._proc.join(timeout)
+
+    def _exit_reason(self, exc: BaseException) -> str:
+        self._proc.join(1.0)
+        code = self._proc.exitcode
+        if code is None:
+            return type(exc).__name__
+        return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+
+
+class Worker:
+    """One device worker: a prover and a finalizer process, and the keys they hold."""
+
+    def __init__(
+        self, worker_id: str, device: Device, ctx: ForkServerContext, io: ThreadPoolExecutor
+    ) -> None:
+        self.worker_id = worker_id
+        self.device = device
+        self.prover = ChildProcess(f"{worker_id} prover", _prover_main, ctx, io)
+        self.finalizer = ChildProcess(f"{worker_id} finalizer", _finalizer_main, ctx, io)
+        self.dead = False
+        self.death: str | None = None  # why it died, once it did
+        self.task: asyncio.Task[None] | None = None  # the engine's task feeding this worker
+
+    def info(self) -> WorkerInfo:
+        """The worker's ids and pids."""
+        return WorkerInfo(self.worker_id, self.device.name, self.prover.pid, self.finalizer.pid)
+
+    async def ready(self) -> None:
+        """Wait until both processes answer."""
+        await asyncio.gather(self.prover.request("ping"), self.finalizer.request("ping"))
+
+    async def stage(self, key_path: str, synthesized: Any) -> None:
+        """Give the prover its next partition and let it load the key, outside the device lock."""
+        await self.prover.request("stage", key_path, synthesized)
+
+    async def prove_start(self) -> tuple[Any, float]:
+        """Run the device section on the staged partition; return the proving state and milliseconds."""
+        state, ms = await self.prover.request("start")
+        return state, ms
+
+    async def finish(self, key_path: str, state: Any) -> tuple[dict[str, Any], list[str], bool, float]:
+        """Run ``prove_finish`` and verify; return (proof JSON, public signals, verified, milliseconds)."""
+        proof, public, verified, ms = await self.finalizer.request("finish", key_path, state)
+        return proof, public, verified, ms
+
+    async def drop_key(self, key_path: str) -> None:
+        """Make both processes forget a key (its memory was evicted)."""
+        await asyncio.gather(self.prover.request("drop", key_path), self.finalizer.request("drop", key_path))
+
+    def die(self, reason: str) -> None:
+        """A process of this worker is gone: end the other, stop feeding it, remember why."""
+        self.death = self.death or reason
+        self.kill()
+        if self.task is not None:
+            self.task.cancel()
+
+    def kill(self) -> None:
+        """End both processes now."""
+        self.dead = True
+        self.prover.kill()
+        self.finalizer.kill()
+
+
+# -- in worker processes ------------------------------------------------------------------------------
+
+_PROVER_BASES = ("a", "b1", "c", "h")  # the G1 sections prove_start uses
+_FINALIZER_BASES = ("b2",)  # the G2 section prove_finish uses
+
+
+def _serve(conn: Connection, handle: Any) -> None:
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            reply: tuple[str, Any] = ("ok", handle(*message))
+        except Exception as exc:
+            reply = ("error", f"{type(exc).__name__}: {exc}")
+        conn.send(reply)
+
+
+def _prover_main(conn: Connection) -> None:
+    from . import kinds
+    from .groth16 import prove_start
+
+    staged: list[Any] = []  # [key, synthesized] of the partition staged for the next "start"
+
+    def handle(op: str, *args: Any) -> Any:
+        if op == "ping":
+            return os.getpid()
+        if op == "stage":
+            key_path, synthesized = args
+            staged[:] = [kinds.load_key(key_path, _PROVER_BASES), synthesized]
+            return None
+        if op == "start":
+            key, synthesized = staged
+            staged.clear()
+            started = time.perf_counter()
+            state = prove_start(key, synthesized)
+            ms = (time.perf_counter() - started) * 1000
+            # The state refers to its key; the finalizer has its own copy, so send the rest only.
+            fields = {f.name: getattr(state, f.name) for f in dataclasses.fields(state) if f.name != "key"}
+            return fields, ms
+        if op == "drop":
+            kinds.drop_key(args[0])
+            return None
+        raise ValueError(f"unknown request {op!r}")
+
+    _serve(conn, handle)
+
+
+def _finalizer_main(conn: Connection) -> None:
+    from . import kinds
+    from .groth16 import ProvingState, prove_finish, verify
+
+    def handle(op: str, *args: Any) -> Any:
+        if op == "ping":
+            return os.getpid()
+        if op == "finish":
+            key_path, fields = args
+            key = kinds.load_key(key_path, _FINALIZER_BASES)
+            started = time.perf_counter()
+            proof = prove_finish(ProvingState(key=key, **fields))
+            verified = bool(verify(key.verification_key, proof.public, proof))
+            ms = (time.perf_counter() - started) * 1000
+            return proof.to_json(), proof.public_json(), verified, ms
+        if op == "drop":
+            kinds.drop_key(args[0])
+            return None
+        raise ValueError(f"unknown request {op!r}")
+
+    _serve(conn, handle)
