@@ -40,7 +40,7 @@ import time
 import uuid
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, assert_never
 
@@ -48,8 +48,8 @@ import psutil
 
 from . import events as ev
 from ._feed import EventFeed, FeedItem
+from ._ledger import LIVE_STATES, IllegalEvent, Job, Lease, MemoryLedger, Partition, StaleEvent, Worker
 from ._snapshot import (
-    AllocationStatus,
     CountersStatus,
     DeviceStatus,
     FinalizingLease,
@@ -57,7 +57,6 @@ from ._snapshot import (
     JobState,
     MemoryStatus,
     PartitionState,
-    PartitionStatus,
     PipelineStatus,
     RecentJob,
     RecentPartition,
@@ -81,9 +80,7 @@ __all__ = [
 ]
 
 P = PartitionState
-LIVE: frozenset[PartitionState] = frozenset(
-    {P.PENDING, P.SYNTHESIZING, P.SYNTHESIZED, P.PROVING, P.FINALIZING}
-)
+LIVE = LIVE_STATES
 TERMINAL: frozenset[PartitionState] = frozenset({P.DONE, P.FAILED, P.CANCELLED})
 _FORWARD = {
     P.PENDING: P.SYNTHESIZING,
@@ -148,80 +145,6 @@ class TrackerTotals:
     retries: int
 
 
-class _Stale(Exception):
-    pass
-
-
-class _Illegal(Exception):
-    pass
-
-
-@dataclass(slots=True, eq=False)
-class _Job:
-    job_id: str
-    kind: str
-    priority: str
-    submitted_at: float
-    partitions: list[_Partition] = field(default_factory=list)
-    started: bool = False
-    done: int = 0
-    outcome: JobState | None = None  # set once, with ended_at, when the job ends
-    ended_at: float | None = None
-    counted: bool = False
-    reason: str | None = None
-    failed_partition: int | None = None
-    version: int = 0  # bumped on every partition move: keys the cached partition views
-    views: tuple[int, tuple[PartitionStatus, ...]] | None = None
-
-
-@dataclass(slots=True, eq=False)
-class _Partition:
-    job: _Job
-    index: int
-    state: PartitionState = P.PENDING
-    attempt: int = 1
-    lease: ev.LeaseToken | None = None  # live only while proving or finalizing
-    worker_id: str | None = None  # the last worker that held it, kept for display
-    synth_ms: float | None = None
-    prove_ms: float | None = None
-    finalize_ms: float | None = None
-    reason: str | None = None
-
-    @property
-    def name(self) -> str:
-        return f"{self.job.job_id}/{self.index}"
-
-
-@dataclass(slots=True, eq=False)
-class _Lease:
-    token: ev.LeaseToken
-    worker_id: str
-    partition: _Partition
-    granted_at: float
-
-
-@dataclass(slots=True, eq=False)
-class _Worker:
-    worker_id: str
-    device: DeviceBusy
-    current: ev.LeaseToken | None = None
-    finalizing: dict[ev.LeaseToken, None] = field(default_factory=dict)  # an ordered set
-
-    @property
-    def state(self) -> WorkerState:
-        # Computed from the stored leases: nothing to forget to clear.
-        if self.current is not None:
-            return WorkerState.PROVING
-        return WorkerState.FINALIZING if self.finalizing else WorkerState.IDLE
-
-
-@dataclass(slots=True, eq=False)
-class _Allocation:
-    nbytes: int
-    evictable: bool
-    last_used: float
-
-
 class StatusTracker:
     """Folds the engine's events into one consistent state and hands out frozen snapshots.
 
@@ -254,19 +177,16 @@ class StatusTracker:
         self._seq = 0
         self._stale = 0
         self._illegal = 0
-        self._jobs: dict[str, _Job] = {}  # live view, in submission order
-        self._ended: deque[_Job] = deque()  # terminal jobs still in the live view, in order of ending
-        self._workers: dict[str, _Worker] = {}
+        self._jobs: dict[str, Job] = {}  # live view, in submission order
+        self._ended: deque[Job] = deque()  # terminal jobs still in the live view, in order of ending
+        self._workers: dict[str, Worker] = {}
         self._devices: dict[str, DeviceBusy] = {}
-        self._leases: dict[ev.LeaseToken, _Lease] = {}  # live leases: current or finalizing
+        self._leases: dict[ev.LeaseToken, Lease] = {}  # live leases: current or finalizing
         self._max_token = 0  # tokens are granted in increasing order: one not above this is old
         # Invariant: _states[s] == number of partitions in the live view in state s.
         self._states: Counter[PartitionState] = Counter()
         self._pending_by_priority: Counter[str] = Counter()
-        self._reservations: dict[str, int] = {}
-        self._reserved = 0  # invariant: == sum(_reservations.values())
-        self._allocations: dict[str, _Allocation] = {}
-        self._budget = self.config.memory_total_bytes
+        self._memory = MemoryLedger(self.config.memory_total_bytes)
         self._synth_max = self.config.synthesis_max_concurrent
         self._partitions_total: Counter[tuple[str, str]] = Counter()
         self._jobs_total: Counter[tuple[str, str]] = Counter()  # (kind, outcome): once per job
@@ -275,7 +195,7 @@ class StatusTracker:
         self._retries = 0
         self._phases = {name: PhaseHistogram() for name in ("synth", "prove", "finalize")}
         self._history = MinuteHistory(self.config.history_minutes)
-        self._recent_jobs: deque[_Job] = deque(maxlen=self.config.recent_jobs)
+        self._recent_jobs: deque[Job] = deque(maxlen=self.config.recent_jobs)
         self._recent_partitions: deque[RecentPartition] = deque(maxlen=self.config.recent_partitions)
         self._invariants_at: tuple[int, list[str]] = (-1, [])
 
@@ -294,10 +214,10 @@ class StatusTracker:
         try:
             context = self._dispatch(event)
             outcome = Outcome.APPLIED
-        except _Stale as stale:
+        except StaleEvent as stale:
             self._stale += 1
             outcome, context = Outcome.STALE, {"detail": str(stale)}
-        except _Illegal as illegal:
+        except IllegalEvent as illegal:
             self._illegal += 1
             outcome, context = Outcome.ILLEGAL, {"detail": str(illegal)}
         self.feed.publish(self._seq, event, outcome.value, context)
@@ -353,7 +273,8 @@ class StatusTracker:
                 | ev.AllocationUsed()
                 | ev.AllocationEvicted()
             ):
-                return self._memory(event)
+                self._memory.apply(event)
+                return {}
             case _:
                 assert_never(event)
 
@@ -361,15 +282,15 @@ class StatusTracker:
 
     def _job_submitted(self, event: ev.JobSubmitted) -> dict[str, Any]:
         if event.job_id in self._jobs:
-            raise _Stale(f"job {event.job_id} is already known")
+            raise StaleEvent(f"job {event.job_id} is already known")
         done = set(event.done_partitions)
         if event.partitions < 1 or not done <= set(range(event.partitions)):
-            raise _Illegal(
+            raise IllegalEvent(
                 f"job {event.job_id}: expected partitions >= 1 and done_partitions within them, "
                 f"got {event.partitions} and {sorted(done)}"
             )
-        job = _Job(event.job_id, event.kind, event.priority, event.at, started=bool(done))
-        job.partitions = [_Partition(job, i) for i in range(event.partitions)]
+        job = Job(event.job_id, event.kind, event.priority, event.at, started=bool(done))
+        job.partitions = [Partition(job, i) for i in range(event.partitions)]
         self._jobs[job.job_id] = job
         self._states[P.PENDING] += event.partitions
         self._pending_by_priority[job.priority] += event.partitions
@@ -385,7 +306,7 @@ class StatusTracker:
     def _job_done(self, event: ev.JobDone) -> dict[str, Any]:
         job = self._live_job(event.job_id)
         if job.done != len(job.partitions):
-            raise _Illegal(
+            raise IllegalEvent(
                 f"job {job.job_id}: expected all {len(job.partitions)} partitions done, got {job.done}"
             )
         self._end_job(job, event.at, JobState.DONE, None, None)
@@ -397,7 +318,7 @@ class StatusTracker:
     ) -> dict[str, Any]:
         job = self._live_job(job_id)
         if named is not None and not 0 <= named < len(job.partitions):
-            raise _Illegal(f"job {job_id}: expected a partition below {len(job.partitions)}, got {named}")
+            raise IllegalEvent(f"job {job_id}: expected a partition below {len(job.partitions)}, got {named}")
         for partition in job.partitions:
             if partition.state in LIVE:
                 failed = outcome is JobState.FAILED and partition.index == named
@@ -405,21 +326,19 @@ class StatusTracker:
         self._end_job(job, at, outcome, reason, named)
         return {}
 
-    def _end_job(
-        self, job: _Job, at: float, outcome: JobState, reason: str | None, named: int | None
-    ) -> None:
+    def _end_job(self, job: Job, at: float, outcome: JobState, reason: str | None, named: int | None) -> None:
         job.outcome, job.ended_at, job.reason, job.failed_partition = outcome, at, reason, named
         job.counted = True
         self._jobs_total[(job.kind, outcome.value)] += 1
         self._ended.append(job)
         self._recent_jobs.append(job)
 
-    def _live_job(self, job_id: str) -> _Job:
+    def _live_job(self, job_id: str) -> Job:
         job = self._jobs.get(job_id)
         if job is None:
-            raise _Stale(f"job {job_id} is not in the live view")
+            raise StaleEvent(f"job {job_id} is not in the live view")
         if job.outcome is not None:
-            raise _Stale(f"job {job_id} already ended ({job.outcome.value})")
+            raise StaleEvent(f"job {job_id} already ended ({job.outcome.value})")
         return job
 
     def _prune(self, now: float) -> None:
@@ -433,25 +352,25 @@ class StatusTracker:
 
     # --- partitions ------------------------------------------------------------------------------------
 
-    def _partition(self, job_id: str, index: int, attempt: int | None = None) -> _Partition:
+    def _partition(self, job_id: str, index: int, attempt: int | None = None) -> Partition:
         """The live partition an event is about, or _Stale/_Illegal saying why the event cannot apply."""
         job = self._jobs.get(job_id)
         if job is None:
-            raise _Stale(f"job {job_id} is not in the live view")
+            raise StaleEvent(f"job {job_id} is not in the live view")
         if not 0 <= index < len(job.partitions):
-            raise _Illegal(f"job {job_id}: expected a partition below {len(job.partitions)}, got {index}")
+            raise IllegalEvent(f"job {job_id}: expected a partition below {len(job.partitions)}, got {index}")
         partition = job.partitions[index]
         if partition.state in TERMINAL:
-            raise _Stale(f"partition {partition.name} is already {partition.state.value}")
+            raise StaleEvent(f"partition {partition.name} is already {partition.state.value}")
         if attempt is not None and attempt != partition.attempt:
-            raise _Stale(f"partition {partition.name} is at attempt {partition.attempt}, not {attempt}")
+            raise StaleEvent(f"partition {partition.name} is at attempt {partition.attempt}, not {attempt}")
         return partition
 
-    def _move(self, partition: _Partition, new: PartitionState) -> None:
+    def _move(self, partition: Partition, new: PartitionState) -> None:
         """The one place a partition changes state: checks legality, keeps the per-state counts."""
         old = partition.state
         if new not in LEGAL_TRANSITIONS[old]:
-            raise _Illegal(
+            raise IllegalEvent(
                 f"partition {partition.name}: expected one of "
                 f"{sorted(s.value for s in _sources(new))}, got {old.value} (-> {new.value})"
             )
@@ -475,8 +394,8 @@ class StatusTracker:
         self, job_id: str, index: int, attempt: int, new: PartitionState, reason: str | None = None
     ) -> dict[str, Any]:
         partition = self._partition(job_id, index, attempt)
-        if partition.state is not P.SYNTHESIZING and new is P.FAILED:
-            raise _Illegal(f"partition {partition.name}: expected synthesizing, got {partition.state.value}")
+        if new is P.FAILED:
+            _expect(partition, P.SYNTHESIZING)
         self._move(partition, new)
         if reason is not None:
             partition.reason = reason
@@ -484,14 +403,13 @@ class StatusTracker:
 
     def _synthesis_finished(self, event: ev.SynthesisFinished) -> dict[str, Any]:
         partition = self._partition(event.job_id, event.partition, event.attempt)
-        if partition.state is not P.SYNTHESIZING:
-            raise _Illegal(f"partition {partition.name}: expected synthesizing, got {partition.state.value}")
+        _expect(partition, P.SYNTHESIZING)
         self._move(partition, P.SYNTHESIZED)
         partition.synth_ms = event.synth_ms
         self._phases["synth"].observe(event.synth_ms / 1000)
         return {}
 
-    def _end_partition(self, partition: _Partition, at: float, new: PartitionState, reason: str) -> None:
+    def _end_partition(self, partition: Partition, at: float, new: PartitionState, reason: str) -> None:
         self._move(partition, new)
         partition.reason = reason
         if partition.lease is not None:
@@ -502,7 +420,7 @@ class StatusTracker:
     ) -> dict[str, Any]:
         partition = self._partition(event.job_id, event.partition)
         if event.token is not None and event.token != partition.lease:
-            raise _Stale(f"lease {event.token} is not the live lease of partition {partition.name}")
+            raise StaleEvent(f"lease {event.token} is not the live lease of partition {partition.name}")
         context = self._lease_context(partition.lease)
         self._end_partition(partition, event.at, new, event.reason)
         return context
@@ -510,14 +428,14 @@ class StatusTracker:
     def _partition_retried(self, event: ev.PartitionRetried) -> dict[str, Any]:
         partition = self._partition(event.job_id, event.partition)
         if event.attempt <= partition.attempt:
-            raise _Stale(f"partition {partition.name} is already at attempt {partition.attempt}")
+            raise StaleEvent(f"partition {partition.name} is already at attempt {partition.attempt}")
         self._requeue(partition, event.at)
         partition.attempt = event.attempt
         partition.reason = event.reason
         self._retries += 1
         return {}
 
-    def _requeue(self, partition: _Partition, at: float) -> None:
+    def _requeue(self, partition: Partition, at: float) -> None:
         self._move(partition, P.PENDING)
         if partition.lease is not None:
             self._end_lease(partition.lease, at)
@@ -528,20 +446,20 @@ class StatusTracker:
 
     def _lease_granted(self, event: ev.LeaseGranted) -> dict[str, Any]:
         if event.token <= self._max_token:
-            raise _Stale(f"lease {event.token} is not newer than lease {self._max_token}")
+            raise StaleEvent(f"lease {event.token} is not newer than lease {self._max_token}")
         partition = self._partition(event.job_id, event.partition, event.attempt)
         worker = self._workers.get(event.worker_id)
         if worker is None:
-            raise _Illegal(f"expected a registered worker, got {event.worker_id}")
+            raise IllegalEvent(f"expected a registered worker, got {event.worker_id}")
         if worker.current is not None:
-            raise _Illegal(f"worker {worker.worker_id}: expected no current lease, got {worker.current}")
+            raise IllegalEvent(f"worker {worker.worker_id}: expected no current lease, got {worker.current}")
         if event.device != worker.device.name:
-            raise _Illegal(
+            raise IllegalEvent(
                 f"worker {worker.worker_id}: expected device {worker.device.name}, got {event.device}"
             )
         self._move(partition, P.PROVING)
         self._max_token = event.token
-        self._leases[event.token] = _Lease(event.token, worker.worker_id, partition, event.at)
+        self._leases[event.token] = Lease(event.token, worker.worker_id, partition, event.at)
         worker.current = event.token
         worker.device.start(event.at)
         partition.lease, partition.worker_id = event.token, worker.worker_id
@@ -551,7 +469,7 @@ class StatusTracker:
         lease = self._leases.get(event.token)
         worker = self._workers.get(lease.worker_id) if lease else None
         if lease is None or worker is None or worker.current != event.token:
-            raise _Stale(f"lease {event.token} is not a worker's current lease")
+            raise StaleEvent(f"lease {event.token} is not a worker's current lease")
         self._move(lease.partition, P.FINALIZING)
         self._close_device_section(worker, lease, event.at)
         worker.current = None
@@ -564,7 +482,7 @@ class StatusTracker:
         lease = self._leases.get(event.token)
         worker = self._workers.get(lease.worker_id) if lease else None
         if lease is None or worker is None or event.token not in worker.finalizing:
-            raise _Stale(f"lease {event.token} is not a finalizing lease")
+            raise StaleEvent(f"lease {event.token} is not a finalizing lease")
         context = self._lease_context(event.token)
         partition = lease.partition
         self._move(partition, P.DONE)
@@ -596,7 +514,7 @@ class StatusTracker:
             worker.finalizing.pop(token, None)
         lease.partition.lease = None
 
-    def _close_device_section(self, worker: _Worker, lease: _Lease, at: float) -> None:
+    def _close_device_section(self, worker: Worker, lease: Lease, at: float) -> None:
         seconds = max(0.0, at - lease.granted_at)
         self._busy_total[worker.worker_id] = self._busy_total.get(worker.worker_id, 0.0) + seconds
         interval = worker.device.stop(at)
@@ -614,18 +532,18 @@ class StatusTracker:
 
     def _worker_registered(self, event: ev.WorkerRegistered) -> dict[str, Any]:
         if event.worker_id in self._workers:
-            raise _Illegal(f"expected a new worker id, got {event.worker_id} (already registered)")
+            raise IllegalEvent(f"expected a new worker id, got {event.worker_id} (already registered)")
         device = self._devices.get(event.device)
         if device is None:
             device = self._devices[event.device] = DeviceBusy(event.device, event.device_kind, event.at)
-        self._workers[event.worker_id] = _Worker(event.worker_id, device)
+        self._workers[event.worker_id] = Worker(event.worker_id, device)
         self._busy_total.setdefault(event.worker_id, 0.0)
         return {}
 
     def _worker_died(self, event: ev.WorkerDied) -> dict[str, Any]:
         worker = self._workers.get(event.worker_id)
         if worker is None:
-            raise _Stale(f"worker {event.worker_id} is not registered")
+            raise StaleEvent(f"worker {event.worker_id} is not registered")
         tokens = ([worker.current] if worker.current is not None else []) + list(worker.finalizing)
         for token in tokens:
             partition = self._leases[token].partition
@@ -633,61 +551,6 @@ class StatusTracker:
             partition.reason = f"worker {worker.worker_id} died: {event.reason}"
         del self._workers[event.worker_id]
         return {"requeued": len(tokens)}
-
-    # --- memory ----------------------------------------------------------------------------------------
-
-    def _memory(
-        self,
-        event: ev.BudgetSet
-        | ev.ReservationMade
-        | ev.ReservationShrunk
-        | ev.ReservationReleased
-        | ev.AllocationCached
-        | ev.AllocationUsed
-        | ev.AllocationEvicted,
-    ) -> dict[str, Any]:
-        match event:
-            case ev.BudgetSet():
-                _check_bytes("total_bytes", event.total_bytes)
-                self._budget = event.total_bytes
-            case ev.ReservationMade():
-                _check_bytes(event.name, event.nbytes)
-                if event.name in self._reservations:
-                    raise _Illegal(f"expected a new reservation name, got {event.name} (live)")
-                self._reservations[event.name] = event.nbytes
-                self._reserved += event.nbytes
-            case ev.ReservationShrunk():
-                held = self._reservation(event.name)
-                if not 0 <= event.nbytes <= held:
-                    raise _Illegal(f"reservation {event.name}: expected 0..{held} bytes, got {event.nbytes}")
-                self._reservations[event.name] = held - event.nbytes
-                self._reserved -= event.nbytes
-            case ev.ReservationReleased():
-                self._reserved -= self._reservation(event.name)
-                del self._reservations[event.name]
-            case ev.AllocationCached():
-                _check_bytes(event.name, event.nbytes)
-                if event.name in self._allocations:
-                    raise _Illegal(f"expected a new allocation name, got {event.name} (cached)")
-                self._allocations[event.name] = _Allocation(event.nbytes, event.evictable, event.at)
-            case ev.AllocationUsed():
-                self._allocation(event.name).last_used = event.at
-            case ev.AllocationEvicted():
-                self._allocation(event.name)
-                del self._allocations[event.name]
-            case _:
-                assert_never(event)
-        return {}
-
-    def _reservation(self, name: str) -> int:
-        if name not in self._reservations:
-            raise _Stale(f"reservation {name} is not live")
-        return self._reservations[name]
-
-    def _allocation(self, name: str) -> _Allocation:
-        if name not in self._allocations:
-            raise _Stale(f"allocation {name} is not cached")
-        return self._allocations[name]
 
     # --- reading ---------------------------------------------------------------------------------------
 
@@ -713,7 +576,7 @@ class StatusTracker:
         states: Counter[PartitionState] = Counter()
         terminal: Counter[JobState] = Counter(self._pruned)
         for job in self._jobs.values():
-            problems.extend(self._job_problems(job, current, finalizing))
+            problems.extend(job.problems(current, finalizing))
             states.update(p.state for p in job.partitions)
             if job.outcome is not None:
                 terminal[job.outcome] += 1
@@ -724,38 +587,11 @@ class StatusTracker:
             )
         if +states != +self._states:
             problems.append(f"partition state counts {dict(+self._states)} != recount {dict(+states)}")
-        if self._reserved != sum(self._reservations.values()):
-            live = sum(self._reservations.values())
-            problems.append(f"reserved {self._reserved} bytes != sum of live reservations {live}")
+        problems.extend(self._memory.problems())
         for outcome in (JobState.DONE, JobState.FAILED, JobState.CANCELLED):
             counted = sum(n for (_, o), n in self._jobs_total.items() if o == outcome.value)
             if counted != terminal[outcome]:
                 problems.append(f"{counted} jobs counted {outcome.value} but {terminal[outcome]} ended so")
-        return problems
-
-    def _job_problems(
-        self, job: _Job, current: Counter[ev.LeaseToken], finalizing: Counter[ev.LeaseToken]
-    ) -> list[str]:
-        problems = []
-        for p in job.partitions:
-            if p.state is P.PROVING and (p.lease is None or current[p.lease] != 1):
-                holders = current[p.lease] if p.lease is not None else 0
-                problems.append(
-                    f"partition {p.name} is proving but is the current lease of {holders} workers"
-                )
-            elif p.state is P.FINALIZING and (p.lease is None or finalizing[p.lease] != 1):
-                problems.append(f"partition {p.name} is finalizing but no single worker finalizes it")
-            elif p.state not in (P.PROVING, P.FINALIZING) and p.lease is not None:
-                problems.append(f"partition {p.name} is {p.state.value} but holds lease {p.lease}")
-        if job.done != sum(p.state is P.DONE for p in job.partitions):
-            problems.append(f"job {job.job_id} counts {job.done} partitions done, recount differs")
-        ended = job.outcome is not None
-        if ended and (job.ended_at is None or not job.counted):
-            problems.append(f"job {job.job_id} ended without an end time or without being counted")
-        if ended and any(p.state in LIVE for p in job.partitions):
-            problems.append(f"job {job.job_id} ended with live partitions")
-        if not ended and job.counted:
-            problems.append(f"job {job.job_id} is counted but has not ended")
         return problems
 
     def snapshot(self) -> StatusSnapshot:
@@ -784,10 +620,7 @@ class StatusTracker:
                 )
                 for d in devices
             ),
-            allocations=tuple(
-                AllocationStatus(name, a.nbytes, now - a.last_used, a.evictable)
-                for name, a in self._allocations.items()
-            ),
+            allocations=self._memory.allocations(now),
             counters=self._counters(),
             history=self._history_status(now, devices),
             recent_jobs=tuple(self._recent_job(j, now) for j in reversed(self._recent_jobs)),
@@ -810,9 +643,9 @@ class StatusTracker:
                 {s.value: sum(w.state is s for w in self._workers.values()) for s in WorkerState}
             ),
             device_busy_fraction=MappingProxyType({d.name: d.fraction(now) for d in self._devices.values()}),
-            memory_reserved_bytes=self._reserved,
-            memory_budget_bytes=self._budget,
-            memory_cached_bytes=sum(a.nbytes for a in self._allocations.values()),
+            memory_reserved_bytes=self._memory.reserved_bytes,
+            memory_budget_bytes=self._memory.total_bytes,
+            memory_cached_bytes=self._memory.cached_bytes,
             queue_depth=self._states[P.PENDING],
             synthesis_active=self._states[P.SYNTHESIZING],
             stale_events=self._stale,
@@ -822,13 +655,13 @@ class StatusTracker:
             retries=self._retries,
         )
 
-    def _in_view(self, job: _Job, now: float) -> bool:
+    def _in_view(self, job: Job, now: float) -> bool:
         return job.ended_at is None or now - job.ended_at < self.config.retention_secs
 
-    def _pipeline(self, job: _Job, now: float) -> PipelineStatus:
+    def _pipeline(self, job: Job, now: float) -> PipelineStatus:
         if job.views is None or job.views[0] != job.version:
             # Partition views change only when a partition moves: rebuild them only then.
-            job.views = (job.version, tuple(_partition_status(p) for p in job.partitions))
+            job.views = (job.version, tuple(p.status() for p in job.partitions))
         if job.outcome is not None:
             state = job.outcome
         else:
@@ -848,7 +681,7 @@ class StatusTracker:
             failed_partition=job.failed_partition,
         )
 
-    def _worker_status(self, worker: _Worker, now: float) -> WorkerStatus:
+    def _worker_status(self, worker: Worker, now: float) -> WorkerStatus:
         lease = self._leases[worker.current] if worker.current is not None else None
         busy = max(0.0, now - lease.granted_at) if lease is not None else 0.0
         finalizing = []
@@ -868,15 +701,16 @@ class StatusTracker:
         )
 
     def _memory_status(self, now: float) -> MemoryStatus:
-        cached = sum(a.nbytes for a in self._allocations.values())
+        memory = self._memory
+        cached = memory.cached_bytes
         rss = self._process.memory_info().rss if self._process is not None else 0
         return MemoryStatus(
-            total_bytes=self._budget,
-            reserved_bytes=self._reserved,
-            available_bytes=max(0, self._budget - self._reserved - cached),
+            total_bytes=memory.total_bytes,
+            reserved_bytes=memory.reserved_bytes,
+            available_bytes=max(0, memory.total_bytes - memory.reserved_bytes - cached),
             process_rss_bytes=rss,
             cached_bytes=cached,
-            reservations=len(self._reservations),
+            reservations=memory.reservations,
         )
 
     def _counters(self) -> CountersStatus:
@@ -906,7 +740,7 @@ class StatusTracker:
         return HistoryStatus(MINUTE, proofs, partitions, busy)
 
     @staticmethod
-    def _recent_job(job: _Job, now: float) -> RecentJob:
+    def _recent_job(job: Job, now: float) -> RecentJob:
         assert job.outcome is not None and job.ended_at is not None
         return RecentJob(
             job_id=job.job_id,
@@ -926,26 +760,13 @@ class StatusTracker:
             raise IllegalTransition("StatusTracker.apply called from a second thread: post to the event loop")
 
 
-def _partition_status(p: _Partition) -> PartitionStatus:
-    return PartitionStatus(
-        index=p.index,
-        state=p.state,
-        attempt=p.attempt,
-        worker_id=p.worker_id,
-        synth_ms=p.synth_ms,
-        prove_ms=p.prove_ms,
-        finalize_ms=p.finalize_ms,
-        reason=p.reason,
-    )
+def _expect(partition: Partition, state: PartitionState) -> None:
+    if partition.state is not state:
+        raise IllegalEvent(f"partition {partition.name}: expected {state.value}, got {partition.state.value}")
 
 
 def _sources(new: PartitionState) -> list[PartitionState]:
     return [s for s, targets in LEGAL_TRANSITIONS.items() if new in targets]
-
-
-def _check_bytes(name: str, nbytes: int) -> None:
-    if nbytes < 0:
-        raise _Illegal(f"{name}: expected bytes >= 0, got {nbytes}")
 
 
 def _package_version() -> str:
