@@ -1,0 +1,119 @@
+"""``prooflane setup / export-vkey / prove / verify``: files in, files out, exit codes 0/1/2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from groth16_samples import square_chain
+from prooflane.cli import app
+from prooflane.groth16 import BLS12381, BN128, Curve, write_r1cs, write_wtns
+
+CURVES = [pytest.param(BN128, id="bn128"), pytest.param(BLS12381, id="bls12381")]
+
+
+def invoke(*args: str | Path) -> Result:
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    assert "Traceback" not in result.output
+    return result
+
+
+def _circuit(folder: Path, curve: Curve = BN128, n: int = 6) -> tuple[Path, Path]:
+    r1cs, witness = square_chain(curve, n)
+    write_r1cs(folder / "c.r1cs", r1cs)
+    write_wtns(folder / "w.wtns", witness)
+    return folder / "c.r1cs", folder / "w.wtns"
+
+
+def _outputs(folder: Path) -> tuple[str, Path, str, Path]:
+    return ("--proof", folder / "out-proof.json", "--public", folder / "out-public.json")
+
+
+def _prove(folder: Path, curve: Curve = BN128) -> dict[str, Path]:
+    r1cs, wtns = _circuit(folder, curve)
+    paths = {n: folder / n for n in ("k.zkey", "vk.json", "proof.json", "public.json")}
+    assert invoke("setup", r1cs, "--zkey", paths["k.zkey"], "--seed", "cli").exit_code == 0
+    assert invoke("export-vkey", paths["k.zkey"], "--out", paths["vk.json"]).exit_code == 0
+    done = invoke(
+        "prove", paths["k.zkey"], wtns, "--proof", paths["proof.json"], "--public", paths["public.json"],
+        "--processes", "1",
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    return {**paths, "wtns": wtns, "r1cs": r1cs}
+
+
+@pytest.mark.parametrize("curve", CURVES)
+def test_setup_prove_verify_round_trip(tmp_path: Path, curve: Curve) -> None:
+    p = _prove(tmp_path, curve)
+    assert json.loads(p["vk.json"].read_text())["curve"] == curve.name
+    done = invoke("verify", p["vk.json"], p["public.json"], p["proof.json"])
+    assert done.exit_code == 0 and "valid" in done.output
+
+
+def test_setup_warns_that_the_key_is_unsafe(tmp_path: Path) -> None:
+    r1cs, _ = _circuit(tmp_path)
+    done = invoke("setup", r1cs, "--zkey", tmp_path / "k.zkey")
+    assert done.exit_code == 0 and "UNSAFE" in done.output
+
+
+def test_a_tampered_public_input_exits_1(tmp_path: Path) -> None:
+    p = _prove(tmp_path)
+    public = json.loads(p["public.json"].read_text())
+    p["public.json"].write_text(json.dumps([public[0], str(int(public[1]) + 1)]))
+    done = invoke("verify", p["vk.json"], p["public.json"], p["proof.json"])
+    assert done.exit_code == 1 and "INVALID" in done.output
+
+
+def test_bad_json_exits_2_naming_the_file(tmp_path: Path) -> None:
+    p = _prove(tmp_path)
+    p["proof.json"].write_text("{not json")
+    done = invoke("verify", p["vk.json"], p["public.json"], p["proof.json"])
+    assert done.exit_code == 2 and "proof.json: not valid JSON" in done.output
+
+
+def test_wrong_magic_exits_2_naming_the_file(tmp_path: Path) -> None:
+    r1cs, wtns = _circuit(tmp_path)
+    done = invoke("prove", r1cs, wtns, "--proof", tmp_path / "p.json", "--public", tmp_path / "q.json")
+    assert done.exit_code == 2 and "c.r1cs: wrong magic" in done.output
+
+
+def test_truncated_key_exits_2(tmp_path: Path) -> None:
+    p = _prove(tmp_path)
+    data = p["k.zkey"].read_bytes()
+    p["k.zkey"].write_bytes(data[: len(data) // 2])
+    done = invoke("export-vkey", p["k.zkey"], "--out", tmp_path / "x.json")
+    assert done.exit_code == 2 and "k.zkey: truncated" in done.output
+
+
+def test_witness_length_mismatch_exits_2(tmp_path: Path) -> None:
+    p = _prove(tmp_path)
+    write_wtns(tmp_path / "long.wtns", square_chain(BN128, 9)[1])
+    done = invoke(
+        "prove", p["k.zkey"], tmp_path / "long.wtns", "--proof", tmp_path / "x", "--public", tmp_path / "y"
+    )
+    assert done.exit_code == 2 and "long.wtns: 13 values" in done.output
+
+
+def test_curve_mismatch_exits_2(tmp_path: Path) -> None:
+    p = _prove(tmp_path)
+    done = invoke("setup", p["r1cs"], "--zkey", tmp_path / "x.zkey", "--curve", "bls12381")
+    assert done.exit_code == 2 and "c.r1cs: the circuit is over bn128" in done.output
+    write_wtns(tmp_path / "bls.wtns", square_chain(BLS12381, 6)[1])
+    done = invoke(
+        "prove", p["k.zkey"], tmp_path / "bls.wtns", "--proof", tmp_path / "x", "--public", tmp_path / "y"
+    )
+    assert done.exit_code == 2 and "bls.wtns: the witness is over bls12381" in done.output
+    (tmp_path / "bls").mkdir()
+    other = _prove(tmp_path / "bls", BLS12381)
+    done = invoke("verify", other["vk.json"], p["public.json"], p["proof.json"])
+    assert done.exit_code == 2 and "proof.json" in done.output
+
+
+def test_wrong_number_of_public_signals_exits_2(tmp_path: Path) -> None:
+    p = _prove(tmp_path)
+    p["public.json"].write_text(json.dumps(json.loads(p["public.json"].read_text())[:1]))
+    done = invoke("verify", p["vk.json"], p["public.json"], p["proof.json"])
+    assert done.exit_code == 2 and "public.json: 1 public signals" in done.output
