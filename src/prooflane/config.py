@@ -38,6 +38,7 @@ class Config:
     """Everything the daemon reads at start; frozen, so one value has one home for the daemon's life."""
 
     data_dir: Path = field(default_factory=default_data_dir)
+    keys_dir: Path | None = None
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     profile: str = "tiny"
@@ -105,6 +106,7 @@ class Config:
         prefetch = self.prefetch_partitions or len(devices) * self.workers_per_device
         return dataclasses.replace(
             self,
+            keys_dir=self.keys_dir or self.data_dir / "keys",
             devices=devices,
             synthesis_workers=self.synthesis_workers or cores,
             memory_budget_bytes=budget,
@@ -125,7 +127,7 @@ def _check(ok: bool, key: str, problem: str) -> None:
 def _coerce(source: str, key: str, annotation: Any, value: Any) -> Any:
     kind = str(annotation)
     ok: bool
-    if kind == "Path":
+    if kind in ("Path", "Path | None"):
         ok, value = isinstance(value, str), Path(str(value)).expanduser()
     elif kind == "int":
         ok = isinstance(value, int) and not isinstance(value, bool)

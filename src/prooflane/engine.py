@@ -238,7 +238,7 @@ class Engine:
 
     async def _prepare_kinds(self) -> None:
         cfg, loop = self.config, asyncio.get_running_loop()
-        keys_dir = str(cfg.data_dir / "keys")
+        keys_dir = str(cfg.keys_dir)
         calls = [
             loop.run_in_executor(self._pool, prepare_builtin, k.name, cfg.profile, cfg.curve, keys_dir)
             for k in BUILTIN_KINDS
@@ -356,6 +356,7 @@ class Engine:
                     curve=meta.curve,
                     constraints_per_partition=meta.constraints,
                     memory_per_partition_bytes=meta.partition_bytes,
+                    proving_key_bytes=meta.key_alloc_bytes,
                     description=spec.description,
                 )
             )

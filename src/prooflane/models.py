@@ -214,6 +214,7 @@ class KindInfo(_Frozen):
     curve: str
     constraints_per_partition: int
     memory_per_partition_bytes: int = Field(description="Estimated reservation of one partition.")
+    proving_key_bytes: int = Field(default=0, description="Estimated memory of one worker's loaded key.")
     description: str = ""
 
 
