@@ -16,11 +16,12 @@ from prooflane.circuits import (
     Sector,
     challenges,
     partition_public,
+    partition_synthesize,
     partition_witness,
     storage_circuit,
 )
 from prooflane.errors import CircuitError, SectorError, UnsatisfiedConstraint
-from prooflane.groth16 import BLS12381, BN128, Curve, prove_finish, prove_start, setup, verify
+from prooflane.groth16 import BLS12381, BN128, Curve, prove_finish, prove_start, setup, synthesize, verify
 
 TINY = PROFILES["tiny"]
 RANDOMNESS = bytes(range(32))
@@ -81,6 +82,8 @@ def test_partition_witness_is_deterministic_and_satisfies_the_circuit(kind: str,
     synthesized = circuit.synthesize(one)
     assert list(synthesized.public) == partition_public(kind, "tiny", sector, RANDOMNESS, 2)
     assert synthesized.public[-1] == challenges(kind, "tiny", sector.sector_id, RANDOMNESS, 2)[-1]
+    direct = partition_synthesize(kind, "tiny", sector, RANDOMNESS, 2)
+    assert all((getattr(direct, n) == getattr(synthesized, n)).all() for n in ("witness", "a", "b", "c"))
 
 
 def test_sector_of_another_size_is_refused(tmp_path: Path) -> None:
@@ -147,7 +150,10 @@ def test_every_kind_proves_and_snarkjs_verifies(
         if id(circuit) not in keys:
             keys[id(circuit)] = setup(circuit.r1cs, seed=b"storage-tests")
         key = keys[id(circuit)]
-        synthesized = circuit.synthesize(partition_witness(kind, "tiny", sector, RANDOMNESS, 1, curve))
+        witness = partition_witness(kind, "tiny", sector, RANDOMNESS, 1, curve)
+        synthesized = circuit.synthesize(witness)
+        from_key = synthesize(key, witness)  # what a prover holding only the .zkey computes
+        assert all((getattr(from_key, n) == getattr(synthesized, n)).all() for n in ("a", "b", "c"))
         proof = prove_finish(prove_start(key, synthesized))
         public = partition_public(kind, "tiny", sector, RANDOMNESS, 1, curve)
         assert verify(key.verification_key, public, proof)

@@ -18,7 +18,14 @@ from .merkle import MerkleTree, merkle_root_gadget, verify_path
 from .poseidon import PoseidonParams, poseidon, poseidon_gadget, poseidon_many, poseidon_params
 from .profiles import KINDS, PROFILES, Profile, profile_by_name
 from .sector import Sector, SectorRoots
-from .storage import challenges, partition_inputs, partition_public, partition_witness, storage_circuit
+from .storage import (
+    challenges,
+    partition_inputs,
+    partition_public,
+    partition_synthesize,
+    partition_witness,
+    storage_circuit,
+)
 
 __all__ = [
     "KINDS",
@@ -38,6 +45,7 @@ __all__ = [
     "merkle_root_gadget",
     "partition_inputs",
     "partition_public",
+    "partition_synthesize",
     "partition_witness",
     "poseidon",
     "poseidon_gadget",
