@@ -21,6 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
+from prooflane.circuits.profiles import profile_by_name
+
 pytest.importorskip("playwright.sync_api")
 from playwright.sync_api import Browser, Page, sync_playwright
 
@@ -38,7 +40,7 @@ LAUNCH_ARGS = [
 ]
 LONG_JOB_ID = "ps-snap-update-3644168-33825"
 LONG_KIND = "sector-merkle-inclusion-poseidon-circuit"  # a circom circuit's name: 40 characters
-SECTOR_BYTES = 2048
+SECTOR_BYTES = profile_by_name("tiny").sector_bytes
 READY_TIMEOUT_SECS = 240.0
 WORKERS = '[data-testid="worker-card"]'
 
@@ -302,11 +304,23 @@ def test_worker_cards_show_what_status_shows_under_load(
                     daemon.submit_storage_jobs(["porep-c2", "snap-update"], first_seed=200 + 10 * batches)
                     batches += 1
                 page.wait_for_timeout(150)
+    _wait_for_finished_jobs_under_load(daemon, page, finished=3)
     page.screenshot(path=str(output_dir / "dashboard-1280.png"), full_page=True)
     wide = _open(browser, daemon.url, 1920)
     wide.screenshot(path=str(output_dir / "dashboard-1920.png"), full_page=True)
     wide.close()
     page.close()
+
+
+def _wait_for_finished_jobs_under_load(daemon: LiveDaemon, page: Page, finished: int) -> None:
+    """Until the page shows `finished` completed jobs while a worker is busy (for telling screenshots)."""
+    check = """(n) => {
+      const s = window.prooflane.snapshot;
+      return s.counters.total_completed >= n && s.workers.some((w) => w.state !== "idle");
+    }"""
+    if daemon.live_jobs() < 3:
+        daemon.submit_storage_jobs(["snap-update", "porep-c2", "window-post"], first_seed=500)
+    page.wait_for_function(check, arg=finished, timeout=90_000, polling=100)
 
 
 # --- long names ----------------------------------------------------------------------------------

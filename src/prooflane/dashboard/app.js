@@ -461,8 +461,31 @@
     ]);
   }
 
+  /** "circom · <circuit name>" for jobs on a registered circuit, else the proof kind; always whole. */
   function jobKindText(j) {
-    return j.circuit && j.circuit !== j.proof_kind ? `${j.proof_kind} · ${j.circuit}` : String(j.proof_kind);
+    const kind = String(j.proof_kind ?? j.kind ?? "");
+    const circuit = j.circuit ?? circuitOf(j.job_id, kind);
+    return circuit && circuit !== kind ? `${kind} · ${circuit}` : kind;
+  }
+
+  // /status names a circom job's kind "circom"; the circuit it proves comes from GET /v1/jobs/{id}, once.
+  const circuits = new Map(); // job id -> circuit name, or null while unknown / none
+
+  function circuitOf(jobId, kind) {
+    if (kind !== "circom") return null;
+    if (!circuits.has(jobId)) {
+      circuits.set(jobId, null);
+      fetch(`${JOBS_URL}/${encodeURIComponent(jobId)}`, { cache: "no-store" })
+        .then((resp) => (resp.ok ? resp.json() : null))
+        .then((view) => {
+          if (view && view.circuit) {
+            circuits.set(jobId, view.circuit);
+            if (state.snapshot) render(state.snapshot);
+          } // else: the job has no circuit (or is unknown): keep null, do not ask again
+        })
+        .catch(() => circuits.delete(jobId)); // unreachable: ask again on a later snapshot
+    }
+    return circuits.get(jobId);
   }
 
   function updateJobRow(row, j) {
@@ -507,6 +530,7 @@
       h("div", { class: "c-state" }),
       h("div", { class: "c-l1" }),
       h("div", { class: "c-l2" }),
+      h("div", { class: "c-l3" }),
     ]);
   }
 
@@ -523,10 +547,9 @@
     if (p.synth_ms != null) times.push(`${fmtPhase(p.synth_ms)} synth`);
     if (p.prove_ms != null) times.push(`${fmtPhase(p.prove_ms)} prove`);
     if (p.finalize_ms != null) times.push(`${fmtPhase(p.finalize_ms)} final`);
-    // Two detail lines: the two latest phases (the tooltip has all of them).
-    const shown = times.slice(-2);
-    setText($(".c-l1", cell), shown[0] || "");
-    setText($(".c-l2", cell), shown[1] || "");
+    setText($(".c-l1", cell), times[0] || "");
+    setText($(".c-l2", cell), times[1] || "");
+    setText($(".c-l3", cell), times[2] || "");
     const reason = failureReason(p);
     const title = [`partition ${p.index}: ${p.state}`, p.attempt > 1 ? `attempt ${p.attempt}` : "",
       p.worker_id ? `worker ${p.worker_id}` : "", ...times, reason ? `reason: ${reason}` : ""];
@@ -652,8 +675,7 @@
     (tr, r) => {
       const [id, kind, dur, outcome, reason, fin] = tr.children;
       setText(id, r.job_id);
-      setText(kind, r.circuit && r.circuit !== (r.kind ?? r.proof_kind)
-        ? `${r.kind ?? r.proof_kind} · ${r.circuit}` : String(r.kind ?? r.proof_kind ?? ""));
+      setText(kind, jobKindText(r));
       const d = historyDuration(r);
       setText(dur, d === null ? "–" : fmtSecs(d));
       const out = r.outcome ?? r.state ?? "";

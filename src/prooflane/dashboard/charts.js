@@ -50,7 +50,7 @@
   function bars(container, values, opts) {
     const { svg, plot } = frame(container);
     const max = Math.max(1, ...values);
-    yAxis(svg, plot, max, (v) => String(Math.round(v)));
+    yAxis(svg, plot, max, (v) => (Number.isInteger(v) ? String(v) : v.toFixed(1)));
     const n = Math.max(values.length, 1);
     const slot = plot.w / n;
     values.forEach((v, i) => {
