@@ -33,6 +33,7 @@ from .sector import Sector
 
 __all__ = [
     "challenges",
+    "compile_storage_circuit",
     "partition_inputs",
     "partition_public",
     "partition_synthesize",
@@ -107,6 +108,11 @@ def _shape(kind: str, profile: Profile) -> tuple[str, int, int]:
 def storage_circuit(kind: str, profile: str | Profile, curve: Curve = BN128) -> CompiledCircuit:
     """The compiled circuit of one partition of ``kind`` at ``profile`` (compiled once per process)."""
     return _compiled(_shape(kind, profile_by_name(profile)), curve)
+
+
+def compile_storage_circuit(kind: str, profile: str | Profile, curve: Curve = BN128) -> CompiledCircuit:
+    """Compile the circuit afresh, bypassing the cache (what a prover without cached matrices pays)."""
+    return _compiled.__wrapped__(_shape(kind, profile_by_name(profile)), curve)
 
 
 def challenges(
