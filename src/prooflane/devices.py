@@ -24,6 +24,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.context import ForkServerContext
@@ -79,6 +80,7 @@ class ChildProcess:
         self._proc.start()
         child.close()
         self._lock = asyncio.Lock()  # one request in flight per process: replies match requests in order
+        self._unwatch: Callable[[], object] = lambda: None
 
     @property
     def pid(self) -> int | None:
@@ -104,11 +106,24 @@ class ChildProcess:
             raise RemoteError(payload)
         return payload
 
+    def watch(self, on_exit: Callable[[str], None]) -> None:
+        """Call ``on_exit(reason)`` on the event loop as soon as the process ends (once)."""
+        loop = asyncio.get_running_loop()
+        sentinel = self._proc.sentinel
+
+        def ended() -> None:
+            loop.remove_reader(sentinel)
+            on_exit(f"{self.name} (pid {self.pid}) exited: {self._exit_reason(EOFError())}")
+
+        loop.add_reader(sentinel, ended)
+        self._unwatch = lambda: loop.remove_reader(sentinel)
+
     def kill(self) -> None:
         """End the process now (idempotent)."""
+        self._unwatch()
         if self._proc.is_alive():
             self._proc.kill()
-        self._conn.close()
+        # The pipe stays open: a thread may still be reading it, and it reads EOF once the process is gone.
 
     def join(self, timeout: float) -> None:
         """Wait for the process to end (after ``kill``); blocking."""
@@ -141,8 +156,10 @@ class Worker:
         return WorkerInfo(self.worker_id, self.device.name, self.prover.pid, self.finalizer.pid)
 
     async def ready(self) -> None:
-        """Wait until both processes answer."""
+        """Wait until both processes answer; from then on, either one ending makes the worker ``die``."""
         await asyncio.gather(self.prover.request("ping"), self.finalizer.request("ping"))
+        self.prover.watch(self.die)
+        self.finalizer.watch(self.die)
 
     async def stage(self, key_path: str, synthesized: Any) -> None:
         """Give the prover its next partition and let it load the key, outside the device lock."""

@@ -79,7 +79,7 @@ class WorkQueue(Generic[T]):
             del self._live[key]
         return out
 
-    def keys(self) -> Iterator[WorkKey]:
+    def queued(self) -> Iterator[WorkKey]:
         """The queued keys in queue order."""
         live = [k for k, e, _ in self._heap if self._live.get((k.job_id, k.partition)) == e]
         return iter(sorted(live))

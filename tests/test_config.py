@@ -1,0 +1,54 @@
+"""The frozen Config: embedded defaults, TOML over them, clear errors naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from prooflane.config import DEFAULT_PORT, Config
+from prooflane.errors import ConfigError
+
+
+def test_defaults_resolve_to_this_machine(tmp_path: Path) -> None:
+    config = Config(data_dir=tmp_path).resolved()
+    assert config.port == DEFAULT_PORT and config.host == "127.0.0.1" and config.profile == "tiny"
+    assert config.devices and all(d.startswith("cpu:") for d in config.devices)
+    assert config.workers_per_device == 2 and config.synthesis_workers >= 1
+    assert config.memory_budget_bytes > 0 and config.keys_dir == tmp_path / "keys"
+    assert config.prefetch_partitions == len(config.devices) * 2
+
+
+def test_toml_overrides_defaults_and_explicit_overrides_win(tmp_path: Path) -> None:
+    path = tmp_path / "prooflane.toml"
+    path.write_text(
+        'data_dir = "/srv/prooflane"\nport = 9900\ndevices = ["cpu", "cpu"]\nlive_retention_secs = 5\n'
+    )
+    config = Config.load(path, port=9901, profile=None)
+    assert config.data_dir == Path("/srv/prooflane") and config.port == 9901
+    assert config.live_retention_secs == 5.0 and config.profile == "tiny"
+    assert config.resolved().devices == ("cpu:0", "cpu:1")
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("prot = 1", "unknown key 'prot'"),
+        ('port = "x"', "key 'port': expected int"),
+        ("port = 0", "key 'port'"),
+        ('profile = "huge"', "key 'profile'"),
+        ('devices = ["gpu"]', "key 'devices'"),
+        ("port = ", "not valid TOML"),
+    ],
+)
+def test_bad_config_names_the_key(tmp_path: Path, text: str, named: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(text + "\n")
+    with pytest.raises(ConfigError, match=named) as error:
+        Config.load(path)
+    assert str(path) in str(error.value)
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        Config.load(tmp_path / "nope.toml")
