@@ -9,12 +9,14 @@ meanwhile.
 from __future__ import annotations
 
 import atexit
-import multiprocessing
+import pickle
+import struct
+import subprocess
+import sys
 import threading
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -56,48 +58,120 @@ def _run(job: _Job) -> dict[str, Any]:
     return out
 
 
-_LOCK = threading.Lock()  # guards the lazily created executors
-_EXECUTORS: dict[str, Executor] = {}
+class _Helper:
+    """A persistent helper process (``python -m prooflane.groth16._parallel``) fed length-prefixed pickles
+    over its stdin and answering on its stdout. Unlike a multiprocessing pool it never re-imports the
+    caller's ``__main__``."""
+
+    def __init__(self) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "prooflane.groth16._parallel"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+
+    def call(self, job: _Job) -> dict[str, Any]:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        _send(self._proc.stdin, job)
+        ok, value = _receive(self._proc.stdout)
+        if not ok:
+            raise RuntimeError(f"the MSM helper failed: {value}")
+        result: dict[str, Any] = value
+        return result
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def close(self) -> None:
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
 
 
-def _executor(curve: Curve) -> Executor:
-    kind = "process" if curve == BN128 else "thread"
+def _send(stream: IO[bytes], value: object) -> None:
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(struct.pack("<Q", len(data)) + data)
+    stream.flush()
+
+
+def _receive(stream: IO[bytes]) -> Any:
+    head = stream.read(8)
+    if len(head) < 8:
+        raise EOFError("the MSM helper exited")
+    (size,) = struct.unpack("<Q", head)
+    return pickle.loads(stream.read(size))
+
+
+_LOCK = threading.Lock()  # one request at a time per helper; guards _HELPER and _THREADS
+_HELPER: _Helper | None = None
+_THREADS: ThreadPoolExecutor | None = None
+
+
+def _call_helper(job: _Job) -> dict[str, Any]:
+    global _HELPER
     with _LOCK:
-        found = _EXECUTORS.get(kind)
-        if found is None:
-            if kind == "process":
-                found = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
-            else:
-                found = ThreadPoolExecutor(1, thread_name_prefix="prooflane-msm")
-            _EXECUTORS[kind] = found
-        return found
+        for attempt in range(2):
+            if _HELPER is None or not _HELPER.alive():
+                _HELPER = _Helper()
+            try:
+                return _HELPER.call(job)
+            except (EOFError, BrokenPipeError, OSError):
+                _HELPER = None  # it died (killed, out of memory): start a fresh one once
+                if attempt:
+                    raise
+    raise AssertionError("unreachable")
 
 
-def _submit(job: _Job) -> dict[str, Any]:
-    try:
-        return _executor(job.curve).submit(_run, job).result()
-    except BrokenProcessPool:  # the helper died (killed, out of memory): start a fresh one once
-        with _LOCK:
-            _EXECUTORS.pop("process", None)
-        return _executor(job.curve).submit(_run, job).result()
+def _submit(job: _Job) -> Future[dict[str, Any]]:
+    """Run ``job`` beside the caller: in the helper process (BN254) or a thread (BLS12-381)."""
+    global _THREADS
+    with _LOCK:
+        if _THREADS is None:
+            _THREADS = ThreadPoolExecutor(1, thread_name_prefix="prooflane-msm")
+        threads = _THREADS
+    if job.curve == BN128:
+        return threads.submit(_call_helper, job)
+    return threads.submit(_run, job)
 
 
 def shutdown() -> None:
     """Stop the helper process and thread."""
+    global _HELPER, _THREADS
     with _LOCK:
-        executors = list(_EXECUTORS.values())
-        _EXECUTORS.clear()
-    for ex in executors:
-        ex.shutdown(wait=True, cancel_futures=True)
+        helper, threads, _HELPER, _THREADS = _HELPER, _THREADS, None, None
+    if helper is not None:
+        helper.close()
+    if threads is not None:
+        threads.shutdown(wait=True)
 
 
 atexit.register(shutdown)
 
 
+def _serve() -> None:
+    """The helper's loop: one job in, one answer out, until stdin closes."""
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing but answers may reach the parent's pipe
+    while True:
+        try:
+            job = _receive(stdin)
+        except EOFError:
+            return
+        try:
+            answer: tuple[bool, Any] = (True, _run(job))
+        except Exception as exc:  # report, keep serving
+            answer = (False, f"{type(exc).__name__}: {exc}")
+        _send(stdout, answer)
+
+
 def preload_parallel(key: ProvingKey) -> None:
     """Load the local sections here and the remote ones in the helper, side by side."""
     job = _Job(key.curve, key.digest, {n: _rows(key, n) for n in _REMOTE}, {})
-    future = _executor(key.curve).submit(_run, job)
+    future = _submit(job)
     preload(key, _LOCAL)
     future.result()
 
@@ -107,16 +181,17 @@ def prove_parallel(key: ProvingKey, synthesized: Synthesized, *, randomness: tup
     _check(key, synthesized)
     scalars = {n: _scalars(key, n, synthesized.witness, None) for n in _REMOTE}
     job = _Job(key.curve, key.digest, {n: _rows(key, n) for n in _REMOTE}, scalars)
-    future = _executor(key.curve).submit(_run, job)
+    future = _submit(job)
     be = backend(key.curve)
     h = coset_h(be, synthesized.a, synthesized.b, synthesized.c, key.domain_size)
     g1: dict[str, Any] = {}
     for name in _LOCAL:
         scal = _scalars(key, name, synthesized.witness, h)
         g1[name] = be.g1_xy(_msm(key.curve, key.digest, name, _rows(key, name), scal))
-    try:
-        remote = future.result()
-    except BrokenProcessPool:
-        remote = _submit(job)
+    remote = future.result()
     g1["c"] = remote["c"]
     return _assemble(_state(key, synthesized, randomness, g1), remote["b2"])
+
+
+if __name__ == "__main__":
+    _serve()
