@@ -21,7 +21,18 @@ from prooflane.circuits import (
     storage_circuit,
 )
 from prooflane.errors import CircuitError, SectorError, UnsatisfiedConstraint
-from prooflane.groth16 import BLS12381, BN128, Curve, prove_finish, prove_start, setup, synthesize, verify
+from prooflane.groth16 import (
+    BLS12381,
+    BN128,
+    Curve,
+    prove_finish,
+    prove_start,
+    setup,
+    synthesize,
+    verify,
+    write_r1cs,
+    write_wtns,
+)
 
 TINY = PROFILES["tiny"]
 RANDOMNESS = bytes(range(32))
@@ -178,3 +189,21 @@ def test_every_kind_proves_and_snarkjs_verifies(
         )
         assert run.returncode == 0 and "OK" in run.stdout, (kind, run.stdout, run.stderr)
         assert not verify(key.verification_key, [public[0] + 1, *public[1:]], proof)
+
+
+@pytest.mark.slow
+def test_snarkjs_accepts_the_r1cs_and_witness(sector: Sector, snarkjs: Path, tmp_path: Path) -> None:
+    circuit = storage_circuit("porep-c2", "tiny")
+    write_r1cs(tmp_path / "c.r1cs", circuit.r1cs)
+    write_wtns(tmp_path / "w.wtns", partition_witness("porep-c2", "tiny", sector, RANDOMNESS, 0))
+    run = subprocess.run(
+        [str(snarkjs), "wtns", "check", str(tmp_path / "c.r1cs"), str(tmp_path / "w.wtns")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0 and "WITNESS IS CORRECT" in run.stdout, run.stdout + run.stderr
+    info = subprocess.run(
+        [str(snarkjs), "r1cs", "info", str(tmp_path / "c.r1cs")], capture_output=True, text=True, timeout=120
+    )
+    assert f"# of Constraints: {circuit.n_constraints}" in info.stdout
