@@ -26,13 +26,18 @@ from ._ntt import coset_h
 from .curves import BN128, Curve
 from .field import FieldVector
 from .proof import Proof
-from .prover import Synthesized, _assemble, _check, _msm, _rows, _scalars, _state, preload
+from .prover import Synthesized, _assemble, _bases, _check, _msm, _state, preload
 from .zkey import ProvingKey
 
 __all__ = ["preload_parallel", "prove_parallel", "shutdown"]
 
-_REMOTE = ("b2", "c")
-_LOCAL = ("a", "b1", "h")
+# The helper takes B2, C and this share of B1's rows; this process takes H (after the NTT), A and the rest
+# of B1. Measured on BN254 at 2^16: G2 MSM ~2.1x a G1 MSM, the NTT ~0.5 G1 MSM.
+REMOTE_B1_SHARE = 0.2
+
+
+def _split(key: ProvingKey) -> int:
+    return int(key.n_vars * REMOTE_B1_SHARE)
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,8 +54,6 @@ def _run(job: _Job) -> dict[str, Any]:
     be, out = backend(job.curve), dict[str, Any]()
     for name, rows in job.rows.items():
         if name not in job.scalars:  # warm-up only
-            from .prover import _bases
-
             _bases(job.curve, job.digest, name, rows)
             continue
         point = _msm(job.curve, job.digest, name, rows, job.scalars[name])
@@ -168,28 +171,38 @@ def _serve() -> None:
         _send(stdout, answer)
 
 
+def _remote_job(key: ProvingKey, witness: FieldVector | None) -> _Job:
+    cut = _split(key)
+    rows = {"b2": key.b2_points, "c": key.c_points, f"b1[0:{cut}]": key.b1_points[:cut]}
+    scalars = {}
+    if witness is not None:
+        scalars = {"b2": witness, "c": witness[key.n_public + 1 :], f"b1[0:{cut}]": witness[:cut]}
+    return _Job(key.curve, key.digest, rows, scalars)
+
+
 def preload_parallel(key: ProvingKey) -> None:
-    """Load the local sections here and the remote ones in the helper, side by side."""
-    job = _Job(key.curve, key.digest, {n: _rows(key, n) for n in _REMOTE}, {})
-    future = _submit(job)
-    preload(key, _LOCAL)
+    """Load this process's share of the bases here and the helper's there, side by side."""
+    future = _submit(_remote_job(key, None))
+    cut = _split(key)
+    preload(key, ("a", "h"))
+    _bases(key.curve, key.digest, f"b1[{cut}:{key.n_vars}]", key.b1_points[cut:])
     future.result()
 
 
 def prove_parallel(key: ProvingKey, synthesized: Synthesized, *, randomness: tuple[int, int]) -> Proof:
-    """One proof with B2 and C computed by the helper while this thread computes H, A, B1 and H's MSM."""
+    """One proof with B2, C and part of B1 computed by the helper while this thread computes H by NTT,
+    then the A, H and remaining B1 MSMs."""
     _check(key, synthesized)
-    scalars = {n: _scalars(key, n, synthesized.witness, None) for n in _REMOTE}
-    job = _Job(key.curve, key.digest, {n: _rows(key, n) for n in _REMOTE}, scalars)
-    future = _submit(job)
-    be = backend(key.curve)
+    future = _submit(_remote_job(key, synthesized.witness))
+    be, curve, digest, w = backend(key.curve), key.curve, key.digest, synthesized.witness
+    cut = _split(key)
     h = coset_h(be, synthesized.a, synthesized.b, synthesized.c, key.domain_size)
-    g1: dict[str, Any] = {}
-    for name in _LOCAL:
-        scal = _scalars(key, name, synthesized.witness, h)
-        g1[name] = be.g1_xy(_msm(key.curve, key.digest, name, _rows(key, name), scal))
+    a = _msm(curve, digest, "a", key.a_points, w)
+    h_msm = _msm(curve, digest, "h", key.h_points, h)
+    b1_local = _msm(curve, digest, f"b1[{cut}:{key.n_vars}]", key.b1_points[cut:], w[cut:])
     remote = future.result()
-    g1["c"] = remote["c"]
+    b1 = b1_local + be.g1(remote[f"b1[0:{cut}]"], trusted=True)
+    g1 = {"a": be.g1_xy(a), "b1": be.g1_xy(b1), "c": remote["c"], "h": be.g1_xy(h_msm)}
     return _assemble(_state(key, synthesized, randomness, g1), remote["b2"])
 
 

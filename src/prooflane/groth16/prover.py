@@ -173,7 +173,7 @@ def _bases(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8]) -> _Ba
             _CACHE.move_to_end((digest, name))
             return found
     index = np.flatnonzero(rows.any(axis=1))
-    made = _Bases(index, backend(curve).bases(rows[index], 2 if name == "b2" else 1))
+    made = _Bases(index, backend(curve).bases(rows[index], 2 if name.startswith("b2") else 1))
     with _CACHE_LOCK:
         _CACHE[(digest, name)] = made
         while len({d for d, _ in _CACHE}) > _CACHED_KEYS:
@@ -208,7 +208,7 @@ def _msm(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8], scalars:
     picked = scalars[bases.index]
     keep = np.flatnonzero(picked.any(axis=1))
     points = bases.points if keep.size == len(bases.points) else [bases.points[i] for i in keep.tolist()]
-    return backend(curve).msm(points, picked[keep], 2 if name == "b2" else 1)
+    return backend(curve).msm(points, picked[keep], 2 if name.startswith("b2") else 1)
 
 
 def _scalars(key: ProvingKey, name: str, witness: FieldVector, h: FieldVector | None) -> FieldVector:
