@@ -302,7 +302,9 @@ class _EvalMatrix:
         order = np.argsort(rows, kind="stable")
         rows, cols = rows[order], cols[order]
         obj = np.empty(len(coeffs), dtype=object)
-        obj[:] = coeffs
+        # Repeated gadgets repeat their coefficients: share one int object per distinct value.
+        interned: dict[int, int] = {}
+        obj[:] = [interned.setdefault(c, c) for c in coeffs]
         obj = obj[order]
         nonempty, starts = np.unique(rows, return_index=True)
         return cls(cols, obj, starts.astype(np.int64), nonempty.astype(np.int64))
