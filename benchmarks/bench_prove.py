@@ -1,0 +1,191 @@
+"""Prove time on one ~2^16-constraint circuit per curve, with snarkjs and groth16py on the same files.
+
+BN254: the shared square-chain key and witness (../shared/bench/square_chain-65000-bn128) when present,
+else a square chain of the same size with a development key. BLS12-381: a square chain of 65,000
+constraints with a development key (made once, cached under benchmarks/results/). For each: key read,
+cold load of the library points (both processes of the two-core path, side by side), synthesize,
+prove_start and prove_finish (one process, warm), prove with two processes (warm: the figure to compare),
+verify, peak RSS; then `snarkjs groth16 prove` and groth16py's `prove_wtns` (BN254, when installed) on the
+same .zkey and .wtns. Medians of --repeat runs. Prints a table; writes benchmarks/results/bench_prove.json.
+Usage: ``python benchmarks/bench_prove.py [--repeat N] [--curves bn128,bls12381] [--constraints N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import RESULTS, print_table, write_json
+from prooflane.groth16 import (
+    R1CS,
+    Curve,
+    SparseMatrix,
+    Witness,
+    curve_by_name,
+    from_ints,
+    preload,
+    prove,
+    prove_finish,
+    prove_start,
+    read_wtns,
+    read_zkey,
+    setup,
+    synthesize,
+    verify,
+    write_r1cs,
+    write_wtns,
+    write_zkey,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "bench" / "square_chain-65000-bn128"
+SNARKJS = ROOT / "node_modules" / ".bin" / "snarkjs"
+
+
+def square_chain(curve: Curve, n: int, x: int = 3, y: int = 5) -> tuple[R1CS, Witness]:
+    """``s[i+1] = s[i]^2 + y`` (y public, the last value a public output): wires 0 one, 1 out, 2 y, 3 x,
+    4.. s[1..n]; the last constraint is ``out = s[n] * 1``."""
+    r, s = curve.r, [x]
+    for _ in range(n):
+        s.append((s[-1] * s[-1] + y) % r)
+    values = [1, s[n], y, x, *s[1:]]
+    a_rows = list(range(n + 1))
+    a_cols = [3, *range(4, 4 + n)]
+    b_cols = [3, *range(4, 3 + n), 0]
+    c_rows = [i for i in range(n) for _ in (0, 1)] + [n]
+    c_cols = [c for i in range(n) for c in (4 + i, 2)] + [1]
+    c_vals = [v for _ in range(n) for v in (1, r - 1)] + [1]
+
+    def matrix(rows: list[int], cols: list[int], vals: list[int]) -> SparseMatrix:
+        return SparseMatrix(np.array(rows, np.int64), np.array(cols, np.int64), from_ints(vals))
+
+    ones = [1] * (n + 1)
+    a, b = matrix(a_rows, a_cols, ones), matrix(a_rows, b_cols, ones)
+    return R1CS(
+        curve, len(values), 1, 1, 1, n + 1, a, b, matrix(c_rows, c_cols, c_vals), len(values)
+    ), Witness(curve, from_ints(values))
+
+
+def inputs(curve: Curve, constraints: int) -> tuple[Path, Path, str]:
+    """(zkey, wtns, where they came from), making and caching a development key when needed."""
+    if curve.name == "bn128" and (SHARED / "circuit_final.zkey").exists():
+        return (
+            SHARED / "circuit_final.zkey",
+            SHARED / "witness.wtns",
+            "shared square_chain (snarkjs ceremony key)",
+        )
+    folder = RESULTS / f"square_chain-{constraints}-{curve.name}"
+    zkey, wtns = folder / "circuit.zkey", folder / "witness.wtns"
+    if not zkey.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        r1cs, witness = square_chain(curve, constraints - 1)
+        start = time.perf_counter()
+        key = setup(r1cs, seed=b"bench_prove")
+        print(f"dev setup of {curve.name} ({constraints} constraints): {time.perf_counter() - start:.1f} s")
+        write_r1cs(folder / "circuit.r1cs", r1cs)
+        write_wtns(wtns, witness)
+        write_zkey(zkey, key)
+    return zkey, wtns, "square_chain with a development key"
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def median(repeat: int, fn: Callable[[], Any]) -> float:
+    return statistics.median(timed(fn)[0] for _ in range(repeat))
+
+
+def peers(zkey: Path, wtns: Path, curve: Curve, repeat: int) -> dict[str, float | None]:
+    out: dict[str, float | None] = {"snarkjs_prove_s": None, "groth16py_prove_s": None}
+    if SNARKJS.exists():
+        proof, public = RESULTS / "snarkjs_proof.json", RESULTS / "snarkjs_public.json"
+        cmd = [str(SNARKJS), "groth16", "prove", str(zkey), str(wtns), str(proof), str(public)]
+        out["snarkjs_prove_s"] = median(repeat, lambda: subprocess.run(cmd, check=True, capture_output=True))
+    try:
+        g16 = importlib.import_module("groth16py")  # GPL-3.0: a peer measured here, never used by prooflane
+    except ImportError:
+        return out
+    if curve.name == "bn128":
+        pk = g16.import_zkey(str(zkey))
+        out["groth16py_prove_s"] = median(repeat, lambda: g16.prove_wtns(pk, str(wtns)))
+    return out
+
+
+def bench(curve: Curve, constraints: int, repeat: int) -> dict[str, Any]:
+    zkey_path, wtns_path, source = inputs(curve, constraints)
+    read_s, key = timed(lambda: read_zkey(zkey_path))
+    witness = read_wtns(wtns_path)
+    cold2_s, _ = timed(lambda: preload(key, processes=2))
+    row: dict[str, Any] = {"curve": curve.name, "source": source, "domain": key.domain_size}
+    row["prove_2proc_cold_s"], proof = timed(lambda: prove(key, witness, processes=2))
+    row["prove_2proc_s"] = median(repeat, lambda: prove(key, witness, processes=2))
+    cold1_s, _ = timed(lambda: preload(key))
+    synthesized = synthesize(key, witness)
+    row["synthesize_s"] = median(repeat, lambda: synthesize(key, witness))
+    row["prove_start_s"] = median(repeat, lambda: prove_start(key, synthesized))
+    state = prove_start(key, synthesized)
+    row["prove_finish_s"] = median(repeat, lambda: prove_finish(state))
+    vk = key.verification_key
+    assert verify(vk, proof.public, proof)
+    row["verify_s"] = median(repeat, lambda: verify(vk, proof.public, proof))
+    row.update(read_zkey_s=read_s, load_cold_2proc_s=cold2_s, load_cold_1proc_extra_s=cold1_s)
+    row.update(peers(zkey_path, wtns_path, curve, repeat))
+    for peer in ("snarkjs_prove_s", "groth16py_prove_s"):
+        if row[peer]:
+            row[peer.replace("_prove_s", "_ratio")] = row[peer] / row["prove_2proc_s"]
+    row["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    row["helper_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return row
+
+
+COLUMNS = [
+    ("curve", "curve"),
+    ("read_zkey_s", "read"),
+    ("load_cold_2proc_s", "load cold"),
+    ("synthesize_s", "synth"),
+    ("prove_start_s", "start"),
+    ("prove_finish_s", "finish"),
+    ("prove_2proc_s", "prove 2p"),
+    ("verify_s", "verify"),
+    ("snarkjs_prove_s", "snarkjs"),
+    ("groth16py_prove_s", "groth16py"),
+    ("snarkjs_ratio", "x snarkjs"),
+    ("groth16py_ratio", "x g16py"),
+    ("peak_rss_mib", "RSS MiB"),
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--curves", default="bn128,bls12381")
+    parser.add_argument("--constraints", type=int, default=65000)
+    args = parser.parse_args()
+    rows = [bench(curve_by_name(c), args.constraints, args.repeat) for c in args.curves.split(",")]
+    print_table(
+        [c[1] for c in COLUMNS],
+        [[row.get(k) if row.get(k) is not None else "-" for k, _ in COLUMNS] for row in rows],
+    )
+    print(
+        "times in seconds (medians); prove 2p = synthesize + two-core prove, warm; x = peer time / prove 2p"
+    )
+    write_json("bench_prove", {"repeat": args.repeat, "results": rows})
+
+
+if __name__ == "__main__":
+    main()
