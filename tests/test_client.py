@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
@@ -102,12 +103,14 @@ def test_kinds_keys_circuits_status_and_health(client: Client, tmp_path: Path) -
 def test_events_stream_and_resume(served: Served, client: Client) -> None:
     for n in range(4):
         served.call(lambda n=n: served.engine.tracker.publish("job_submitted", job_id=str(n)))
-    first = list(itertools.islice(client.events(), 2))
+    with contextlib.closing(client.events()) as stream:
+        first = list(itertools.islice(stream, 2))
     assert [(e.id, e.name, e.data) for e in first] == [
         (1, "job_submitted", {"job_id": "0"}),
         (2, "job_submitted", {"job_id": "1"}),
     ]
-    rest = list(itertools.islice(client.events(last_event_id=first[-1].id), 2))
+    with contextlib.closing(client.events(last_event_id=first[-1].id)) as stream:
+        rest = list(itertools.islice(stream, 2))
     assert [e.id for e in rest] == [3, 4]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
@@ -41,6 +42,7 @@ class DaemonProcess:
         self.url = ""
         self._process: subprocess.Popen[str] | None = None
         self._lines: queue.Queue[str | None] = queue.Queue()
+        self._pump: threading.Thread | None = None
 
     def command(self) -> list[str]:
         """The command line that starts the daemon."""
@@ -62,7 +64,8 @@ class DaemonProcess:
         )
         log.close()
         assert self._process.stdout is not None
-        threading.Thread(target=_pump, args=(self._process.stdout, self._lines), daemon=True).start()
+        self._pump = threading.Thread(target=_pump, args=(self._process.stdout, self._lines), daemon=True)
+        self._pump.start()
         self.url = self._wait_ready(timeout)
         return self.url
 
@@ -95,11 +98,13 @@ class DaemonProcess:
         return self._process is not None and self._process.poll() is None
 
     def kill(self) -> None:
-        """SIGKILL the daemon (no shutdown at all) and reap it."""
+        """SIGKILL the daemon (no shutdown at all), reap it, then end what it left running."""
         if self.running:
             assert self._process is not None
             self._process.kill()
             self._process.wait()
+        self._end_leftovers()
+        self._close_pipe()
 
     def stop(self, timeout: float = 60.0) -> int:
         """SIGTERM the daemon and wait for its clean exit; SIGKILL it if that takes over ``timeout``."""
@@ -111,7 +116,22 @@ class DaemonProcess:
                 self._process.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.kill()
+        self._end_leftovers()
+        self._close_pipe()
         return self._process.returncode
+
+    def _end_leftovers(self) -> None:
+        """SIGKILL whatever is left of the daemon's own process group (its workers, after a SIGKILL)."""
+        if self._process is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._process.pid, signal.SIGKILL)
+
+    def _close_pipe(self) -> None:
+        """After the process exited: let the reader thread see the end, then close the pipe."""
+        if self._pump is not None:
+            self._pump.join(timeout=10)
+        if self._process is not None and self._process.stdout is not None:
+            self._process.stdout.close()
 
     def log(self) -> str:
         """What the daemon wrote to standard error so far."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -169,10 +169,11 @@ class Client:
             return False
         return response.status_code == 200
 
-    def events(self, last_event_id: int | None = None) -> Iterator[ServerEvent]:
+    def events(self, last_event_id: int | None = None) -> Generator[ServerEvent, None, None]:
         """Iterate over the server-sent events, from after ``last_event_id`` when given.
 
-        The iterator runs until the daemon closes the stream; heartbeats are skipped.
+        The iterator runs until the daemon closes the stream; heartbeats are skipped. Close it (or use
+        ``contextlib.closing``) to end the connection early.
         """
         headers = {"Last-Event-ID": str(last_event_id)} if last_event_id is not None else {}
         timeout = httpx.Timeout(self._timeout, read=None)

@@ -1,0 +1,97 @@
+"""Helpers for the end-to-end tests: real `prooflane serve` processes, sectors, snarkjs verification."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from prooflane._daemon_process import DaemonProcess
+from prooflane.client import Client
+from prooflane.models import JobView
+
+KEYS_CACHE = "prooflane-dev-keys"
+TIMEOUT = 240.0  # seconds any one wait may take before the test fails (never asserted as a timing)
+
+
+def start_daemon(
+    factory: pytest.TempPathFactory, name: str, *, token: str = "", data_dir: Path | None = None
+) -> DaemonProcess:
+    """Start a tiny-profile daemon in a fresh data folder, reusing the dev keys an earlier daemon made."""
+    base = factory.getbasetemp()
+    data = data_dir or factory.mktemp(name) / "data"
+    cache = base / KEYS_CACHE
+    if cache.is_dir() and not (data / "keys").exists():
+        shutil.copytree(cache, data / "keys")
+    config = data.parent / "prooflane.toml"
+    config.write_text(f"token = {json.dumps(token)}\n")
+    daemon = DaemonProcess(data, profile="tiny", config_file=config, log_path=data.parent / "daemon.log")
+    try:
+        daemon.start(timeout=TIMEOUT)
+    except Exception:
+        print(daemon.log())
+        raise
+    if not cache.exists() and (data / "keys").is_dir():
+        shutil.copytree(data / "keys", cache)
+    return daemon
+
+
+def running(daemon: DaemonProcess) -> Iterator[DaemonProcess]:
+    """Yield the daemon, stop it afterwards, and show its log when the test failed."""
+    try:
+        yield daemon
+    finally:
+        code = daemon.stop()
+        if code not in (0, None):
+            print(daemon.log())
+
+
+def wait_until(what: str, check: Callable[[], bool], timeout: float = TIMEOUT) -> None:
+    """Poll ``check`` until it holds; fail naming ``what`` if it never does."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"gave up waiting for {what}")
+        time.sleep(0.05)
+
+
+def wait_done(client: Client, job_ids: list[str]) -> list[JobView]:
+    """Wait until every job is in a terminal state; return their views."""
+    views: dict[str, JobView] = {}
+
+    def all_ended() -> bool:
+        for job_id in job_ids:
+            if job_id not in views:
+                view = client.job(job_id)
+                if view.state.terminal:
+                    views[job_id] = view
+        return len(views) == len(job_ids)
+
+    wait_until(f"jobs {job_ids} to end", all_ended)
+    return [views[job_id] for job_id in job_ids]
+
+
+def snarkjs_verify(
+    snarkjs: Path, folder: Path, key: dict[str, Any], proof: dict[str, Any], public: list[str]
+) -> str:
+    """Run `snarkjs groth16 verify` on the three documents; return its output (OK! when valid)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, document in (("verification_key", key), ("public", public), ("proof", proof)):
+        path = folder / f"{name}.json"
+        path.write_text(json.dumps(document))
+        paths.append(str(path))
+    done = subprocess.run(
+        [str(snarkjs), "groth16", "verify", *paths],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    return done.stdout + done.stderr
