@@ -125,16 +125,48 @@ def _at_tau(
 def _multiplier(be: Backend, group: int) -> Callable[[int], tuple[int, ...]]:
     gen = be.g1(be.g1_gen) if group == 1 else be.g2(be.g2_gen)
     to_xy = be.g1_xy if group == 1 else be.g2_xy
+    table = _FixedBase(gen, be.curve.r.bit_length())
     zero = (0,) * (2 * group)
 
     def times(k: int) -> tuple[int, ...]:
-        return zero if k == 0 else tuple(to_xy(be.mul(gen, k)))
+        point = table.mul(k)
+        return zero if point is None else tuple(to_xy(point))
 
     return times
 
 
+class _FixedBase:
+    """Fixed-base scalar multiplication by a table of ``d * 2^(w*i) * G``: about 32 library additions per
+    product instead of one library multiplication (~10x faster for setup's hundreds of thousands)."""
+
+    WINDOW = 8
+
+    def __init__(self, gen: Any, bits: int) -> None:
+        w = self.WINDOW
+        self.rows: list[list[Any]] = []
+        base = gen
+        for _ in range((bits + w - 1) // w):
+            row = [base, base]  # index 0 is never read
+            for _ in range(2, 1 << w):
+                row.append(row[-1] + base)
+            self.rows.append(row)
+            base = row[-1] + base
+        self.mask = (1 << w) - 1
+
+    def mul(self, k: int) -> Any | None:
+        """``k * G`` (``0 <= k < r``), or None for the point at infinity."""
+        acc, i, w = None, 0, self.WINDOW
+        while k:
+            digit = k & self.mask
+            if digit:
+                acc = self.rows[i][digit] if acc is None else acc + self.rows[i][digit]
+            k >>= w
+            i += 1
+        return acc
+
+
 def _rows(times: Callable[[int], tuple[int, ...]], scalars: Sequence[int], width: int) -> NDArray[np.uint8]:
-    n8 = width // (len(times(1)))
+    n8 = width // len(times(1))
     raw = b"".join(c.to_bytes(n8, "little") for k in scalars for c in times(k))
     return np.frombuffer(raw, dtype=np.uint8).reshape(len(scalars), width).copy()
 
