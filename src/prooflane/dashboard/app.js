@@ -76,9 +76,10 @@
     return `${Math.floor(h / 24)}d ${h % 24}h`;
   }
 
-  /** Phase time for partition cells: "1.2s", "0.04s", "12s". */
+  /** Phase time for partition cells: "1.2s", "0.04s", "12s", "3ms". */
   function fmtPhase(ms) {
     const s = ms / 1000;
+    if (ms < 10) return `${Math.round(ms)}ms`;
     if (s < 0.1) return `${s.toFixed(2)}s`;
     if (s < 10) return `${s.toFixed(1)}s`;
     return `${Math.round(s)}s`;
@@ -503,11 +504,18 @@
     syncKeyed(byTestId("job-cells", row), parts, (p) => p.index, createCell, updateCell);
     const failures = parts.filter((p) => p.state === "failed" && failureReason(p));
     const jobReason = failureReason(j);
-    const items = failures.map((p) => `partition ${p.index}` +
-      (p.attempt > 1 ? ` (attempt ${p.attempt})` : "") + `: ${failureReason(p)}`);
-    if (jobReason && !failures.some((p) => jobReason.includes(failureReason(p)))) items.unshift(`job: ${jobReason}`);
+    const items = failures.map((p) => ({
+      text: `partition ${p.index}${p.attempt > 1 ? ` (attempt ${p.attempt})` : ""}: `,
+      reason: failureReason(p),
+    }));
+    if (jobReason && !failures.some((p) => jobReason.includes(failureReason(p)))) {
+      items.unshift({ text: "job: ", reason: jobReason });
+    }
     const ul = byTestId("job-failures", row);
-    syncKeyed(ul, items, (t) => t, (t) => h("li", { "data-testid": "job-failure" }), (li, t) => setText(li, t));
+    syncKeyed(ul, items, (t) => t.text + t.reason, () => h("li", { "data-testid": "job-failure" }), (li, t) => {
+      setText(li, t.text + reasonLine(t.reason));
+      setAttr(li, "title", t.reason);
+    });
     ul.hidden = items.length === 0;
   }
 
@@ -517,8 +525,15 @@
     setText(byTestId("job-elapsed", row), fmtSecs(Math.max(0, secs)));
   }
 
+  /** The whole failure reason, without terminal colour codes. */
   function failureReason(x) {
-    return x.reason || x.error || x.failure_reason || x.failure || "";
+    const raw = x.reason || x.error || x.failure_reason || x.failure || "";
+    return String(raw).replace(/\u001b\[[0-9;]*[A-Za-z]/g, "").trim();
+  }
+
+  /** The reason's first line, for text in rows and tables; the whole reason goes in the tooltip. */
+  function reasonLine(reason) {
+    return reason.split("\n", 1)[0].trim();
   }
 
   function createCell() {
@@ -681,7 +696,9 @@
       const out = r.outcome ?? r.state ?? "";
       setText(outcome, out);
       setAttr(outcome, "class", `outcome-${out}`);
-      setText(reason, failureReason(r) || "");
+      const why = failureReason(r);
+      setText(reason, reasonLine(why));
+      setAttr(reason, "title", why);
       let when = "";
       if (typeof r.ended_secs_ago === "number") when = `${fmtSecs(r.ended_secs_ago + liveExtra())} ago`;
       else if (typeof r.finished_at === "number") when = clock(r.finished_at * 1000);
