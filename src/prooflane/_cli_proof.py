@@ -21,6 +21,7 @@ from .errors import FormatError, ProoflaneError
 
 BAD_INPUT = 2
 INVALID = 1
+AUTO_TWO_CORES_DOMAIN = 1 << 12  # below this, starting the helper costs more than the second core saves
 
 
 @contextlib.contextmanager
@@ -103,7 +104,9 @@ def prove_command(
     witness: Annotated[Path, typer.Argument(help="The witness (.wtns).")],
     proof: Annotated[Path, typer.Option("--proof", help="Where to write proof.json.")],
     public: Annotated[Path, typer.Option("--public", help="Where to write public.json.")],
-    processes: Annotated[int, typer.Option("--processes", min=1, max=2, help="Cores for the MSMs.")] = 2,
+    processes: Annotated[
+        int, typer.Option("--processes", min=0, max=2, help="Cores for the MSMs (0: 2 for large keys).")
+    ] = 0,
 ) -> None:
     """Prove a witness with a key; writes snarkjs-compatible proof.json and public.json."""
     from .groth16 import prove, read_wtns, read_zkey
@@ -117,6 +120,8 @@ def prove_command(
             )
         if len(wtns) != zkey.n_vars:
             raise FormatError(witness, f"{len(wtns)} values, but the key {key} expects {zkey.n_vars}")
+        if processes == 0:
+            processes = 2 if zkey.domain_size >= AUTO_TWO_CORES_DOMAIN else 1
         result = prove(zkey, wtns, processes=processes)
         _write_json(proof, result.to_json())
         _write_json(public, result.public_json())

@@ -1,9 +1,9 @@
 """``prove(..., processes=2)``: the MSMs of one proof on two cores.
 
 zksnake's MSM holds the GIL, so BN254 uses one persistent helper process that keeps its share of the
-key's library points (B2 and C) in its own cache; py-arkworks-bls12381's MSM releases the GIL, so
-BLS12-381 uses a thread over the shared cache. The caller's process computes H and the A, B1, H MSMs
-meanwhile.
+key's library points (B2, C and a share of B1) in its own cache; py-arkworks-bls12381's MSM releases the
+GIL, so BLS12-381 uses a thread over the shared cache. Meanwhile the caller computes H by NTT and the A, H
+and remaining B1 MSMs; the two B1 halves are added at assembly.
 """
 
 from __future__ import annotations
