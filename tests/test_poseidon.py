@@ -17,6 +17,7 @@ from prooflane.circuits import (
     poseidon_params,
 )
 from prooflane.circuits._grain import generate
+from prooflane.circuits.poseidon import permute
 from prooflane.groth16 import BLS12381, BN128, Curve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,3 +113,32 @@ def test_gadget_equals_native_hash(n: int) -> None:
 def test_two_input_gadget_costs_243_constraints() -> None:
     assert 3 * poseidon_params(BN128, 2).n_sboxes == 243
     assert 3 * poseidon_params(BLS12381, 2).n_sboxes == 243
+
+
+# The Poseidon authors' published test vectors (hadeshash test_vectors.txt): the permutation of
+# [0, 1, ..., t - 1] for the x^5 instances over the BN254 (254) and BLS12-381 (255) scalar fields.
+PUBLISHED = {
+    ("bn128", 3): [
+        0x115CC0F5E7D690413DF64C6B9662E9CF2A3617F2743245519E19607A4417189A,
+        0x0FCA49B798923AB0239DE1C9E7A4A9A2210312B6A2F616D18B5A87F9B628AE29,
+        0x0E7AE82E40091E63CBD4F16A6D16310B3729D4B6E138FCF54110E2867045A30C,
+    ],
+    ("bls12381", 3): [
+        0x28CE19420FC246A05553AD1E8C98F5C9D67166BE2C18E9E4CB4B4E317DD2A78A,
+        0x51F3E312C95343A896CFD8945EA82BA956C1118CE9B9859B6EA56637B4B1DDC4,
+        0x3B2B69139B235626A0BFB56C9527AE66A7BF486AD8C11C14D1DA0C69BBE0F79A,
+    ],
+    ("bls12381", 5): [
+        0x2A918B9C9F9BD7BB509331C81E297B5707F6FC7393DCEE1B13901A0B22202E18,
+        0x65EBF8671739EEB11FB217F2D5C5BF4A0C3F210E3F3CD3B08B5DB75675D797F7,
+        0x2CC176FC26BC70737A696A9DFD1B636CE360EE76926D182390CDB7459CF585CE,
+        0x4DC4E29D283AFD2A491FE6AEF122B9A968E74EFF05341F3CC23FDA1781DCB566,
+        0x03FF622DA276830B9451B88B85E6184FD6AE15C8AB3EE25A5667BE8592CCE3B1,
+    ],
+}
+
+
+@pytest.mark.parametrize(("curve_name", "t"), list(PUBLISHED))
+def test_permutation_matches_the_authors_reference_instances(curve_name: str, t: int) -> None:
+    curve = {"bn128": BN128, "bls12381": BLS12381}[curve_name]
+    assert permute(list(range(t)), poseidon_params(curve, t - 1)) == PUBLISHED[(curve_name, t)]

@@ -6,7 +6,9 @@ S-box x^5, 8 full rounds and circomlib's partial-round counts:
 - BN254 (``bn128``): circomlib's parameters; ``poseidon(xs)`` equals circomlibjs ``poseidon(xs)``.
 - BLS12-381 (``bls12381``): the same reference procedure (the Poseidon paper's Grain LFSR generation,
   ``generate_parameters_grain.sage`` with field size n = 255 and the BLS12-381 scalar field) and the same
-  round counts. These are prooflane's own instance: they are not Filecoin's neptune constants.
+  round counts. For t = 3 and t = 5 these are the Poseidon authors' published reference instances
+  ``poseidonperm_x5_255_3`` and ``poseidonperm_x5_255_5`` (their test vectors are in the tests); they are
+  not Filecoin's neptune constants.
 
 The permutation is the paper's (and circomlibjs ``poseidon_reference``): the state is
 ``[0, x_1, ..., x_k]``; each round adds its constants, applies x^5 to every element (full rounds: the first
@@ -28,7 +30,7 @@ from ..groth16 import BN128, Curve
 from ._grain import PARAMS_FILE
 from .builder import ConstraintSystem, LinearCombination, Term
 
-__all__ = ["PoseidonParams", "poseidon", "poseidon_gadget", "poseidon_many", "poseidon_params"]
+__all__ = ["PoseidonParams", "permute", "poseidon", "poseidon_gadget", "poseidon_many", "poseidon_params"]
 
 MAX_INPUTS = 16
 
@@ -93,8 +95,15 @@ def poseidon_params(curve: Curve, n_inputs: int) -> PoseidonParams:
 
 
 def _permute(inputs: Sequence[int], params: PoseidonParams, trace: list[int] | None) -> int:
+    return permute([0, *inputs], params, trace)[0]
+
+
+def permute(state: Sequence[int], params: PoseidonParams, trace: list[int] | None = None) -> list[int]:
+    """The Poseidon permutation of a full state of ``params.t`` elements (appending S-box values to trace)."""
     p, t, mds, constants = params.p, params.t, params.mds, params.constants
-    state = [0, *(x % p for x in inputs)]
+    if len(state) != t:
+        raise CircuitError(f"a Poseidon state of width {t} has {t} elements, not {len(state)}")
+    state = [x % p for x in state]
     for r in range(params.rounds):
         state = [(s + constants[r * t + i]) % p for i, s in enumerate(state)]
         for i in range(t if params.is_full(r) else 1):
@@ -106,7 +115,7 @@ def _permute(inputs: Sequence[int], params: PoseidonParams, trace: list[int] | N
                 trace += (x2, x4, x5)
             state[i] = x5
         state = [sum(m * s for m, s in zip(row, state, strict=True)) % p for row in mds]
-    return state[0]
+    return state
 
 
 def poseidon(inputs: Sequence[int], curve: Curve = BN128) -> int:
