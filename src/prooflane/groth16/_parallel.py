@@ -109,14 +109,15 @@ def _receive(stream: IO[bytes]) -> Any:
     return pickle.loads(stream.read(size))
 
 
-_LOCK = threading.Lock()  # one request at a time per helper; guards _HELPER and _THREADS
+_LOCK = threading.Lock()  # guards _THREADS and the swap of _HELPER in shutdown()
+_CALL_LOCK = threading.Lock()  # one request at a time on the helper's pipe; guards _HELPER's (re)starts
 _HELPER: _Helper | None = None
 _THREADS: ThreadPoolExecutor | None = None
 
 
 def _call_helper(job: _Job) -> dict[str, Any]:
     global _HELPER
-    with _LOCK:
+    with _CALL_LOCK:
         for attempt in range(2):
             if _HELPER is None or not _HELPER.alive():
                 _HELPER = _Helper()
@@ -145,11 +146,13 @@ def shutdown() -> None:
     """Stop the helper process and thread."""
     global _HELPER, _THREADS
     with _LOCK:
-        helper, threads, _HELPER, _THREADS = _HELPER, _THREADS, None, None
-    if helper is not None:
-        helper.close()
+        threads, _THREADS = _THREADS, None
     if threads is not None:
         threads.shutdown(wait=True)
+    with _CALL_LOCK:
+        helper, _HELPER = _HELPER, None
+    if helper is not None:
+        helper.close()
 
 
 atexit.register(shutdown)
