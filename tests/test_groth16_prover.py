@@ -26,6 +26,7 @@ from prooflane.groth16 import (
     synthesize,
     verify,
 )
+from prooflane.groth16._parallel import shutdown
 
 CURVES = [pytest.param(BN128, id="bn128"), pytest.param(BLS12381, id="bls12381")]
 
@@ -135,3 +136,6 @@ def test_two_process_prove_gives_a_valid_proof(curve: Curve) -> None:
     proof = prove(key, witness, processes=2, randomness=(5, 6))
     assert proof == prove(key, witness, randomness=(5, 6))
     assert verify(key.verification_key, proof.public, proof)
+    assert prove(key, witness, processes=2, randomness=(5, 6)) == proof  # the helper's cache is warm now
+    shutdown()  # a later call starts a fresh helper
+    assert prove(key, witness, processes=2, randomness=(5, 6)) == proof

@@ -9,6 +9,7 @@ and remaining B1 MSMs; the two B1 halves are added at assembly.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import pickle
 import struct
 import subprocess
@@ -46,7 +47,7 @@ class _Job:
 
     curve: Curve
     digest: str
-    rows: dict[str, NDArray[np.uint8]]
+    rows: dict[str, NDArray[np.uint8] | None]  # None: the helper has them cached already
     scalars: dict[str, FieldVector]
 
 
@@ -72,15 +73,27 @@ class _Helper:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
+        self.loaded: set[str] = set()  # digests of keys whose points the helper has built
 
     def call(self, job: _Job) -> dict[str, Any]:
-        assert self._proc.stdin is not None and self._proc.stdout is not None
-        _send(self._proc.stdin, job)
-        ok, value = _receive(self._proc.stdout)
+        """Run ``job``; the key's rows travel only until the helper has built their points."""
+        if job.digest in self.loaded and job.scalars:
+            ok, value = self._ask(dataclasses.replace(job, rows=dict.fromkeys(job.rows)))
+            if not ok and value == _MISSING:  # the helper evicted this key: send the rows again
+                ok, value = self._ask(job)
+        else:
+            ok, value = self._ask(job)
         if not ok:
             raise RuntimeError(f"the MSM helper failed: {value}")
+        self.loaded.add(job.digest)
         result: dict[str, Any] = value
         return result
+
+    def _ask(self, job: _Job) -> tuple[bool, Any]:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        _send(self._proc.stdin, job)
+        answer: tuple[bool, Any] = _receive(self._proc.stdout)
+        return answer
 
     def alive(self) -> bool:
         return self._proc.poll() is None
@@ -109,6 +122,7 @@ def _receive(stream: IO[bytes]) -> Any:
     return pickle.loads(stream.read(size))
 
 
+_MISSING = "missing bases"
 _LOCK = threading.Lock()  # guards _THREADS and the swap of _HELPER in shutdown()
 _CALL_LOCK = threading.Lock()  # one request at a time on the helper's pipe; guards _HELPER's (re)starts
 _HELPER: _Helper | None = None
@@ -169,6 +183,8 @@ def _serve() -> None:
             return
         try:
             answer: tuple[bool, Any] = (True, _run(job))
+        except LookupError:
+            answer = (False, _MISSING)
         except Exception as exc:  # report, keep serving
             answer = (False, f"{type(exc).__name__}: {exc}")
         _send(stdout, answer)
@@ -176,7 +192,11 @@ def _serve() -> None:
 
 def _remote_job(key: ProvingKey, witness: FieldVector | None) -> _Job:
     cut = _split(key)
-    rows = {"b2": key.b2_points, "c": key.c_points, f"b1[0:{cut}]": key.b1_points[:cut]}
+    rows: dict[str, NDArray[np.uint8] | None] = {
+        "b2": key.b2_points,
+        "c": key.c_points,
+        f"b1[0:{cut}]": key.b1_points[:cut],
+    }
     scalars = {}
     if witness is not None:
         scalars = {"b2": witness, "c": witness[key.n_public + 1 :], f"b1[0:{cut}]": witness[:cut]}

@@ -166,12 +166,15 @@ def _rows(key: ProvingKey, name: str) -> NDArray[np.uint8]:
     return rows
 
 
-def _bases(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8]) -> _Bases:
+def _bases(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8] | None) -> _Bases:
+    """The cached points of one base section; ``rows=None`` means "must be cached" (else LookupError)."""
     with _CACHE_LOCK:
         found = _CACHE.get((digest, name))
         if found is not None:
             _CACHE.move_to_end((digest, name))
             return found
+    if rows is None:
+        raise LookupError(f"bases {name} of key {digest[:12]} are not loaded in this process")
     index = np.flatnonzero(rows.any(axis=1))
     made = _Bases(index, backend(curve).bases(rows[index], 2 if name.startswith("b2") else 1))
     with _CACHE_LOCK:
@@ -202,7 +205,7 @@ def release(key: ProvingKey) -> None:
             del _CACHE[k]
 
 
-def _msm(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8], scalars: FieldVector) -> Any:
+def _msm(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8] | None, scalars: FieldVector) -> Any:
     """MSM over one base section, skipping bases at infinity and zero scalars."""
     bases = _bases(curve, digest, name, rows)
     picked = scalars[bases.index]
