@@ -108,3 +108,9 @@ def test_cli_bad_size_exits_2_with_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["sector", "new", "--size", "100", "--out", str(tmp_path / "s")])
     assert result.exit_code == 2
     assert "power of two" in result.output and "Traceback" not in result.output
+
+
+def test_unwritable_places_are_named(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(SectorError, match="cannot make the sector folder"):
+        Sector.create(tmp_path / "file" / "s", 64, seed=1)

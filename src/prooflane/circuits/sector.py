@@ -106,7 +106,10 @@ class Sector:
             raise SectorError(f"sector size {size_bytes}: expected a power of two of at least 64 bytes")
         seed_bytes = _seed_bytes(seed)
         folder = Path(path)
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SectorError(f"{folder}: cannot make the sector folder ({exc.strerror or exc})") from None
         if (folder / "meta.json").exists():
             raise SectorError(f"{folder}: a sector already exists here")
         rng = np.random.default_rng(list(hashlib.sha256(b"prooflane/sector/data" + seed_bytes).digest()))
@@ -262,8 +265,11 @@ def _derive(tag: bytes, seed: bytes, sector_id: int) -> int:
 
 def _atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise SectorError(f"{path}: cannot be written ({exc.strerror or exc})") from None
 
 
 def _check_meta(path: Path, meta: Any) -> None:
