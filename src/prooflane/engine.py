@@ -69,6 +69,7 @@ __all__ = ["Engine"]
 
 log = logging.getLogger(__name__)
 P = PartitionState
+_MAX_FAILED_STARTS = 3  # a worker whose fresh processes die this many times in a row stops the engine
 
 
 @dataclass(eq=False)
@@ -613,8 +614,9 @@ class Engine:
             self._release(part)
             raise
         except BrokenProcessPool:
-            if self._pool is pool:
-                _kill_pool(pool) if pool else None
+            if self._pool is pool:  # the first to notice replaces the pool; the others just retry
+                if pool is not None:
+                    _kill_pool(pool)
                 self._pool = self._new_pool()
             self._retry(part, "a synthesis process died")
             return
@@ -654,6 +656,7 @@ class Engine:
         """Keep one worker slot filled: start its processes, run it, replace it when a process dies."""
         worker_id = f"{device.name}/w{index}"
         assert self._io is not None
+        failed_starts = 0
         while True:
             worker = Worker(worker_id, device, self._ctx, self._io)
             self._workers[worker_id] = worker
@@ -662,7 +665,11 @@ class Engine:
                 await worker.ready()
             except WorkerDied as exc:
                 self._worker_died(worker, str(exc), registered=False)
+                failed_starts += 1
+                if failed_starts >= _MAX_FAILED_STARTS:
+                    raise RuntimeError(f"worker {worker_id} cannot start: {exc}") from None
                 continue
+            failed_starts = 0
             self._post(
                 ev.WorkerRegistered(
                     at=self._clock(), worker_id=worker_id, device=device.name, device_kind=device.kind
@@ -819,6 +826,7 @@ class Engine:
             return
         part.attempt += 1
         part.state = P.PENDING
+        self._journal.set_partition(part.job.job_id, part.index, P.PENDING, attempts=part.attempt - 1)
         self._post(
             ev.PartitionRetried(
                 at=self._clock(),

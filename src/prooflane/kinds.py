@@ -199,36 +199,42 @@ def inspect_zkey(key_name: str, path: str) -> CircuitMeta:
 
 
 def synthesize_partition(task: SynthesisTask) -> tuple[Any, float]:
-    """Build the partition's witness and synthesize it; return the Synthesized and milliseconds taken."""
-    from .groth16 import synthesize
+    """Build the partition's witness and synthesize it; return the Synthesized and milliseconds taken.
 
+    Built-in kinds use the compiled circuit's one-pass synthesis (witness and A·w, B·w, C·w together,
+    every constraint checked); circom partitions read (or generate) a .wtns and synthesize it against the
+    key's matrices.
+    """
     started = time.perf_counter()
-    key = load_key(task.key_path)
-    witness = _witness(task.inputs, task.partition)
-    synthesized = synthesize(key, witness)
-    return synthesized, (time.perf_counter() - started) * 1000
-
-
-def _witness(inputs: StorageInput | CircomInput, partition: int) -> Any:
-    from .groth16 import read_wtns
-
+    inputs = task.inputs
     if isinstance(inputs, StorageInput):
-        from .circuits import Sector, partition_witness
+        from .circuits import Sector, partition_synthesize
         from .groth16 import curve_by_name
 
         sector = Sector.open(Path(inputs.sector))
         curve = curve_by_name(inputs.curve)
-        return partition_witness(inputs.kind, inputs.profile, sector, inputs.randomness, partition, curve)
-    if isinstance(inputs.witness, str):
-        return read_wtns(inputs.witness)
-    return read_wtns(_generate_wtns(inputs.witness, inputs.wasm))
+        synthesized = partition_synthesize(
+            inputs.kind, inputs.profile, sector, inputs.randomness, task.partition, curve
+        )
+    else:
+        from .groth16 import read_wtns, synthesize
+
+        if isinstance(inputs.witness, str):
+            witness = read_wtns(inputs.witness)
+        else:
+            folder = tempfile.mkdtemp(prefix="prooflane-wtns-")
+            try:
+                witness = read_wtns(_generate_wtns(inputs.witness, inputs.wasm, folder))
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+        synthesized = synthesize(load_key(task.key_path), witness)
+    return synthesized, (time.perf_counter() - started) * 1000
 
 
-def _generate_wtns(values: dict[str, Any], wasm: str | None) -> str:
+def _generate_wtns(values: dict[str, Any], wasm: str | None, folder: str) -> str:
     if wasm is None:
         raise ValueError("circuit inputs were given but the circuit has no witness generator (.wasm)")
     snarkjs = shutil.which("snarkjs") or str(Path("node_modules/.bin/snarkjs").resolve())
-    folder = tempfile.mkdtemp(prefix="prooflane-wtns-")
     inputs, out = os.path.join(folder, "input.json"), os.path.join(folder, "witness.wtns")
     Path(inputs).write_text(json.dumps(values))
     done = subprocess.run([snarkjs, "wtns", "calculate", wasm, inputs, out], capture_output=True, text=True)
