@@ -158,3 +158,13 @@ def test_bls12_381_circuits_reduce_by_its_field() -> None:
     compiled = compile_circuit(cube, BLS12381)
     wires = compiled.witness_values({"x": BLS12381.r - 1, "out": 3})  # (-1)^3 - 1 + 5 = 3
     assert to_ints(compiled.witness({"x": BLS12381.r - 1, "out": 3}).values) == wires
+
+
+def test_enforce_rejects_other_types() -> None:
+    def circuit(cs: ConstraintSystem) -> None:
+        cs.enforce(cs.public_input("x"), 1.5, 0, "bad")  # type: ignore[arg-type]
+
+    with pytest.raises(
+        CircuitError, match="constraint 'bad': expected a linear combination or an int, got float"
+    ):
+        compile_circuit(circuit)

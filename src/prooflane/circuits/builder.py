@@ -228,11 +228,19 @@ class ConstraintSystem:
     def enforce(self, a: Term, b: Term, c: Term, name: str) -> None:
         """Add the constraint ``a * b = c``, reported as ``name`` (under the current namespace) if unmet."""
         row = len(self._names)
-        one = self.one
-        self._a.add_row(row, one._coerce(a))
-        self._b.add_row(row, one._coerce(b))
-        self._c.add_row(row, one._coerce(c))
+        self._a.add_row(row, self._lc(a, name))
+        self._b.add_row(row, self._lc(b, name))
+        self._c.add_row(row, self._lc(c, name))
         self._names.append("/".join([*self._prefix, name]) if self._prefix else name)
+
+    def _lc(self, term: Term, name: str) -> LinearCombination:
+        if isinstance(term, LinearCombination):
+            return term
+        if isinstance(term, int):
+            return self.constant(term)
+        raise CircuitError(
+            f"constraint {name!r}: expected a linear combination or an int, got {type(term).__name__}"
+        )
 
     # Gadgets every circuit needs.
 
