@@ -17,6 +17,7 @@ from prooflane.groth16 import (
     Curve,
     Proof,
     Witness,
+    _parallel,
     from_ints,
     preload,
     prove,
@@ -139,3 +140,15 @@ def test_two_process_prove_gives_a_valid_proof(curve: Curve) -> None:
     assert prove(key, witness, processes=2, randomness=(5, 6)) == proof  # the helper's cache is warm now
     shutdown()  # a later call starts a fresh helper
     assert prove(key, witness, processes=2, randomness=(5, 6)) == proof
+
+
+@pytest.mark.slow
+def test_a_killed_helper_is_replaced() -> None:
+    r1cs, witness = square_chain(BN128, 10)
+    key = setup(r1cs, seed=b"killed")
+    proof = prove(key, witness, processes=2, randomness=(7, 8))
+    helper = _parallel._HELPER
+    assert helper is not None
+    helper._proc.kill()
+    helper._proc.wait()
+    assert prove(key, witness, processes=2, randomness=(7, 8)) == proof

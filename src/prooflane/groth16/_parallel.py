@@ -9,6 +9,7 @@ and remaining B1 MSMs; the two B1 halves are added at assembly.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import pickle
 import struct
@@ -100,12 +101,15 @@ class _Helper:
 
     def close(self) -> None:
         if self._proc.stdin is not None:
-            self._proc.stdin.close()
+            with contextlib.suppress(OSError):  # a dead helper's pipe may refuse the flush
+                self._proc.stdin.close()
         try:
             self._proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
 
 
 def _send(stream: IO[bytes], value: object) -> None:
@@ -133,12 +137,16 @@ def _call_helper(job: _Job) -> dict[str, Any]:
     global _HELPER
     with _CALL_LOCK:
         for attempt in range(2):
-            if _HELPER is None or not _HELPER.alive():
+            if _HELPER is not None and not _HELPER.alive():
+                _HELPER.close()
+                _HELPER = None
+            if _HELPER is None:
                 _HELPER = _Helper()
             try:
                 return _HELPER.call(job)
-            except (EOFError, BrokenPipeError, OSError):
-                _HELPER = None  # it died (killed, out of memory): start a fresh one once
+            except (EOFError, OSError):  # it died (killed, out of memory): start a fresh one once
+                _HELPER.close()
+                _HELPER = None
                 if attempt:
                     raise
     raise AssertionError("unreachable")
