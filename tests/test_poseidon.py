@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 VECTOR_SCRIPT = """
 import { buildPoseidon } from "circomlibjs";
 const poseidon = await buildPoseidon();
-const cases = JSON.parse(process.argv[2]);  // decimal strings
+const cases = JSON.parse(process.argv[1]);  // decimal strings
 console.log(JSON.stringify(cases.map((xs) => poseidon.F.toString(poseidon(xs.map(BigInt))))));
 process.exit(0);
 """
@@ -60,19 +60,16 @@ def test_bn254_parameters_are_circomlibs() -> None:
         assert [[int(v, 16) for v in row] for row in raw["M"][n - 1]] == [list(r) for r in params.mds], n
 
 
-def test_native_poseidon_equals_circomlibjs_for_1_to_16_inputs(node: str, tmp_path: Path) -> None:
-    script = ROOT / f".poseidon-vectors-{tmp_path.name}.mjs"  # inside the project so node finds circomlibjs
-    script.write_text(VECTOR_SCRIPT)
-    try:
-        run = subprocess.run(
-            [node, str(script), json.dumps([[str(x) for x in xs] for xs in _cases()])],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-    finally:
-        script.unlink()
+def test_native_poseidon_equals_circomlibjs_for_1_to_16_inputs(node: str) -> None:
+    cases = json.dumps([[str(x) for x in xs] for xs in _cases()])
+    run = subprocess.run(  # run from the project root so that node resolves node_modules/circomlibjs
+        [node, "--input-type=module", "-e", VECTOR_SCRIPT, cases],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=ROOT,
+    )
     expected = [int(x) for x in json.loads(run.stdout)]
     assert [poseidon(xs) for xs in _cases()] == expected
 
