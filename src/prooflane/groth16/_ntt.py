@@ -64,15 +64,16 @@ def coset_h(backend: Backend, a: FieldVector, b: FieldVector, c: FieldVector, n:
     """``a*b - c`` on the odd coset ``w_2n * <w_n>``, from the three vectors' values on ``<w_n>``."""
     r = backend.curve.r
     perm, powers = _plan(backend, n)
-    order = perm.tolist()
+    order = None if bool((perm == np.arange(n)).all()) else perm.tolist()
     out = []
     for vec in (a, b, c):
         values = to_ints(vec) + [0] * (n - vec.shape[0])
-        coeffs = backend.ifft([values[i] for i in order], n)
-        shifted = [x * p % r for x, p in zip(coeffs, powers, strict=True)]
-        evals = backend.fft(shifted, n)
-        ordered = [0] * n
-        for j, i in enumerate(order):
-            ordered[i] = evals[j]
-        out.append(ordered)
+        coeffs = backend.ifft(values if order is None else [values[i] for i in order], n)
+        evals = backend.fft([x * p % r for x, p in zip(coeffs, powers, strict=True)], n)
+        if order is not None:
+            ordered = [0] * n
+            for j, i in enumerate(order):
+                ordered[i] = evals[j]
+            evals = ordered
+        out.append(evals)
     return from_ints([(x * y - z) % r for x, y, z in zip(*out, strict=True)])
