@@ -440,9 +440,14 @@
   // ------------------------------------------------------------------ pipelines
 
   function renderPipelines(s) {
+    // Queued and running jobs first, each in submission order; finished ones (kept a while) below.
     const list = s.pipelines || [];
-    byTestId("pipelines-empty").hidden = list.length > 0;
-    syncKeyed(byTestId("pipelines"), list, (j) => j.job_id, createJobRow, updateJobRow);
+    const live = list.filter((j) => !TERMINAL_JOB.has(j.state));
+    const finished = list.filter((j) => TERMINAL_JOB.has(j.state));
+    byTestId("pipelines-empty").hidden = live.length > 0;
+    byTestId("finished-title").hidden = finished.length === 0;
+    syncKeyed(byTestId("pipelines"), live, (j) => j.job_id, createJobRow, updateJobRow);
+    syncKeyed(byTestId("pipelines-finished"), finished, (j) => j.job_id, createJobRow, updateJobRow);
   }
 
   function createJobRow() {
