@@ -177,6 +177,14 @@ class Engine:
 
         Returns once the engine accepts jobs and its workers are started (``ready`` is then True).
         """
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()  # whatever did start is ended: no stray processes after a failed start
+            raise
+        self.ready = True
+
+    async def _start(self) -> None:
         cfg = self.config
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self._store = Store(cfg.data_dir / "journal.sqlite3")
@@ -189,7 +197,6 @@ class Engine:
         self._runner = asyncio.create_task(self._run(started), name="prooflane-engine")
         await started
         self._resume()
-        self.ready = True
 
     async def stop(self) -> None:
         """Stop accepting jobs, cancel the pipeline's tasks, end every worker process. Jobs in flight stay
@@ -272,8 +279,9 @@ class Engine:
             names = ", ".join([k.name for k in BUILTIN_KINDS] + [CIRCOM])
             raise JobRejected(f"unknown kind {req.kind!r}: expected one of {names}", 404)
         job_id = req.job_id or uuid.uuid4().hex
+        meta = self._circuit(req.circuit or "").meta if req.kind == CIRCOM else self._metas[req.kind]
+        self._check_fits(req.kind, meta)  # before anything is created for the job
         meta, priority, resolved = self._resolve(req, job_id)
-        self._check_fits(req.kind, meta)
         randomness = (req.randomness_bytes() or os.urandom(32)).hex()
         partitions = len(req.witnesses or []) if req.kind == CIRCOM else spec.partitions
         record = self._journal.insert_job(
