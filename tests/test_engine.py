@@ -202,7 +202,9 @@ async def test_memory_budget_holds_under_load_and_drains_to_zero(
 async def test_job_larger_than_the_budget_is_refused_at_submit(
     tmp_path: Path, keys_dir: Path, sector: Path
 ) -> None:
-    async with Engine(config(tmp_path, keys_dir, memory_budget_bytes=1 << 20)) as engine:
+    post = prepare_builtin("window-post", "tiny", "bn128", str(keys_dir))
+    budget = post.partition_bytes + post.key_alloc_bytes  # a PoSt partition fits, a porep-c2 one does not
+    async with Engine(config(tmp_path, keys_dir, memory_budget_bytes=budget)) as engine:
         with pytest.raises(JobRejected) as refused:
             await engine.submit(JobRequest(kind="porep-c2", sector=str(sector)))
         assert refused.value.status_code == 413 and "memory_budget_bytes" in refused.value.detail
