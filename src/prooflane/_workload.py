@@ -104,20 +104,31 @@ def run_workload(
     client: Client,
     kinds: list[str],
     *,
-    sector_size: int,
+    sector_size: int = 0,
+    sectors: list[str] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    on_sample: Callable[[dict[str, Any]], None] | None = None,
 ) -> WorkloadResult:
-    """Submit one job per entry of ``kinds`` at once, wait for all, and measure the run from `/status`."""
+    """Submit one job per entry of ``kinds`` at once, wait for all, and measure the run from `/status`.
+
+    Job ``n`` proves ``sectors[n]`` (a sector folder) when given, else an inline sector of ``sector_size``
+    bytes. ``on_sample`` sees every `/status` snapshot taken while the jobs run.
+    """
     start_busy = _busy_seconds(client.status())
     devices = max(1, len(client.status().get("devices", [])))
     started = time.monotonic()
-    ids = [client.submit(kind, sector=sector_for(n, sector_size)) for n, kind in enumerate(kinds)]
+    ids = [
+        client.submit(kind, sector=sectors[n] if sectors else sector_for(n, sector_size))
+        for n, kind in enumerate(kinds)
+    ]
     timings: dict[tuple[str, int], dict[str, float]] = {}
     finished: dict[str, str] = {}
     snapshot: dict[str, Any] = {}
     while len(finished) < len(ids):
         snapshot = client.status()
         _collect_timings(snapshot, timings)
+        if on_sample is not None:
+            on_sample(snapshot)
         for job_id in ids:
             if job_id not in finished:
                 view = client.job(job_id)
