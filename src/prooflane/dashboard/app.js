@@ -200,8 +200,8 @@
       return; // an older answer that arrived late: seq never goes back within one boot
     }
     state.receivedAt = Date.now();
-    if (state.connection !== "live") state.connection = "polling";
     ensureEvents(false);
+    state.connection = state.source && state.source.readyState === EventSource.OPEN ? "live" : "polling";
     state.seq = snap.seq;
     gatherLocal(snap);
     state.snapshot = snap;
@@ -221,7 +221,8 @@
       requestRefresh();
     };
     for (const name of EVENT_NAMES) es.addEventListener(name, requestRefresh);
-    es.addEventListener("resync", () => { state.seq = -1; requestRefresh(); });
+    // The daemon dropped events for this page: nothing to replay, the next snapshot has it all.
+    es.addEventListener("resync", requestRefresh);
   }
 
   // ------------------------------------------------------------------ render: header, memory, synthesis
