@@ -322,10 +322,9 @@ def _feed(client: Client, weights: dict[str, int], in_flight: int) -> None:
             last_print = time.monotonic()
             hours = (last_print - started) / 3600
             rate = done.get("done", 0) / hours if hours else 0.0
-            print(
-                f"submitted {submitted}  done {done}  in flight {len(live)}  {rate:.0f} proofs/hour",
-                flush=True,
-            )
+            ended = "  ".join(f"{state} {count}" for state, count in sorted(done.items()))
+            line = f"submitted {submitted}  {ended}  in flight {len(live)}  {rate:.0f} proofs/hour"
+            print(line, flush=True)
         time.sleep(0.5)
 
 
