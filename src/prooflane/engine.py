@@ -27,12 +27,12 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from . import events as ev
+from ._jobs import CircuitEntry, JobRun, PartitionRun, circuit_info, journal_view, live_view
 from .config import Config
 from .devices import Device, RemoteError, Worker, WorkerInfo, mp_context
 from .errors import JobRejected, ProoflaneError, WorkerDied
@@ -44,11 +44,12 @@ from .kinds import (
     StorageInput,
     SynthesisTask,
     inspect_zkey,
+    kind_infos,
     kind_spec,
     prepare_builtin,
     synthesize_partition,
 )
-from .memory import CachedAllocation, MemoryBudget, Reservation
+from .memory import CachedAllocation, MemoryBudget
 from .models import (
     CircuitInfo,
     JobProof,
@@ -58,10 +59,9 @@ from .models import (
     KindInfo,
     PartitionProof,
     PartitionState,
-    PartitionView,
     Priority,
 )
-from .scheduler import WorkKey, WorkQueue
+from .scheduler import WorkQueue
 from .status import StatusTracker, TrackerConfig
 from .store import CircuitRecord, JobRecord, Store
 
@@ -70,56 +70,6 @@ __all__ = ["Engine"]
 log = logging.getLogger(__name__)
 P = PartitionState
 _MAX_FAILED_STARTS = 3  # a worker whose fresh processes die this many times in a row stops the engine
-
-
-@dataclass(eq=False)
-class _Partition:
-    job: _Job
-    index: int
-    state: PartitionState = P.PENDING
-    attempt: int = 1
-    reservation: Reservation | None = None
-    synthesized: Any = None
-    task: asyncio.Task[None] | None = None
-    worker_id: str | None = None
-    token: ev.LeaseToken | None = None
-    error: str | None = None
-
-    @property
-    def key(self) -> WorkKey:
-        return WorkKey(self.job.priority.rank, self.job.record.seq, self.index, self.job.record.job_id)
-
-    @property
-    def name(self) -> str:
-        return f"{self.job.record.job_id}/{self.index}"
-
-    @property
-    def live(self) -> bool:
-        """The partition still matters (its job has not ended)."""
-        return not self.job.state.terminal and not self.state.terminal
-
-
-@dataclass(eq=False)
-class _Job:
-    record: JobRecord
-    meta: CircuitMeta
-    priority: Priority
-    inputs: list[StorageInput | CircomInput]
-    state: JobState = JobState.QUEUED
-    error: str | None = None
-    finished_at: float | None = None
-    partitions: list[_Partition] = field(default_factory=list)
-    ended: asyncio.Event = field(default_factory=asyncio.Event)
-
-    @property
-    def job_id(self) -> str:
-        return self.record.job_id
-
-
-@dataclass(eq=False)
-class _Circuit:
-    record: CircuitRecord
-    meta: CircuitMeta
 
 
 class Engine:
@@ -145,13 +95,13 @@ class Engine:
         self._kick = asyncio.Event()  # set whenever the dispatcher may be able to start more work
         self._budget = MemoryBudget(self.config.memory_budget_bytes, emit=self._post, clock=clock)
         self._minter = ev.LeaseMinter()
-        self._pending: WorkQueue[_Partition] = WorkQueue()
-        self._ready: WorkQueue[_Partition] = WorkQueue()
-        self._jobs: dict[str, _Job] = {}  # live and recently ended jobs
+        self._pending: WorkQueue[PartitionRun] = WorkQueue()
+        self._ready: WorkQueue[PartitionRun] = WorkQueue()
+        self._jobs: dict[str, JobRun] = {}  # live and recently ended jobs
         self._metas: dict[str, CircuitMeta] = {}  # built-in kind -> its circuit
-        self._circuits: dict[str, _Circuit] = {}
+        self._circuits: dict[str, CircuitEntry] = {}
         self._workers: dict[str, Worker] = {}
-        self._held: dict[str, set[_Partition]] = {}  # worker id -> partitions it holds (staged..finalizing)
+        self._held: dict[str, set[PartitionRun]] = {}  # worker id -> partitions it holds (staged..finalizing)
         self._keys: dict[tuple[str, str], CachedAllocation] = {}  # (worker id, key path) -> allocation
         self._synth_active = 0
         self._store: Store | None = None
@@ -255,7 +205,9 @@ class Engine:
             self._metas[spec.name] = meta
         for record in self._journal.circuits():
             meta_path = Path(record.zkey).with_suffix(".json")
-            self._circuits[record.name] = _Circuit(record, CircuitMeta(**json.loads(meta_path.read_text())))
+            self._circuits[record.name] = CircuitEntry(
+                record, CircuitMeta(**json.loads(meta_path.read_text()))
+            )
 
     # -- public API -----------------------------------------------------------------------------------
 
@@ -299,9 +251,9 @@ class Engine:
     def job(self, job_id: str) -> JobView | None:
         """The job's state and per-partition states, or None when no such job was ever accepted."""
         if (job := self._jobs.get(job_id)) is not None:
-            return _live_view(job)
+            return live_view(job)
         record = self._journal.job(job_id)
-        return None if record is None else self._journal_view(record)
+        return None if record is None else journal_view(self._journal, record)
 
     def jobs(self, state: str | None = None, limit: int = 100) -> list[JobView]:
         """Jobs from the journal, newest first, optionally only those in ``state`` (a JobState value)."""
@@ -310,7 +262,7 @@ class Engine:
         views = []
         for record in self._journal.jobs(state, max(1, min(limit, 10_000))):
             live = self._jobs.get(record.job_id)
-            views.append(_live_view(live) if live is not None else self._journal_view(record))
+            views.append(live_view(live) if live is not None else journal_view(self._journal, record))
         return views
 
     async def wait_proof(self, job_id: str, timeout: float) -> JobProof | None:  # noqa: ASYNC109
@@ -354,35 +306,7 @@ class Engine:
 
     def kinds(self) -> list[KindInfo]:
         """Every proof kind this engine proves (the built-in ones, then ``circom``)."""
-        out = []
-        for spec in BUILTIN_KINDS:
-            meta = self._metas[spec.name]
-            out.append(
-                KindInfo(
-                    name=spec.name,
-                    partitions=spec.partitions,
-                    priority=spec.priority,
-                    curve=meta.curve,
-                    constraints_per_partition=meta.constraints,
-                    memory_per_partition_bytes=meta.partition_bytes,
-                    proving_key_bytes=meta.key_alloc_bytes,
-                    description=spec.description,
-                )
-            )
-        circom = kind_spec(CIRCOM)
-        assert circom is not None
-        out.append(
-            KindInfo(
-                name=CIRCOM,
-                partitions=0,
-                priority=circom.priority,
-                curve="any",
-                constraints_per_partition=0,
-                memory_per_partition_bytes=0,
-                description=circom.description,
-            )
-        )
-        return out
+        return kind_infos(self._metas)
 
     def verification_key(self, kind: str, circuit: str | None = None) -> dict[str, Any]:
         """The snarkjs verification_key.json of ``kind`` (for ``circom``, of the registered ``circuit``).
@@ -414,7 +338,7 @@ class Engine:
         if (known := self._circuits.get(name)) is not None:
             if known.record.digest != digest:
                 raise JobRejected(f"circuit {name!r} is registered with other files; pick another name", 409)
-            return _circuit_info(known)
+            return circuit_info(known)
         folder = self.config.data_dir / "circuits" / name
         folder.mkdir(parents=True, exist_ok=True)
         zkey = folder / "circuit.zkey"
@@ -434,12 +358,12 @@ class Engine:
             meta.public_signals, meta.partition_bytes,
         )  # fmt: skip
         self._journal.add_circuit(record)
-        self._circuits[name] = _Circuit(record, meta)
-        return _circuit_info(self._circuits[name])
+        self._circuits[name] = CircuitEntry(record, meta)
+        return circuit_info(self._circuits[name])
 
     def circuits(self) -> list[CircuitInfo]:
         """The registered circom circuits."""
-        return [_circuit_info(c) for c in self._circuits.values()]
+        return [circuit_info(c) for c in self._circuits.values()]
 
     def workers(self) -> list[WorkerInfo]:
         """The device workers and their process ids."""
@@ -463,7 +387,7 @@ class Engine:
             raise JobRejected("the engine is not running: start it first", 503)
         return self._store
 
-    def _circuit(self, name: str) -> _Circuit:
+    def _circuit(self, name: str) -> CircuitEntry:
         circuit = self._circuits.get(name)
         if circuit is None:
             known = ", ".join(self._circuits) or "none registered"
@@ -525,7 +449,7 @@ class Engine:
                 413,
             )
 
-    def _admit(self, record: JobRecord, meta: CircuitMeta, done: dict[int, bool]) -> _Job:
+    def _admit(self, record: JobRecord, meta: CircuitMeta, done: dict[int, bool]) -> JobRun:
         """Put a journalled job in the pipeline: every partition not already proven goes to the queue."""
         req = record.request
         if record.kind == CIRCOM:
@@ -535,9 +459,9 @@ class Engine:
             rnd = bytes.fromhex(record.randomness)
             base = StorageInput(record.kind, self.config.profile, self.config.curve, req["sector"], rnd)
             inputs = [base] * record.partitions
-        job = _Job(record, meta, Priority(record.priority), inputs)
+        job = JobRun(record, meta, Priority(record.priority), inputs)
         job.partitions = [
-            _Partition(job, i, P.DONE if done.get(i) else P.PENDING) for i in range(record.partitions)
+            PartitionRun(job, i, P.DONE if done.get(i) else P.PENDING) for i in range(record.partitions)
         ]
         self._jobs[job.job_id] = job
         self._post(
@@ -607,7 +531,7 @@ class Engine:
         """Bytes reservations leave free so a worker can always load a proving key it needs."""
         return max((j.meta.key_alloc_bytes for j in self._jobs.values() if not j.state.terminal), default=0)
 
-    async def _synthesize(self, part: _Partition) -> None:
+    async def _synthesize(self, part: PartitionRun) -> None:
         job, loop = part.job, asyncio.get_running_loop()
         self._post(
             ev.SynthesisStarted(
@@ -725,7 +649,7 @@ class Engine:
                 self._finalize(worker, part, state, allocation), name=f"finalize {part.name}"
             )
 
-    async def _device_section(self, worker: Worker, part: _Partition) -> Any:
+    async def _device_section(self, worker: Worker, part: PartitionRun) -> Any:
         """Stage outside the lock, then prove_start under it; None when the job ended meanwhile."""
         job = part.job
         await worker.stage(job.meta.key_path, part.synthesized)
@@ -751,7 +675,7 @@ class Engine:
         return state
 
     async def _finalize(
-        self, worker: Worker, part: _Partition, state: Any, allocation: CachedAllocation
+        self, worker: Worker, part: PartitionRun, state: Any, allocation: CachedAllocation
     ) -> None:
         held = self._held[worker.worker_id]
         try:
@@ -823,7 +747,7 @@ class Engine:
 
     # -- outcomes -------------------------------------------------------------------------------------
 
-    def _retry(self, part: _Partition, reason: str) -> None:
+    def _retry(self, part: PartitionRun, reason: str) -> None:
         """Give the partition another attempt from the start (or fail its job after max_attempts)."""
         self._release(part)
         if not part.live:
@@ -847,7 +771,7 @@ class Engine:
         self._pending.push(part.key, part)
         self._kick.set()
 
-    def _fail_partition(self, part: _Partition, reason: str) -> None:
+    def _fail_partition(self, part: PartitionRun, reason: str) -> None:
         part.error = reason
         self._release(part)
         if not part.job.state.terminal:
@@ -855,7 +779,7 @@ class Engine:
             self._journal.set_partition(part.job.job_id, part.index, P.FAILED, error=reason)
             self._end_job(part.job, JobState.FAILED, f"partition {part.index} failed: {reason}", part.index)
 
-    def _end_job(self, job: _Job, state: JobState, error: str | None, partition: int | None = None) -> None:
+    def _end_job(self, job: JobRun, state: JobState, error: str | None, partition: int | None = None) -> None:
         """End the job once: journal first, then free its queued work, post the event, wake waiters."""
         if job.state.terminal:
             return
@@ -886,11 +810,11 @@ class Engine:
         asyncio.get_running_loop().call_later(self.config.live_retention_secs, self._forget, job)
         self._kick.set()
 
-    def _forget(self, job: _Job) -> None:
+    def _forget(self, job: JobRun) -> None:
         if self._jobs.get(job.job_id) is job:
             del self._jobs[job.job_id]
 
-    def _release(self, part: _Partition) -> None:
+    def _release(self, part: PartitionRun) -> None:
         if part.reservation is not None:
             part.reservation.release()
             part.reservation = None
@@ -901,60 +825,8 @@ class Engine:
         self._tracker.apply(event)
         self._kick.set()
 
-    def _journal_view(self, record: JobRecord) -> JobView:
-        parts = [
-            PartitionView(index=p.index, state=PartitionState(p.state), attempt=p.attempts, error=p.error)
-            for p in self._journal.partitions(record.job_id)
-        ]
-        return JobView(
-            job_id=record.job_id,
-            kind=record.kind,
-            priority=Priority(record.priority),
-            state=JobState(record.state),
-            submitted_at=record.submitted_at,
-            finished_at=record.finished_at,
-            total_partitions=record.partitions,
-            partitions_done=sum(p.state is P.DONE for p in parts),
-            partitions=parts,
-            error=record.error,
-            circuit=record.request.get("circuit"),
-        )
-
 
 # -- helpers --------------------------------------------------------------------------------------------
-
-
-def _live_view(job: _Job) -> JobView:
-    parts = [
-        PartitionView(index=p.index, state=p.state, attempt=p.attempt, worker_id=p.worker_id, error=p.error)
-        for p in job.partitions
-    ]
-    return JobView(
-        job_id=job.job_id,
-        kind=job.record.kind,
-        priority=job.priority,
-        state=job.state,
-        submitted_at=job.record.submitted_at,
-        finished_at=job.finished_at,
-        total_partitions=len(parts),
-        partitions_done=sum(p.state is P.DONE for p in parts),
-        partitions=parts,
-        error=job.error,
-        circuit=job.record.request.get("circuit"),
-    )
-
-
-def _circuit_info(circuit: _Circuit) -> CircuitInfo:
-    r = circuit.record
-    return CircuitInfo(
-        name=r.name,
-        curve=r.curve,
-        constraints=r.constraints,
-        public_signals=r.public_signals,
-        has_witness_generator=r.wasm is not None,
-        priority=Priority(r.priority),
-        memory_per_partition_bytes=r.memory_bytes,
-    )
 
 
 def _share_devices(slots: list[tuple[Device, int]]) -> list[tuple[Device, int]]:

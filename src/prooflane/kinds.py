@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .models import Priority
+from .models import KindInfo, Priority
 
 __all__ = [
     "BUILTIN_KINDS",
@@ -42,6 +42,7 @@ __all__ = [
     "StorageInput",
     "SynthesisTask",
     "inspect_zkey",
+    "kind_infos",
     "kind_spec",
     "load_key",
     "prepare_builtin",
@@ -112,6 +113,36 @@ class CircuitMeta:
     def to_json(self) -> dict[str, Any]:
         """As stored beside the key."""
         return asdict(self)
+
+
+def kind_infos(metas: dict[str, CircuitMeta]) -> list[KindInfo]:
+    """``GET /v1/kinds``: the built-in kinds (``metas``: their prepared circuits), then ``circom``."""
+    out = [
+        KindInfo(
+            name=spec.name,
+            partitions=spec.partitions,
+            priority=spec.priority,
+            curve=metas[spec.name].curve,
+            constraints_per_partition=metas[spec.name].constraints,
+            memory_per_partition_bytes=metas[spec.name].partition_bytes,
+            proving_key_bytes=metas[spec.name].key_alloc_bytes,
+            description=spec.description,
+        )
+        for spec in BUILTIN_KINDS
+    ]
+    circom = _CIRCOM_SPEC
+    out.append(
+        KindInfo(
+            name=CIRCOM,
+            partitions=0,
+            priority=circom.priority,
+            curve="any",
+            constraints_per_partition=0,
+            memory_per_partition_bytes=0,
+            description=circom.description,
+        )
+    )
+    return out
 
 
 @dataclass(frozen=True)
