@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from prooflane.circuits import ConstraintSystem, LinearCombination, compile_circuit
+from prooflane.circuits import Assignment, ConstraintSystem, LinearCombination, compile_circuit
 from prooflane.errors import CircuitError, UnsatisfiedConstraint
 from prooflane.groth16 import BLS12381, BN128, Witness, from_ints, synthesize, to_ints
 
@@ -168,3 +170,25 @@ def test_enforce_rejects_other_types() -> None:
         CircuitError, match="constraint 'bad': expected a linear combination or an int, got float"
     ):
         compile_circuit(circuit)
+
+
+@settings(derandomize=True, deadline=None, max_examples=100)
+@given(
+    st.lists(st.integers(min_value=-(2**300), max_value=2**300), min_size=3, max_size=3),
+    st.lists(st.integers(min_value=-(2**300), max_value=2**300), min_size=3, max_size=3),
+    st.integers(min_value=0, max_value=P - 1),
+    st.integers(min_value=0, max_value=P - 1),
+)
+def test_linear_combinations_evaluate_like_the_field(
+    ka: list[int], kb: list[int], x_value: int, y_value: int
+) -> None:
+    cs = ConstraintSystem()
+    x, y = cs.private_input("x"), cs.private_input("y")
+    a = ka[0] * x + ka[1] * y + ka[2]
+    b = kb[0] * x - y * kb[1] + kb[2]
+    v = Assignment([1, x_value, y_value], P)
+    assert v[a] == (ka[0] * x_value + ka[1] * y_value + ka[2]) % P
+    assert v[a + b] == (v[a] + v[b]) % P
+    assert v[a - b] == (v[a] - v[b]) % P
+    assert v[-a] == (-v[a]) % P
+    assert v[a * 7] == 7 * v[a] % P
