@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,16 @@ from prooflane.circuits import Sector, partition_witness, storage_circuit
 from prooflane.config import Config
 from prooflane.engine import Engine
 from prooflane.errors import JobRejected
-from prooflane.groth16 import BN128, Proof, VerificationKey, setup, verify, write_wtns, write_zkey
+from prooflane.groth16 import (
+    BN128,
+    Proof,
+    VerificationKey,
+    read_r1cs,
+    setup,
+    verify,
+    write_wtns,
+    write_zkey,
+)
 from prooflane.groth16.witness import Witness
 from prooflane.kinds import prepare_builtin
 from prooflane.models import JobRequest, JobState, PartitionState
@@ -64,6 +74,31 @@ def circom_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     write_wtns(folder / "bad.wtns", Witness(BN128, values))
     files["bad"] = folder / "bad.wtns"
     return files
+
+
+MUL_CIRCOM = """pragma circom 2.0.0;
+template Mul() {
+    signal input a;
+    signal input b;
+    signal output c;
+    c <== a * b;
+}
+component main = Mul();
+"""
+
+
+@pytest.fixture(scope="session")
+def mul_circuit(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A one-constraint circom circuit compiled by circom2 to .r1cs and .wasm, with a development .zkey."""
+    circom2 = Path(__file__).resolve().parent.parent / "node_modules" / ".bin" / "circom2"
+    if not circom2.exists():
+        pytest.fail("circom2 is not installed: run `make setup` (it runs `npm ci`)")
+    folder = tmp_path_factory.mktemp("mul")
+    (folder / "mul.circom").write_text(MUL_CIRCOM)
+    argv = [str(circom2), str(folder / "mul.circom"), "--r1cs", "--wasm", "-o", str(folder)]
+    subprocess.run(argv, check=True, capture_output=True)
+    write_zkey(folder / "mul.zkey", setup(read_r1cs(folder / "mul.r1cs"), seed=b"mul"))
+    return folder / "mul.zkey", folder / "mul_js" / "mul.wasm"
 
 
 def config(tmp_path: Path, keys_dir: Path, **overrides: Any) -> Config:
@@ -149,6 +184,26 @@ async def test_every_kind_proves_end_to_end(
         assert await verified_count(engine, ids[4], "circom", "wp") == 2
         assert [k.name for k in engine.kinds()] == [*kinds, "circom"]
         assert_clean(engine)
+
+
+async def test_circom_circuit_with_a_witness_generator_proves_from_inputs(
+    tmp_path: Path, keys_dir: Path, mul_circuit: tuple[Path, Path]
+) -> None:
+    zkey, wasm = mul_circuit
+    async with Engine(config(tmp_path, keys_dir)) as engine:
+        info = await engine.register_circuit("mul", zkey, wasm_path=wasm, priority="high")
+        assert info.has_witness_generator and info.constraints == 1
+        assert await engine.register_circuit("mul", zkey, wasm_path=wasm) == info
+        with pytest.raises(JobRejected) as taken:
+            await engine.register_circuit("mul", zkey)
+        assert taken.value.status_code == 409
+        inputs: list[str | dict[str, Any]] = [{"a": 3, "b": 11}, {"a": 5, "b": 7}]
+        job_id = await engine.submit(JobRequest(kind="circom", circuit="mul", witnesses=inputs))
+        proof = await engine.wait_proof(job_id, WAIT)
+        assert proof is not None and [p.public for p in proof.partitions] == [["33"], ["35"]]
+        assert await verified_count(engine, job_id, "circom", "mul") == 2
+        view = engine.job(job_id)
+        assert view is not None and view.circuit == "mul" and view.priority.value == "high"
 
 
 async def test_winning_post_overtakes_ten_porep_jobs(tmp_path: Path, keys_dir: Path, sector: Path) -> None:

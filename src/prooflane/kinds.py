@@ -265,13 +265,25 @@ def synthesize_partition(task: SynthesisTask) -> tuple[Any, float]:
 def _generate_wtns(values: dict[str, Any], wasm: str | None, folder: str) -> str:
     if wasm is None:
         raise ValueError("circuit inputs were given but the circuit has no witness generator (.wasm)")
-    snarkjs = shutil.which("snarkjs") or str(Path("node_modules/.bin/snarkjs").resolve())
+    snarkjs = _snarkjs()
     inputs, out = os.path.join(folder, "input.json"), os.path.join(folder, "witness.wtns")
     Path(inputs).write_text(json.dumps(values))
     done = subprocess.run([snarkjs, "wtns", "calculate", wasm, inputs, out], capture_output=True, text=True)
     if done.returncode != 0:
         raise ValueError(f"witness generation failed: {done.stderr.strip() or done.stdout.strip()}")
     return out
+
+
+def _snarkjs() -> str:
+    """snarkjs on PATH, else the one `make` installs in the source tree's node_modules."""
+    found = shutil.which("snarkjs")
+    if found:
+        return found
+    for root in (Path(__file__).resolve().parents[2], Path.cwd()):
+        candidate = root / "node_modules" / ".bin" / "snarkjs"
+        if candidate.exists():
+            return str(candidate)
+    raise ValueError("witness generation needs snarkjs: put it on PATH (npm install snarkjs) or run `make`")
 
 
 def _meta(key_name: str, key_path: str, key: Any, constraints: int) -> CircuitMeta:
