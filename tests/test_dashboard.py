@@ -441,6 +441,25 @@ def _first_line(text: str) -> str:
     return re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text).strip().split("\n", 1)[0].strip()
 
 
+def test_page_keeps_up_by_polling_when_the_event_stream_is_blocked(
+    daemon: LiveDaemon, browser: Browser
+) -> None:
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    page.route("**/v1/events*", lambda route: route.abort())  # a proxy that refuses event streams
+    errors = _SCRIPT_ERRORS.setdefault(id(page), [])
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{daemon.url}/")
+    page.wait_for_function("document.body.dataset.stale === 'false' && document.body.dataset.seq !== ''")
+    first = int(page.evaluate("document.body.dataset.seq"))
+    daemon.submit_storage_jobs(["window-post", "winning-post"], first_seed=400)
+    page.wait_for_function(f"Number(document.body.dataset.seq) > {first}")
+    assert page.evaluate("document.body.dataset.connection") == "polling"
+    assert page.evaluate("document.body.dataset.stale") == "false"
+    read = page.evaluate(READ_CARDS)
+    assert _cards(read) == _workers(read["snapshot"])
+    _close(page)
+
+
 # --- a daemon that goes away and comes back ------------------------------------------------------
 
 
