@@ -32,6 +32,7 @@ from prooflane.models import (
     Priority,
 )
 from prooflane.server import bind
+from prooflane.status import StatusTracker, TrackerTotals
 
 KINDS = {"porep-c2": (10, Priority.NORMAL), "winning-post": (1, Priority.CRITICAL)}
 VERIFICATION_KEY = {"protocol": "groth16", "curve": "bn128", "nPublic": 1}
@@ -88,6 +89,10 @@ class FakeTracker:
 
     def snapshot(self) -> FakeSnapshot:
         return FakeSnapshot(len(self.items))
+
+    def totals(self) -> TrackerTotals:
+        """The totals of a tracker that saw nothing (for /metrics)."""
+        return StatusTracker().totals()
 
     def publish(self, event: str, **data: Any) -> None:
         self.items.append(Item(len(self.items) + 1, event, json.dumps(data)))

@@ -253,6 +253,13 @@ async def test_status_is_the_trackers_snapshot(http: Http) -> None:
     assert (snapshot["seq"], snapshot["invariants_ok"]) == (1, True)
 
 
+async def test_metrics_are_prometheus_text(http: Http) -> None:
+    answer = await http.get("/metrics")
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("text/plain; version=0.0.4")
+    assert "# TYPE prooflane_partitions_total counter" in answer.text
+
+
 async def test_openapi_describes_the_routes_from_the_models(http: Http) -> None:
     spec = (await http.get("/openapi.json")).json()
     assert {"/v1/jobs", "/v1/jobs/{job_id}", "/v1/jobs/{job_id}/proof", "/status", "/healthz"} <= set(

@@ -159,13 +159,15 @@ def take(client: Client, after: int, count: int) -> list[ServerEvent]:
         return list(itertools.islice(stream, count))
 
 
-def test_the_dashboard_and_openapi_are_served(daemon: DaemonProcess) -> None:
+def test_the_dashboard_metrics_and_openapi_are_served(daemon: DaemonProcess) -> None:
     page = httpx.get(f"{daemon.url}/")
     assert page.status_code == 200
     assert "prooflane" in page.text
     spec = httpx.get(f"{daemon.url}/openapi.json").json()
     assert "/v1/jobs" in spec["paths"]
     assert httpx.get(f"{daemon.url}/healthz").json()["ok"] is True
+    metrics = httpx.get(f"{daemon.url}/metrics").text
+    assert 'prooflane_partitions_total{kind="winning-post",outcome="done"}' in metrics
 
 
 def test_cli_status_check_is_1_when_down(tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -17,10 +17,10 @@ from typing import Annotated, Any, Protocol
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 
-from . import __version__
+from . import __version__, metrics
 from .config import Config
 from .errors import JobRejected
 from .models import (
@@ -289,6 +289,11 @@ def _add_status_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -
         stream = _event_stream(engine, resume, settings.heartbeat_secs, app.state.closing)
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+
+    @app.get("/metrics", response_class=PlainTextResponse, tags=["status"])
+    async def prometheus() -> PlainTextResponse:
+        """Prometheus text exposition."""
+        return PlainTextResponse(metrics.render(engine.tracker), media_type=metrics.CONTENT_TYPE)
 
     @app.get("/healthz", tags=["status"])
     async def healthz() -> JSONResponse:
