@@ -525,6 +525,13 @@ def test_snapshot_json_has_the_exact_status_shape() -> None:
     assert isinstance(status["version"], str) and status["boot_id"] == "b"
 
 
+def test_snapshot_json_text_is_the_same_document(s: Script) -> None:
+    s.job("A", partitions=3)
+    s.start("W0", "A", 1)
+    snapshot = s.tracker.snapshot()
+    assert json.loads(snapshot.to_json_text()) == json.loads(json.dumps(snapshot.to_json()))
+
+
 def test_seq_never_goes_back_and_counts_dropped_events(s: Script) -> None:
     seqs = [s.tracker.snapshot().seq]
     s.job("A", partitions=1)

@@ -8,6 +8,7 @@ snapshot can be kept, compared and serialised while the tracker moves on. ``to_j
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -371,6 +372,14 @@ class StatusSnapshot:
     history: HistoryStatus
     recent_jobs: tuple[RecentJob, ...]
     recent_partitions: tuple[RecentPartition, ...]
+
+    def to_json_text(self) -> str:
+        """The ``GET /status`` document as compact JSON text: serve this body as it is.
+
+        A web framework's generic encoder (FastAPI's ``jsonable_encoder``) walks the dict in Python and costs
+        tens of milliseconds at 100 jobs of 16 partitions; ``json.dumps`` costs about one.
+        """
+        return json.dumps(self.to_json(), separators=(",", ":"))
 
     def to_json(self) -> dict[str, Any]:
         """The ``GET /status`` document (a fresh dict of JSON types)."""

@@ -1,0 +1,204 @@
+"""How much the status view costs: ``/status`` latency with 100 live jobs of 16 partitions, and the tracker's
+CPU per event and per partition.
+
+Two modes:
+
+* direct (default): drives a :class:`~prooflane.status.StatusTracker` with a synthetic engine's events (100
+  jobs x 16 partitions over 8 workers on 4 devices, every partition through synth, lease, device section and
+  finalize), then, with 100 jobs live in mixed states, times what the ``/status`` route does
+  (``snapshot().to_json_text()``) while events keep arriving between samples.
+  ``--partition-seconds S`` (the single-threaded CPU seconds one partition takes to prove, as
+  ``bench_pipeline.py`` reports it) turns the tracker's CPU per partition into a share of proving time.
+* ``--url http://127.0.0.1:9821``: times ``GET /status`` on a running daemon (load it first, for example with
+  ``prooflane bench --url ... --jobs 100``), and reports how many jobs and partitions each answer held.
+
+Prints a table and writes benchmarks/results/bench_status.json. Asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Any
+
+import httpx
+
+from _common import print_table, write_json
+from prooflane import events as ev
+from prooflane.status import StatusTracker, TrackerConfig
+
+JOBS, PARTITIONS, DEVICES, WORKERS_PER_DEVICE = 100, 16, 4, 2
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class SyntheticEngine:
+    """Emits what an engine would, in a plausible order, without proving anything."""
+
+    def __init__(self, tracker: StatusTracker, clock: _Clock) -> None:
+        self.tracker, self.clock = tracker, clock
+        self.minter = ev.LeaseMinter()
+        self.events = 0
+        self.workers = [f"cpu{d}/w{w}" for d in range(DEVICES) for w in range(WORKERS_PER_DEVICE)]
+        for worker in self.workers:
+            self.post(ev.WorkerRegistered(at=clock.now, worker_id=worker, device=worker.split("/")[0]))
+
+    def post(self, event: ev.Event) -> None:
+        self.tracker.apply(event)
+        self.events += 1
+
+    def submit(self, prefix: str, jobs: int) -> list[str]:
+        ids = [f"{prefix}-snap-update-{n:04d}" for n in range(jobs)]
+        for job_id in ids:
+            self.post(ev.JobSubmitted(at=self.clock.now, job_id=job_id, kind="snap-update", priority="normal",
+                                      partitions=PARTITIONS))  # fmt: skip
+        return ids
+
+    def advance(self, job_id: str, index: int, steps: int, worker: str, start: int = 0) -> None:
+        """Take one partition through phases start+1 .. steps (1 synth start, 2 synth end, 3 lease, 4 device
+        section end, 5 finalize end)."""
+        at, name, token = self.clock.now, f"{job_id}/{index}", None
+        device = worker.split("/")[0]
+        for step in range(start + 1, steps + 1):
+            if step == 1:
+                self.post(ev.ReservationMade(at=at, name=name, nbytes=1 << 20))
+                self.post(ev.SynthesisStarted(at=at, job_id=job_id, partition=index))
+            elif step == 2:
+                self.post(ev.SynthesisFinished(at=at, job_id=job_id, partition=index, synth_ms=120.0))
+            elif step == 3:
+                token = self.minter.mint()
+                self.post(ev.LeaseGranted(at=at, token=token, worker_id=worker, device=device,
+                                          job_id=job_id, partition=index))  # fmt: skip
+            elif step == 4 and token is not None:
+                self.post(ev.DeviceSectionFinished(at=at, token=token, prove_ms=300.0))
+                self.post(ev.ReservationShrunk(at=at, name=name, nbytes=1 << 19))
+            elif step == 5 and token is not None:
+                self.post(ev.FinalizeFinished(at=at, token=token, finalize_ms=80.0))
+                self.post(ev.ReservationReleased(at=at, name=name))
+        self.clock.now += 0.001
+
+    def run_jobs(self, ids: list[str]) -> None:
+        """Every partition of every job through the whole pipeline, then the job's end."""
+        for n, job_id in enumerate(ids):
+            for index in range(PARTITIONS):
+                self.advance(job_id, index, 5, self.workers[(n * PARTITIONS + index) % len(self.workers)])
+            self.post(ev.JobDone(at=self.clock.now, job_id=job_id))
+
+
+def direct(samples: int, partition_seconds: float | None) -> dict[str, Any]:
+    clock = _Clock()
+    tracker = StatusTracker(TrackerConfig(retention_secs=1e9, memory_total_bytes=1 << 40), clock=clock)
+    engine = SyntheticEngine(tracker, clock)
+
+    # 1. CPU per event: a full lifecycle of 100 x 16 partitions.
+    ids = engine.submit("warm", JOBS)
+    before, start = engine.events, time.process_time()
+    engine.run_jobs(ids)
+    cpu = time.process_time() - start
+    lifecycle_events = engine.events - before
+    per_event_us = cpu / lifecycle_events * 1e6
+    per_partition_us = cpu / (JOBS * PARTITIONS) * 1e6
+
+    # 2. /status with 100 live jobs of 16 partitions in mixed states (the finished ones above leave the view).
+    clock = _Clock()
+    tracker = StatusTracker(TrackerConfig(memory_total_bytes=1 << 40), clock=clock)
+    engine = SyntheticEngine(tracker, clock)
+    live = engine.submit("live", JOBS)
+    to_prove = []
+    for n, job_id in enumerate(live):
+        for index in range(PARTITIONS):
+            # pending, synthesizing, synthesized, proving, finalizing, done: one sixth each
+            steps = (n * PARTITIONS + index) % 6
+            if steps == 3:
+                to_prove.append((job_id, index))
+                steps = 2
+            engine.advance(job_id, index, steps, engine.workers[index % len(engine.workers)])
+    for worker, (job_id, index) in zip(engine.workers, to_prove, strict=False):
+        engine.advance(job_id, index, 3, worker, start=2)  # one proving partition per worker
+    latencies, sizes = [], []
+    pending = [(j, i) for j in live for i in range(PARTITIONS) if (live.index(j) * PARTITIONS + i) % 6 == 0]
+    attempts = dict.fromkeys(pending, 1)
+    for n in range(samples):
+        # The state moves between polls: a pending partition starts synthesis and is sent back for a retry.
+        job_id, index = key = pending[n % len(pending)]
+        at = clock.now
+        engine.post(ev.SynthesisStarted(at=at, job_id=job_id, partition=index, attempt=attempts[key]))
+        attempts[key] += 1
+        engine.post(
+            ev.PartitionRetried(at=at, job_id=job_id, partition=index, attempt=attempts[key], reason="x")
+        )
+        start = time.perf_counter()
+        body = tracker.snapshot().to_json_text()
+        latencies.append((time.perf_counter() - start) * 1000)
+        sizes.append(len(body))
+    snapshot = tracker.snapshot()
+    result = {
+        "mode": "direct",
+        "live_jobs": len(snapshot.pipelines),
+        "live_partitions": sum(len(p.partitions) for p in snapshot.pipelines),
+        "status_p50_ms": _percentile(latencies, 50),
+        "status_p99_ms": _percentile(latencies, 99),
+        "status_max_ms": max(latencies),
+        "status_bytes": int(statistics.mean(sizes)),
+        "events_per_partition": lifecycle_events / (JOBS * PARTITIONS),
+        "cpu_per_event_us": per_event_us,
+        "cpu_per_partition_us": per_partition_us,
+        "invariants_ok": snapshot.invariants_ok,
+    }
+    if partition_seconds:
+        result["partition_seconds"] = partition_seconds
+        result["tracker_share_of_proving"] = per_partition_us / 1e6 / partition_seconds
+    return result
+
+
+def over_http(url: str, samples: int) -> dict[str, Any]:
+    latencies, jobs, partitions, sizes = [], [], [], []
+    with httpx.Client(base_url=url, timeout=10.0) as client:
+        client.get("/status").raise_for_status()  # connect once before timing
+        for _ in range(samples):
+            start = time.perf_counter()
+            response = client.get("/status")
+            latencies.append((time.perf_counter() - start) * 1000)
+            response.raise_for_status()
+            status = response.json()
+            jobs.append(len(status["pipelines"]))
+            partitions.append(sum(len(p["partitions"]) for p in status["pipelines"]))
+            sizes.append(len(response.content))
+    return {
+        "mode": "http",
+        "url": url,
+        "live_jobs": max(jobs),
+        "live_partitions": max(partitions),
+        "status_p50_ms": _percentile(latencies, 50),
+        "status_p99_ms": _percentile(latencies, 99),
+        "status_max_ms": max(latencies),
+        "status_bytes": int(statistics.mean(sizes)),
+    }
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", help="time GET /status on this running daemon instead of a direct tracker")
+    parser.add_argument("--samples", type=int, default=500, help="how many /status samples (default 500)")
+    parser.add_argument("--partition-seconds", type=float, default=None,
+                        help="CPU seconds one partition takes to prove, for the tracker's share")  # fmt: skip
+    args = parser.parse_args()
+    result = over_http(args.url, args.samples) if args.url else direct(args.samples, args.partition_seconds)
+    print_table(["figure", "value"], [[k, v] for k, v in result.items()])
+    write_json("bench_status", result)
+
+
+if __name__ == "__main__":
+    main()
