@@ -152,3 +152,9 @@ def test_a_killed_helper_is_replaced() -> None:
     helper._proc.kill()
     helper._proc.wait()
     assert prove(key, witness, processes=2, randomness=(7, 8)) == proof
+
+
+def test_two_process_prove_refuses_a_witness_of_the_wrong_length() -> None:
+    key = setup(square_chain(BN128, 3)[0], seed=b"len2")
+    with pytest.raises(InvalidWitnessError, match="8 values"):
+        prove(key, square_chain(BN128, 4)[1], processes=2)

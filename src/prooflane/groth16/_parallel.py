@@ -28,7 +28,8 @@ from ._ntt import coset_h
 from .curves import BN128, Curve
 from .field import FieldVector
 from .proof import Proof
-from .prover import Synthesized, _assemble, _bases, _check, _msm, _state, preload
+from .prover import Synthesized, _assemble, _bases, _check, _msm, _state, preload, synthesize
+from .witness import Witness
 from .zkey import ProvingKey
 
 __all__ = ["preload_parallel", "prove_parallel", "shutdown"]
@@ -198,6 +199,10 @@ def _serve() -> None:
         _send(stdout, answer)
 
 
+def _as_witness(value: Witness | Synthesized) -> Witness:
+    return Witness(value.curve, value.witness) if isinstance(value, Synthesized) else value
+
+
 def _remote_job(key: ProvingKey, witness: FieldVector | None) -> _Job:
     cut = _split(key)
     rows: dict[str, NDArray[np.uint8] | None] = {
@@ -220,11 +225,19 @@ def preload_parallel(key: ProvingKey) -> None:
     future.result()
 
 
-def prove_parallel(key: ProvingKey, synthesized: Synthesized, *, randomness: tuple[int, int]) -> Proof:
-    """One proof with B2, C and part of B1 computed by the helper while this thread computes H by NTT,
-    then the A, H and remaining B1 MSMs."""
-    _check(key, synthesized)
-    future = _submit(_remote_job(key, synthesized.witness))
+def prove_parallel(key: ProvingKey, witness: Witness | Synthesized, *, randomness: tuple[int, int]) -> Proof:
+    """One proof with B2, C and part of B1 computed by the helper (it needs only the witness, so it starts
+    first) while this thread synthesizes, computes H by NTT, then the A, H and remaining B1 MSMs."""
+    values = witness.witness if isinstance(witness, Synthesized) else witness.values
+    if witness.curve != key.curve or values.shape[0] != key.n_vars:
+        synthesize(key, _as_witness(witness))  # raises the precise error
+    future = _submit(_remote_job(key, values))
+    try:
+        synthesized = witness if isinstance(witness, Synthesized) else synthesize(key, witness)
+        _check(key, synthesized)
+    except Exception:
+        future.result()  # let the helper finish before the next proof talks to it
+        raise
     be, curve, digest, w = backend(key.curve), key.curve, key.digest, synthesized.witness
     cut = _split(key)
     h = coset_h(be, synthesized.a, synthesized.b, synthesized.c, key.domain_size)

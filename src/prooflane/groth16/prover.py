@@ -288,13 +288,14 @@ def prove(
     randomness: tuple[int, int] | None = None,
 ) -> Proof:
     """Synthesize (from the key's A and B) and prove. ``processes=2`` runs the MSMs on two cores: a helper
-    process (BN254) or thread (BLS12-381, whose MSM releases the GIL) takes B2 and C."""
-    synthesized = witness if isinstance(witness, Synthesized) else synthesize(key, witness)
-    if processes <= 1:
-        return prove_finish(prove_start(key, synthesized, randomness=randomness))
-    from ._parallel import prove_parallel
+    process (BN254) or thread (BLS12-381, whose MSM releases the GIL) takes B2, C and part of B1, starting
+    before this process synthesizes."""
+    if processes > 1:
+        from ._parallel import prove_parallel
 
-    return prove_parallel(key, synthesized, randomness=_blinding(key.curve, randomness))
+        return prove_parallel(key, witness, randomness=_blinding(key.curve, randomness))
+    synthesized = witness if isinstance(witness, Synthesized) else synthesize(key, witness)
+    return prove_finish(prove_start(key, synthesized, randomness=randomness))
 
 
 def _state(
