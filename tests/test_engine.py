@@ -120,12 +120,18 @@ class Watcher:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.events: list[dict[str, Any]] = []
+        self.violations: list[str] = []
         self._changed = asyncio.Event()
         self._task = asyncio.create_task(self._collect(engine.tracker.subscribe(0)))
 
     async def _collect(self, feed: AsyncIterator[Any]) -> None:
         async for item in feed:
             self.events.append({"event": item.event, **json.loads(item.data)})
+            # Checked between every two events: the tracker's view is consistent at every step.
+            self.violations += [f"after {item.event}: {v}" for v in self.engine.tracker.invariants()]
+            budget = self.engine.budget.stats()
+            if budget.reserved_bytes + budget.cached_bytes > budget.total_bytes:
+                self.violations.append(f"after {item.event}: over budget {budget}")
             self._changed.set()
 
     def of(self, name: str) -> list[dict[str, Any]]:
@@ -139,6 +145,7 @@ class Watcher:
 
     def close(self) -> None:
         self._task.cancel()
+        assert self.violations == []
 
 
 async def prove_all(engine: Engine, requests: list[JobRequest]) -> list[str]:
@@ -160,11 +167,13 @@ async def verified_count(engine: Engine, job_id: str, kind: str, circuit: str | 
     return len(proof.partitions)
 
 
-def assert_clean(engine: Engine) -> None:
+def assert_clean(engine: Engine, *, stale: int = 0) -> None:
+    """Nothing reserved; budget and tracker consistent; no illegal and (unless told) no stale event."""
     assert engine.budget.reserved == 0
     engine.budget.check()
     assert engine.tracker.invariants() == []
-    assert engine.tracker.totals().illegal_events == 0
+    totals = engine.tracker.totals()
+    assert totals.illegal_events == 0 and totals.stale_events == stale
 
 
 async def test_every_kind_proves_end_to_end(
@@ -172,6 +181,7 @@ async def test_every_kind_proves_end_to_end(
 ) -> None:
     async with Engine(config(tmp_path, keys_dir)) as engine:
         assert engine.ready
+        watch = Watcher(engine)
         info = await engine.register_circuit("wp", circom_files["zkey"])
         assert info.constraints > 0 and not info.has_witness_generator
         kinds = ["porep-c2", "snap-update", "window-post", "winning-post"]
@@ -183,6 +193,8 @@ async def test_every_kind_proves_end_to_end(
         assert counts == [10, 16, 1, 1]
         assert await verified_count(engine, ids[4], "circom", "wp") == 2
         assert [k.name for k in engine.kinds()] == [*kinds, "circom"]
+        await watch.until(lambda: len(watch.of("job_done")) == 5)
+        watch.close()
         assert_clean(engine)
 
 
