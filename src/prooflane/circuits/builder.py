@@ -159,6 +159,12 @@ class ConstraintSystem:
         self._input_names: dict[str, list[int]] = {}
         self._steps: list[_Step] = []
         self._a, self._b, self._c = _Matrix(), _Matrix(), _Matrix()
+        # Each distinct linear combination object used in a constraint, once: a gadget often uses one
+        # combination several times (an S-box input is in A and B of x^2 and in B of x^5), and a job
+        # evaluates it once. Holding the objects keeps their ids unique while the circuit is built.
+        self._unique: list[LinearCombination] = []
+        self._unique_of: dict[int, int] = {}
+        self._uses: tuple[list[int], list[int], list[int]] = ([], [], [])
         self._names: list[str] = []
         self._prefix: list[str] = []
 
@@ -228,9 +234,14 @@ class ConstraintSystem:
     def enforce(self, a: Term, b: Term, c: Term, name: str) -> None:
         """Add the constraint ``a * b = c``, reported as ``name`` (under the current namespace) if unmet."""
         row = len(self._names)
-        self._a.add_row(row, self._lc(a, name))
-        self._b.add_row(row, self._lc(b, name))
-        self._c.add_row(row, self._lc(c, name))
+        for matrix, uses, term in zip((self._a, self._b, self._c), self._uses, (a, b, c), strict=True):
+            lc = self._lc(term, name)
+            matrix.add_row(row, lc)
+            index = self._unique_of.get(id(lc))
+            if index is None:
+                index = self._unique_of[id(lc)] = len(self._unique)
+                self._unique.append(lc)
+            uses.append(index)
         self._names.append("/".join([*self._prefix, name]) if self._prefix else name)
 
     def _lc(self, term: Term, name: str) -> LinearCombination:
@@ -325,6 +336,30 @@ class _EvalMatrix:
         return reduced
 
 
+@dataclass(frozen=True, eq=False)
+class _Evaluator:
+    """A·w, B·w, C·w from each distinct linear combination evaluated once, then gathered per row."""
+
+    unique: _EvalMatrix
+    n_unique: int
+    uses: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]
+
+    @classmethod
+    def build(cls, cs: ConstraintSystem, wire_of: NDArray[np.int64]) -> _Evaluator:
+        m = _Matrix()
+        for index, lc in enumerate(cs._unique):
+            m.add_row(index, lc)
+        rows = np.asarray(m.rows, dtype=np.int64)
+        cols = wire_of[np.asarray(m.cols, dtype=np.int64)] if m.cols else np.zeros(0, dtype=np.int64)
+        uses = tuple(np.asarray(u, dtype=np.int64) for u in cs._uses)
+        return cls(_EvalMatrix.build(rows, cols, m.coeffs), len(cs._unique), (uses[0], uses[1], uses[2]))
+
+    def times(self, w: ObjectArray, p: int) -> tuple[ObjectArray, ObjectArray, ObjectArray]:
+        values = self.unique.times(w, self.n_unique, p)
+        a, b, c = (values[u] for u in self.uses)
+        return a, b, c
+
+
 class CompiledCircuit:
     """A circuit compiled once: its R1CS, its constraint names, and the hints that compute a witness.
 
@@ -341,7 +376,7 @@ class CompiledCircuit:
         public_names: list[str],
         steps: list[_Step],
         wire_of: NDArray[np.int64],
-        evaluators: tuple[_EvalMatrix, _EvalMatrix, _EvalMatrix],
+        evaluator: _Evaluator,
     ) -> None:
         self.curve = curve
         self.r1cs = r1cs
@@ -350,7 +385,7 @@ class CompiledCircuit:
         self._inputs = inputs  # input name -> internal variable indexes
         self._steps = steps
         self._wire_of = wire_of  # internal variable index -> wire index
-        self._evaluators = evaluators
+        self._evaluator = evaluator
 
     @property
     def n_constraints(self) -> int:
@@ -374,12 +409,11 @@ class CompiledCircuit:
         wire_of = np.empty_like(order)
         wire_of[order] = np.arange(len(order), dtype=np.int64)
         n_constraints = len(cs._names)
-        mats, evals = [], []
+        mats = []
         for m in (cs._a, cs._b, cs._c):
             rows = np.asarray(m.rows, dtype=np.int64)
             cols = wire_of[np.asarray(m.cols, dtype=np.int64)] if m.cols else np.zeros(0, dtype=np.int64)
             mats.append(SparseMatrix(rows, cols, from_ints(m.coeffs)))
-            evals.append(_EvalMatrix.build(rows, cols, m.coeffs))
         counts = np.bincount(kinds, minlength=4)
         r1cs = R1CS(
             curve=cs.curve,
@@ -407,7 +441,7 @@ class CompiledCircuit:
             public_names,
             list(cs._steps),
             wire_of,
-            (evals[0], evals[1], evals[2]),
+            _Evaluator.build(cs, wire_of),
         )
 
     def witness_values(self, inputs: Mapping[str, InputValue], check: bool = True) -> list[int]:
@@ -459,9 +493,7 @@ class CompiledCircuit:
             raise CircuitError(f"the witness has {len(wires)} values: the circuit has {self.n_wires} wires")
         w: ObjectArray = np.empty(len(wires), dtype=object)
         w[:] = list(wires)
-        n, p = self.n_constraints, self.curve.r
-        a, b, c = (m.times(w, n, p) for m in self._evaluators)
-        return a, b, c
+        return self._evaluator.times(w, self.curve.r)
 
     def check(self, wires: Sequence[int]) -> None:
         """Raise UnsatisfiedConstraint for the first constraint ``wires`` break."""
