@@ -428,7 +428,11 @@
     setText(byTestId("worker-busy-total", card), fmtSecs(w.busy_seconds_total ?? 0));
     const fin = w.finalizing || [];
     const finEl = byTestId("worker-finalizing", card);
-    setText(finEl, fin.length ? fin.map((f) => `${f.job_id} #${f.partition}`).join(", ") : "—");
+    // Grouped by job, so each (whole) job id appears once: "<job id> #6 #9".
+    const groups = new Map();
+    for (const f of fin) groups.set(f.job_id, [...(groups.get(f.job_id) || []), `#${f.partition}`]);
+    const finText = Array.from(groups, ([job, parts]) => `${job} ${parts.join(" ")}`).join("; ");
+    setText(finEl, fin.length ? finText : "—");
     setAttr(finEl, "data-count", fin.length);
     finEl.classList.add("wrap");
   }
@@ -647,19 +651,27 @@
     return Array.from(state.local.phases.values());
   }
 
+  /** The left label of the hour charts: how far back their first bucket is ("-60 min"). */
+  function historySpan(s, buckets) {
+    const minute = s.history && typeof s.history.minute_secs === "number" ? s.history.minute_secs : 60;
+    const secs = minute * Math.max(buckets, 1);
+    return secs >= 120 ? `-${Math.round(secs / 60)} min` : `-${Math.round(secs)} s`;
+  }
+
   function renderCharts(s) {
     const C = window.ProoflaneCharts;
     if (!C) return;
     const perMin = proofsPerMinute(s);
     const total = perMin.reduce((a, b) => a + b, 0);
     setText(byTestId("proofs-hour"), `${total} proofs in the last hour (per minute)`);
-    C.bars(byTestId("chart-proofs"), perMin, { left: "-60 min", right: "now",
+    const span = historySpan(s, perMin.length);
+    C.bars(byTestId("chart-proofs"), perMin, { left: span, right: "now",
       summary: `${total} proofs completed in the last hour` });
 
     const series = busySeries(s);
     const now = (s.devices || []).map((d) => `${d.device} ${fmtPct(Number(d.busy_fraction_1m) || 0)}`);
     setText(byTestId("busy-now"), now.length ? `last minute: ${now.join(", ")}` : "no devices");
-    C.lines(byTestId("chart-busy"), series, { left: "-60 min", right: "now",
+    C.lines(byTestId("chart-busy"), series, { left: span, right: "now",
       summary: `device busy fraction: ${now.join(", ")}` });
 
     const rows = phaseRows(s);
