@@ -23,6 +23,7 @@ import dataclasses
 import multiprocessing
 import multiprocessing.connection
 import os
+import signal
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +33,15 @@ from typing import Any
 
 from .errors import WorkerDied
 
-__all__ = ["ChildProcess", "Device", "RemoteError", "Worker", "WorkerInfo", "mp_context"]
+__all__ = [
+    "ChildProcess",
+    "Device",
+    "RemoteError",
+    "Worker",
+    "WorkerInfo",
+    "ignore_interrupts",
+    "mp_context",
+]
 
 Connection = multiprocessing.connection.Connection
 
@@ -199,7 +208,13 @@ _PROVER_BASES = ("a", "b1", "c", "h")  # the G1 sections prove_start uses
 _FINALIZER_BASES = ("b2",)  # the G2 section prove_finish uses
 
 
+def ignore_interrupts() -> None:
+    """In a worker process: leave Ctrl-C to the daemon, which ends its workers itself on the way out."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _serve(conn: Connection, handle: Any) -> None:
+    ignore_interrupts()
     while True:
         try:
             message = conn.recv()
