@@ -122,7 +122,7 @@ def direct(samples: int, partition_seconds: float | None) -> dict[str, Any]:
             engine.advance(job_id, index, steps, engine.workers[index % len(engine.workers)])
     for worker, (job_id, index) in zip(engine.workers, to_prove, strict=False):
         engine.advance(job_id, index, 3, worker, start=2)  # one proving partition per worker
-    latencies, sizes = [], []
+    latencies, cpu_ms, sizes = [], [], []
     pending = [(j, i) for j in live for i in range(PARTITIONS) if (live.index(j) * PARTITIONS + i) % 6 == 0]
     attempts = dict.fromkeys(pending, 1)
     for n in range(samples):
@@ -134,9 +134,10 @@ def direct(samples: int, partition_seconds: float | None) -> dict[str, Any]:
         engine.post(
             ev.PartitionRetried(at=at, job_id=job_id, partition=index, attempt=attempts[key], reason="x")
         )
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         body = tracker.snapshot().to_json_text()
         latencies.append((time.perf_counter() - start) * 1000)
+        cpu_ms.append((time.process_time() - start_cpu) * 1000)
         sizes.append(len(body))
     snapshot = tracker.snapshot()
     result = {
@@ -146,6 +147,8 @@ def direct(samples: int, partition_seconds: float | None) -> dict[str, Any]:
         "status_p50_ms": _percentile(latencies, 50),
         "status_p99_ms": _percentile(latencies, 99),
         "status_max_ms": max(latencies),
+        "status_cpu_p50_ms": _percentile(cpu_ms, 50),
+        "status_cpu_p99_ms": _percentile(cpu_ms, 99),
         "status_bytes": int(statistics.mean(sizes)),
         "events_per_partition": lifecycle_events / (JOBS * PARTITIONS),
         "cpu_per_event_us": per_event_us,

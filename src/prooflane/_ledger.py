@@ -64,28 +64,40 @@ class Job:
     reason: str | None = None
     failed_partition: int | None = None
     version: int = 0  # bumped on every partition move: keys the cached partition views
-    views: tuple[int, tuple[PartitionStatus, ...]] | None = None
+    views: tuple[int, tuple[PartitionStatus, ...], str] | None = None  # version, views, their JSON
 
     def problems(self, current: Counter[ev.LeaseToken], finalizing: Counter[ev.LeaseToken]) -> list[str]:
         """Broken invariants of this job, given how many workers hold each lease as current / finalizing."""
         P = PartitionState
         problems = []
-        for p in self.partitions:
-            if p.state is P.PROVING and (p.lease is None or current[p.lease] != 1):
-                holders = current[p.lease] if p.lease is not None else 0
-                problems.append(
-                    f"partition {p.name} is proving but is the current lease of {holders} workers"
-                )
-            elif p.state is P.FINALIZING and (p.lease is None or finalizing[p.lease] != 1):
-                problems.append(f"partition {p.name} is finalizing but no single worker finalizes it")
-            elif p.state not in (P.PROVING, P.FINALIZING) and p.lease is not None:
-                problems.append(f"partition {p.name} is {p.state.value} but holds lease {p.lease}")
-        if self.done != sum(p.state is P.DONE for p in self.partitions):
-            problems.append(f"job {self.job_id} counts {self.done} partitions done, recount differs")
+        done = live = 0
+        for p in self.partitions:  # one pass: this runs for every partition at every new seq
+            state = p.state
+            if state is P.DONE:
+                done += 1
+            elif state is P.PROVING:
+                live += 1
+                if p.lease is None or current[p.lease] != 1:
+                    holders = current[p.lease] if p.lease is not None else 0
+                    problems.append(
+                        f"partition {p.name} is proving but the current lease of {holders} workers"
+                    )
+                continue
+            elif state is P.FINALIZING:
+                live += 1
+                if p.lease is None or finalizing[p.lease] != 1:
+                    problems.append(f"partition {p.name} is finalizing but no single worker finalizes it")
+                continue
+            elif state in LIVE_STATES:
+                live += 1
+            if p.lease is not None:
+                problems.append(f"partition {p.name} is {state.value} but holds lease {p.lease}")
+        if self.done != done:
+            problems.append(f"job {self.job_id} counts {self.done} partitions done, recount {done}")
         ended = self.outcome is not None
         if ended and (self.ended_at is None or not self.counted):
             problems.append(f"job {self.job_id} ended without an end time or without being counted")
-        if ended and any(p.state in LIVE_STATES for p in self.partitions):
+        if ended and live:
             problems.append(f"job {self.job_id} ended with live partitions")
         if not ended and self.counted:
             problems.append(f"job {self.job_id} is counted but has not ended")

@@ -64,6 +64,7 @@ from ._snapshot import (
     SynthesisStatus,
     WorkerState,
     WorkerStatus,
+    partitions_json,
 )
 from ._stats import MINUTE, DeviceBusy, HistogramView, MinuteHistory, PhaseHistogram
 from .errors import IllegalTransition
@@ -661,7 +662,8 @@ class StatusTracker:
     def _pipeline(self, job: Job, now: float) -> PipelineStatus:
         if job.views is None or job.views[0] != job.version:
             # Partition views change only when a partition moves: rebuild them only then.
-            job.views = (job.version, tuple(p.status() for p in job.partitions))
+            views = tuple(p.status() for p in job.partitions)
+            job.views = (job.version, views, partitions_json(views))
         if job.outcome is not None:
             state = job.outcome
         else:
@@ -677,6 +679,7 @@ class StatusTracker:
             total_partitions=len(job.partitions),
             partitions_done=job.done,
             partitions=job.views[1],
+            partitions_json=job.views[2],
             reason=job.reason,
             failed_partition=job.failed_partition,
         )
