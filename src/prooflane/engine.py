@@ -760,7 +760,7 @@ class Engine:
             return
         part.attempt += 1
         part.state = P.PENDING
-        self._journal.set_partition(part.job.job_id, part.index, P.PENDING, attempts=part.attempt - 1)
+        self._journal.set_partition(part.job.job_id, part.index, P.PENDING, attempts=part.attempt)
         self._post(
             ev.PartitionRetried(
                 at=self._clock(),

@@ -168,7 +168,7 @@ class PartitionView(_Frozen):
 
     index: int
     state: PartitionState
-    attempt: int = Field(description="Attempts started so far (0 before the first).")
+    attempt: int = Field(description="The current attempt: 1, or more after a worker process died.")
     worker_id: str | None = None
     error: str | None = None
 

@@ -36,7 +36,7 @@ CREATE TABLE IF NOT EXISTS partitions (
     job_id TEXT NOT NULL,
     idx INTEGER NOT NULL,
     state TEXT NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
+    attempts INTEGER NOT NULL DEFAULT 1,
     error TEXT,
     proof TEXT,
     public TEXT,
