@@ -20,15 +20,16 @@ sparse matrix-vector products, never the circuit function again.
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, Union
+from typing import Literal, Protocol, Union
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import CircuitError, UnsatisfiedConstraint
-from ..groth16 import BN128, R1CS, Curve, SparseMatrix, Synthesized, Witness, from_ints, to_ints
+from ..groth16 import BN128, R1CS, Curve, FieldVector, SparseMatrix, Synthesized, Witness, from_ints, to_ints
 
 __all__ = [
     "Assignment",
@@ -515,7 +516,7 @@ class CompiledCircuit:
 
     def witness(self, inputs: Mapping[str, InputValue], check: bool = True) -> Witness:
         """The witness for ``inputs`` (see ``witness_values``)."""
-        return Witness(self.curve, from_ints(self.witness_values(inputs, check)))
+        return Witness(self.curve, _field_vector(self.witness_values(inputs, check)))
 
     def synthesize(self, source: Mapping[str, InputValue] | Witness) -> Synthesized:
         """The witness and its A·w, B·w, C·w from the cached matrices, checked constraint by constraint.
@@ -536,12 +537,19 @@ class CompiledCircuit:
         a_full = np.concatenate([a, np.array(wires[:extra], dtype=object)])
         zeros = np.zeros(extra, dtype=object)
         b_full, c_full = np.concatenate([b, zeros]), np.concatenate([c, zeros])
-        values = source.values if isinstance(source, Witness) else from_ints(wires)
+        values = source.values if isinstance(source, Witness) else _field_vector(wires)
         return Synthesized(
             self.curve,
             self.n_public,
             values,
-            from_ints(a_full.tolist()),
-            from_ints(b_full.tolist()),
-            from_ints(c_full.tolist()),
+            _field_vector(a_full.tolist()),
+            _field_vector(b_full.tolist()),
+            _field_vector(c_full.tolist()),
         )
+
+
+def _field_vector(values: list[int]) -> FieldVector:
+    """``groth16.from_ints`` for reduced values, without a generator per element."""
+    little: Literal["little"] = "little"
+    raw = b"".join(map(int.to_bytes, values, itertools.repeat(32), itertools.repeat(little)))
+    return np.frombuffer(raw, dtype="<u8").reshape(-1, 4).astype(np.uint64, copy=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -104,17 +105,19 @@ def permute(state: Sequence[int], params: PoseidonParams, trace: list[int] | Non
     if len(state) != t:
         raise CircuitError(f"a Poseidon state of width {t} has {t} elements, not {len(state)}")
     state = [x % p for x in state]
+    mul = operator.mul
     for r in range(params.rounds):
-        state = [(s + constants[r * t + i]) % p for i, s in enumerate(state)]
+        # no reduction after adding the constants: every element is reduced after the S-box or the MDS
+        state = list(map(operator.add, state, constants[r * t : (r + 1) * t]))
         for i in range(t if params.is_full(r) else 1):
-            s = state[i]
+            s = state[i] % p
             x2 = s * s % p
             x4 = x2 * x2 % p
             x5 = x4 * s % p
             if trace is not None:
                 trace += (x2, x4, x5)
             state[i] = x5
-        state = [sum(m * s for m, s in zip(row, state, strict=True)) % p for row in mds]
+        state = [sum(map(mul, row, state)) % p for row in mds]
     return state
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import CircuitError, SectorError
-from ..groth16 import BN128, Curve, Synthesized, Witness, from_ints
+from ..groth16 import BN128, Curve, Synthesized, Witness
 from .builder import CompiledCircuit, ConstraintSystem, InputValue, LinearCombination, compile_circuit
 from .merkle import merkle_root_gadget
 from .poseidon import poseidon_gadget
@@ -172,8 +172,7 @@ def partition_witness(
 ) -> Witness:
     """The full witness of one partition; raises UnsatisfiedConstraint if the sector cannot be proven."""
     circuit = storage_circuit(kind, profile, curve)
-    inputs = partition_inputs(kind, profile, sector, randomness, partition, curve)
-    return Witness(curve, from_ints(circuit.witness_values(inputs)))
+    return circuit.witness(partition_inputs(kind, profile, sector, randomness, partition, curve))
 
 
 def partition_synthesize(
