@@ -17,6 +17,7 @@ from e2e_support import TIMEOUT, running, snarkjs_verify, start_daemon, wait_don
 from prooflane._daemon_process import DaemonProcess
 from prooflane.client import Client, ServerEvent
 from prooflane.errors import DaemonError
+from prooflane.groth16 import read_r1cs, setup, write_zkey
 
 pytestmark = pytest.mark.slow
 TOKEN = "e2e-token"
@@ -168,6 +169,40 @@ def test_the_dashboard_metrics_and_openapi_are_served(daemon: DaemonProcess) -> 
     assert httpx.get(f"{daemon.url}/healthz").json()["ok"] is True
     metrics = httpx.get(f"{daemon.url}/metrics").text
     assert 'prooflane_partitions_total{kind="winning-post",outcome="done"}' in metrics
+
+
+MUL_CIRCOM = """pragma circom 2.0.0;
+template Mul() {
+    signal input a;
+    signal input b;
+    signal output c;
+    c <== a * b;
+}
+component main = Mul();
+"""
+
+
+def test_a_circom_circuit_registered_by_the_cli_proves_over_http(
+    daemon: DaemonProcess, client: Client, snarkjs: Path, tmp_path: Path
+) -> None:
+    circom2 = snarkjs.parent / "circom2"
+    (tmp_path / "mul.circom").write_text(MUL_CIRCOM)
+    argv = [str(circom2), str(tmp_path / "mul.circom"), "--r1cs", "--wasm", "-o", str(tmp_path)]
+    subprocess.run(argv, check=True, capture_output=True, timeout=TIMEOUT)
+    write_zkey(tmp_path / "mul.zkey", setup(read_r1cs(tmp_path / "mul.r1cs"), seed=b"e2e-mul"))
+    wasm = tmp_path / "mul_js" / "mul.wasm"
+    args = ["circuits", "register", "mul", "--zkey", str(tmp_path / "mul.zkey"), "--wasm", str(wasm)]
+    registered = cli(*args, "--url", daemon.url, "--token", TOKEN)
+    assert registered.returncode == 0, registered.stderr
+    assert '"has_witness_generator": true' in registered.stdout
+    job_id = client.submit("circom", circuit="mul", witnesses=[{"a": 3, "b": 11}, {"a": 5, "b": 7}])
+    found = client.proof(job_id, wait=TIMEOUT)
+    assert found is not None
+    assert [p.public for p in found.partitions] == [["33"], ["35"]]
+    key = httpx.get(f"{daemon.url}/v1/kinds/circom/verification_key", params={"circuit": "mul"}).json()
+    for part in found.partitions:
+        said = snarkjs_verify(snarkjs, tmp_path / f"p{part.index}", key, part.proof, part.public)
+        assert "OK!" in said, said
 
 
 def test_cli_status_check_is_1_when_down(tmp_path_factory: pytest.TempPathFactory) -> None:
