@@ -24,11 +24,9 @@ def start_daemon(
     factory: pytest.TempPathFactory, name: str, *, token: str = "", data_dir: Path | None = None
 ) -> DaemonProcess:
     """Start a tiny-profile daemon in a fresh data folder, reusing the dev keys an earlier daemon made."""
-    base = factory.getbasetemp()
     data = data_dir or factory.mktemp(name) / "data"
-    cache = base / KEYS_CACHE
-    if cache.is_dir() and not (data / "keys").exists():
-        shutil.copytree(cache, data / "keys")
+    seed_keys(factory, data)
+    cache = factory.getbasetemp() / KEYS_CACHE
     config = data.parent / "prooflane.toml"
     config.write_text(f"token = {json.dumps(token)}\n")
     daemon = DaemonProcess(data, profile="tiny", config_file=config, log_path=data.parent / "daemon.log")
@@ -40,6 +38,14 @@ def start_daemon(
     if not cache.exists() and (data / "keys").is_dir():
         shutil.copytree(data / "keys", cache)
     return daemon
+
+
+def seed_keys(factory: pytest.TempPathFactory, data: Path) -> None:
+    """Copy the dev keys an earlier daemon of this session made into ``data`` (a fresh daemon then skips
+    making its own)."""
+    cache = factory.getbasetemp() / KEYS_CACHE
+    if cache.is_dir() and not (data / "keys").exists():
+        shutil.copytree(cache, data / "keys")
 
 
 def running(daemon: DaemonProcess) -> Iterator[DaemonProcess]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from e2e_support import TIMEOUT, running, snarkjs_verify, start_daemon, wait_done
+from e2e_support import TIMEOUT, running, seed_keys, snarkjs_verify, start_daemon, wait_done
 from prooflane._daemon_process import DaemonProcess
 from prooflane.client import Client, ServerEvent
 from prooflane.errors import DaemonError
@@ -203,6 +205,39 @@ def test_a_circom_circuit_registered_by_the_cli_proves_over_http(
     for part in found.partitions:
         said = snarkjs_verify(snarkjs, tmp_path / f"p{part.index}", key, part.proof, part.public)
         assert "OK!" in said, said
+
+
+def test_cli_bench_reports_throughput_and_writes_json(daemon: DaemonProcess, tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    args = ["--jobs", "3", "--mix", "winning-post=2,window-post=1", "--out", str(out)]
+    done = cli("bench", "--url", daemon.url, "--token", TOKEN, *args)
+    assert done.returncode == 0, done.stderr
+    assert "proofs/hour" in done.stdout
+    result = json.loads(out.read_text())
+    assert (result["jobs"], result["completed"], result["failed"]) == (3, 3, 0)
+    assert result["completed_by_kind"] == {"winning-post": 2, "window-post": 1}
+    assert result["proofs_per_hour"] > 0
+    assert set(result["phase_ms"]) == {"synth", "prove", "finalize"}
+    assert 0 <= result["device_busy_fraction"] <= 1
+
+
+def test_demo_feeds_a_daemon_until_ctrl_c_then_stops_it(tmp_path_factory: pytest.TempPathFactory) -> None:
+    data = tmp_path_factory.mktemp("demo") / "data"
+    seed_keys(tmp_path_factory, data)
+    argv = [*CLI, "demo", "--data", str(data), "--in-flight", "2", "--mix", "winning-post=1"]
+    demo = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert demo.stdout is not None
+    lines = []
+    for line in demo.stdout:
+        lines.append(line)
+        if line.startswith("submitted") and " done " in line:  # progress, with a job done
+            break
+    demo.send_signal(signal.SIGINT)
+    rest, _ = demo.communicate(timeout=TIMEOUT)
+    assert demo.returncode == 0, "".join(lines) + rest
+    url = next(line.split()[1] for line in lines if line.startswith("dashboard:")).rstrip("/")
+    assert "stopping the daemon" in rest
+    assert cli("status", "--check", "--url", url).returncode == 1  # the daemon is gone too
 
 
 def test_cli_status_check_is_1_when_down(tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -294,13 +294,15 @@ def demo(
         if data is None:
             data = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="prooflane-demo-")))
         daemon = DaemonProcess(data, profile="tiny")
+        stack.callback(daemon.stop)  # first: Ctrl-C at any moment still stops the daemon
         print(f"starting the daemon in {data} (the first start makes the dev keys; it takes a moment)")
-        url = daemon.start()
-        stack.callback(daemon.stop)
-        print(f"dashboard: {url}/   (Ctrl-C to stop)", flush=True)
-        with Client(url) as client, contextlib.suppress(KeyboardInterrupt):
-            _feed(client, weights, in_flight)
-        print("\nstopping the daemon")
+        try:
+            url = daemon.start()
+            print(f"dashboard: {url}/   (Ctrl-C to stop)", flush=True)
+            with Client(url) as client:
+                _feed(client, weights, in_flight)
+        except KeyboardInterrupt:
+            print("\nstopping the daemon", flush=True)
 
 
 def _feed(client: Client, weights: dict[str, int], in_flight: int) -> None:
