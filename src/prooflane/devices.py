@@ -23,7 +23,9 @@ import dataclasses
 import multiprocessing
 import multiprocessing.connection
 import os
+import select
 import signal
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +41,7 @@ __all__ = [
     "RemoteError",
     "Worker",
     "WorkerInfo",
+    "exit_with",
     "ignore_interrupts",
     "mp_context",
 ]
@@ -211,6 +214,37 @@ _FINALIZER_BASES = ("b2",)  # the G2 section prove_finish uses
 def ignore_interrupts() -> None:
     """In a worker process: leave Ctrl-C to the daemon, which ends its workers itself on the way out."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def exit_with(daemon_pid: int) -> None:
+    """In a pool process: ignore Ctrl-C, and exit as soon as the daemon process ``daemon_pid`` is gone.
+
+    A pool process blocks on a queue whose write end it holds itself, so it would never see the daemon
+    die (``kill -9``); a thread waits on the daemon's pidfd and ends this process then.
+    """
+    ignore_interrupts()
+    try:
+        pidfd = os.pidfd_open(daemon_pid)
+    except (OSError, AttributeError):  # the daemon is already gone, or no pidfd on this system
+        if not _alive(daemon_pid):
+            os._exit(0)
+        return
+
+    def watch() -> None:
+        select.select([pidfd], [], [])
+        os._exit(0)
+
+    threading.Thread(target=watch, name="prooflane-daemon-watch", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _serve(conn: Connection, handle: Any) -> None:

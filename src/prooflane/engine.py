@@ -34,7 +34,7 @@ from typing import Any
 from . import events as ev
 from ._jobs import CircuitEntry, JobRun, PartitionRun, circuit_info, journal_view, live_view
 from .config import Config
-from .devices import Device, RemoteError, Worker, WorkerInfo, ignore_interrupts, mp_context
+from .devices import Device, RemoteError, Worker, WorkerInfo, exit_with, mp_context
 from .errors import JobRejected, ProoflaneError, WorkerDied
 from .kinds import (
     BUILTIN_KINDS,
@@ -193,7 +193,10 @@ class Engine:
 
     def _new_pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(
-            max_workers=self.config.synthesis_workers, mp_context=self._ctx, initializer=ignore_interrupts
+            max_workers=self.config.synthesis_workers,
+            mp_context=self._ctx,
+            initializer=exit_with,
+            initargs=(os.getpid(),),
         )
 
     async def _prepare_kinds(self) -> None:
