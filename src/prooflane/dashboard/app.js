@@ -290,13 +290,14 @@
     byTestId("allocations-empty").hidden = list.length > 0;
     table.hidden = list.length === 0;
     syncKeyed(body, list, (a) => a.name, () => h("tr", { "data-testid": "allocation" }, [
-      h("td", { class: "mono wrap" }), h("td", { class: "r" }), h("td", { class: "r" }), h("td"),
+      h("td", { class: "mono wrap" }), h("td", { class: "r" }), h("td", { class: "r" }),
     ]), (row, a) => {
-      const [name, size, idle, evictable] = row.children;
+      const [name, size, idle] = row.children;
       setText(name, a.name);
       setText(size, fmtBytes(a.bytes));
-      setText(idle, fmtSecs(a.last_used_secs_ago ?? 0));
-      setText(evictable, a.evictable ? "yes" : "no (in use)");
+      // A key that cannot be evicted is in use: its idle time would be meaningless.
+      setText(idle, a.evictable === false ? "in use" : fmtSecs(a.last_used_secs_ago ?? 0));
+      setAttr(row, "data-evictable", a.evictable !== false);
     });
   }
 
