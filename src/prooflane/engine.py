@@ -563,7 +563,7 @@ class Engine:
                     at=self._clock(),
                     job_id=job.job_id,
                     partition=part.index,
-                    reason=str(exc),
+                    reason=_reason(exc),
                     attempt=part.attempt,
                 )
             )
@@ -742,6 +742,9 @@ class Engine:
         for slot in [s for s in self._keys if s[0] == worker.worker_id]:
             self._keys.pop(slot).release()
         held = self._held.pop(worker.worker_id, set())
+        log.warning(
+            "worker %s died (%s); retrying the %d partitions it held", worker.worker_id, reason, len(held)
+        )
         if registered:
             self._post(ev.WorkerDied(at=self._clock(), worker_id=worker.worker_id, reason=reason))
         for part in sorted(held, key=lambda p: p.key):
