@@ -96,6 +96,15 @@ async def test_an_unknown_kind_is_404_with_the_engines_detail(http: Http) -> Non
     assert "unknown proof kind 'nope'" in answer.json()["detail"]
 
 
+async def test_an_unknown_route_or_method_says_which(http: Http) -> None:
+    missing = await http.get("/v1/nothing-here")
+    assert missing.status_code == 404
+    assert "GET /v1/nothing-here" in missing.json()["detail"]
+    wrong = await http.put("/v1/jobs")
+    assert wrong.status_code == 405
+    assert "PUT is not allowed on /v1/jobs" in wrong.json()["detail"]
+
+
 async def test_an_unknown_job_is_404_everywhere(http: Http) -> None:
     for method, path in [
         ("GET", "/v1/jobs/ghost"),

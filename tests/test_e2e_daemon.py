@@ -154,6 +154,11 @@ def test_events_resume_from_last_event_id_without_a_gap(client: Client, sector: 
     assert all(e.name != "resync" for e in first + rest)
     assert any(e.data.get("job_id") == job_id for e in rest if isinstance(e.data, dict))
     wait_done(client, [job_id])
+    # An id the daemon cannot resume from (here: from the future) gets a resync first.
+    (resync,) = take(client, 10**9, 1)
+    assert resync.name == "resync"
+    assert isinstance(resync.data, dict)
+    assert resync.data["seq"] >= before + 50
 
 
 def take(client: Client, after: int, count: int) -> list[ServerEvent]:

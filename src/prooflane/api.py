@@ -19,6 +19,7 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import __version__, metrics
 from .config import Config
@@ -106,6 +107,7 @@ def create_app(engine: EngineApi, config: Config, *, settings: ApiSettings | Non
     app.state.closing = asyncio.Event()
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(JobRejected, _job_rejected)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
     _add_job_routes(app, engine, settings)
     _add_kind_routes(app, engine, settings)
     _add_status_routes(app, engine, settings)
@@ -158,6 +160,18 @@ def _describe(error: Any) -> str:
 async def _job_rejected(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, JobRejected)
     return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Routing's bare "Not Found" / "Method Not Allowed" say which request; other details pass through."""
+    assert isinstance(exc, StarletteHTTPException)
+    detail = exc.detail
+    where = f"{request.method} {request.url.path}"
+    if exc.status_code == 404 and detail == "Not Found":
+        detail = f"no route or file for {where}: the API is under /v1 (see /openapi.json)"
+    elif exc.status_code == 405 and detail == "Method Not Allowed":
+        detail = f"{request.method} is not allowed on {request.url.path} (see /openapi.json)"
+    return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=exc.headers)
 
 
 def _not_found_job(job_id: str) -> HTTPException:
