@@ -402,7 +402,11 @@ def test_failed_job_shows_its_reason_in_text(
     daemon: LiveDaemon, circuit: str, browser: Browser, output_dir: Path
 ) -> None:
     # Input `b` is missing from partition 0: its witness cannot be computed, so the job fails there.
-    job_id = daemon.submit({"kind": "circom", "circuit": circuit, "witnesses": [{"a": 3}, {"a": 5, "b": 7}]})
+    # Critical priority: it goes ahead of the work earlier tests left queued.
+    witnesses = [{"a": 3}, {"a": 5, "b": 7}]
+    job_id = daemon.submit(
+        {"kind": "circom", "circuit": circuit, "witnesses": witnesses, "priority": "critical"}
+    )
     page = _open(browser, daemon.url, 1280)
     row = page.locator(f'[data-testid="pipeline-row"][data-job-id="{job_id}"]')
     page.wait_for_function(
