@@ -18,11 +18,13 @@ Prints a table and writes benchmarks/results/bench_status.json. Asserts nothing 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import http.client
+import json
 import statistics
 import time
 from typing import Any
-
-import httpx
+from urllib.parse import urlsplit
 
 from _common import print_table, write_json
 from prooflane import events as ev
@@ -162,18 +164,25 @@ def direct(samples: int, partition_seconds: float | None) -> dict[str, Any]:
 
 
 def over_http(url: str, samples: int) -> dict[str, Any]:
+    # One connection per request: on a kept-alive connection Python clients wait ~40 ms per answer (delayed
+    # ACK against the server's separate header and body writes), which would hide the daemon's own time.
+    parsed = urlsplit(url)
+    host, port = parsed.hostname or "127.0.0.1", parsed.port or 80
     latencies, jobs, partitions, sizes = [], [], [], []
-    with httpx.Client(base_url=url, timeout=10.0) as client:
-        client.get("/status").raise_for_status()  # connect once before timing
-        for _ in range(samples):
-            start = time.perf_counter()
-            response = client.get("/status")
-            latencies.append((time.perf_counter() - start) * 1000)
-            response.raise_for_status()
-            status = response.json()
-            jobs.append(len(status["pipelines"]))
-            partitions.append(sum(len(p["partitions"]) for p in status["pipelines"]))
-            sizes.append(len(response.content))
+    for _ in range(samples):
+        connection = http.client.HTTPConnection(host, port, timeout=10)
+        start = time.perf_counter()
+        connection.request("GET", "/status", headers={"Connection": "close"})
+        response = connection.getresponse()
+        body = response.read()
+        latencies.append((time.perf_counter() - start) * 1000)
+        connection.close()
+        if response.status != 200:
+            raise SystemExit(f"GET {url}/status answered {response.status}: {body[:200]!r}")
+        status = json.loads(body)
+        jobs.append(len(status["pipelines"]))
+        partitions.append(sum(len(p["partitions"]) for p in status["pipelines"]))
+        sizes.append(len(body))
     return {
         "mode": "http",
         "url": url,
@@ -184,6 +193,23 @@ def over_http(url: str, samples: int) -> dict[str, Any]:
         "status_max_ms": max(latencies),
         "status_bytes": int(statistics.mean(sizes)),
     }
+
+
+def under_load(url: str, samples: int, jobs: int, kind: str, sector: str) -> dict[str, Any]:
+    """Submit ``jobs`` jobs, time /status while the engine proves them, then cancel what is left."""
+    from prooflane import Client
+    from prooflane.errors import DaemonError
+
+    with Client(url) as client:
+        ids = [client.submit(kind, sector=sector) for _ in range(jobs)]
+        try:
+            result = over_http(url, samples)
+        finally:
+            for job_id in ids:
+                with contextlib.suppress(DaemonError):  # 409: it finished meanwhile
+                    client.cancel(job_id)
+    result["load"] = {"jobs": jobs, "kind": kind}
+    return result
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -197,8 +223,23 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=500, help="how many /status samples (default 500)")
     parser.add_argument("--partition-seconds", type=float, default=None,
                         help="CPU seconds one partition takes to prove, for the tracker's share")  # fmt: skip
+    parser.add_argument(
+        "--load",
+        type=int,
+        default=0,
+        help="with --url: first submit this many jobs (cancelled after the samples)",
+    )
+    parser.add_argument("--kind", default="snap-update", help="kind of the --load jobs (default snap-update)")
+    parser.add_argument("--sector", help="sector folder for the --load jobs (prooflane sector new ...)")
     args = parser.parse_args()
-    result = over_http(args.url, args.samples) if args.url else direct(args.samples, args.partition_seconds)
+    if args.load and not (args.url and args.sector):
+        parser.error("--load needs --url and --sector")
+    if args.url and args.load:
+        result = under_load(args.url, args.samples, args.load, args.kind, args.sector)
+    elif args.url:
+        result = over_http(args.url, args.samples)
+    else:
+        result = direct(args.samples, args.partition_seconds)
     print_table(["figure", "value"], [[k, v] for k, v in result.items()])
     write_json("bench_status", result)
 
