@@ -249,7 +249,7 @@ def test_cli_status_check_is_1_when_down(tmp_path_factory: pytest.TempPathFactor
     daemon = start_daemon(tmp_path_factory, "short-lived")
     url = daemon.url
     assert cli("status", "--check", "--url", url).returncode == 0
-    assert daemon.stop() == 0  # SIGTERM: a clean exit
+    assert daemon.stop(sig=signal.SIGINT) == 0  # Ctrl-C: a clean exit
     down = cli("status", "--check", "--url", url)
     assert down.returncode == 1
     assert down.stdout.startswith("down:")

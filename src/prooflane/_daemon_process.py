@@ -106,12 +106,13 @@ class DaemonProcess:
         self._end_leftovers()
         self._close_pipe()
 
-    def stop(self, timeout: float = 60.0) -> int:
-        """SIGTERM the daemon and wait for its clean exit; SIGKILL it if that takes over ``timeout``."""
+    def stop(self, timeout: float = 60.0, sig: int = signal.SIGTERM) -> int:
+        """Send ``sig`` (SIGTERM, or SIGINT like Ctrl-C) and wait for the daemon's clean exit; SIGKILL it
+        if that takes over ``timeout``. Returns its exit status."""
         if self._process is None:
             return 0
         if self._process.poll() is None:
-            self._process.send_signal(signal.SIGTERM)
+            self._process.send_signal(sig)
             try:
                 self._process.wait(timeout)
             except subprocess.TimeoutExpired:
