@@ -35,7 +35,7 @@ from .models import (
     KindInfo,
 )
 
-__all__ = ["ApiSettings", "EngineApi", "create_app"]
+__all__ = ["ApiSettings", "EngineApi", "close_streams", "create_app"]
 
 DASHBOARD = Path(__file__).resolve().parent / "dashboard"
 JOB_STATES = tuple(state.value for state in JobState)
