@@ -10,6 +10,7 @@ __all__ = [
     "DaemonError",
     "DaemonUnreachable",
     "FormatError",
+    "IllegalTransition",
     "InvalidWitnessError",
     "JobRejected",
     "KeyMismatchError",
