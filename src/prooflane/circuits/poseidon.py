@@ -23,17 +23,18 @@ import json
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from ..errors import CircuitError
 from ..groth16 import BN128, Curve
-from ._grain import PARAMS_FILE
 from .builder import ConstraintSystem, LinearCombination, Term
 
 __all__ = ["PoseidonParams", "permute", "poseidon", "poseidon_gadget", "poseidon_many", "poseidon_params"]
 
 MAX_INPUTS = 16
+PARAMS_FILE = Path(__file__).resolve().parent / "poseidon_params.json"  # written by _grain.py
 
 
 @dataclass(frozen=True)
