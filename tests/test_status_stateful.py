@@ -61,6 +61,7 @@ class TrackerMachine(RuleBasedStateMachine):
         self.reservations: dict[str, int] = {}
         self.allocations: set[str] = set()
         self.stale = 0
+        self.budget = 0
         self.next_job = 0
         self.next_name = 0
 
@@ -345,6 +346,11 @@ class TrackerMachine(RuleBasedStateMachine):
             self.reservations[name] -= part
             self.send(ev.ReservationShrunk(at=self.now, name=name, nbytes=part))
 
+    def sizes(self, data: st.DataObject) -> None:
+        self.budget = data.draw(st.integers(0, 1 << 30))
+        self.send(ev.BudgetSet(at=self.now, total_bytes=self.budget))
+        self.send(ev.SynthesisPoolSized(at=self.now, max_concurrent=data.draw(st.integers(1, 8))))
+
     def double_release(self, data: st.DataObject) -> None:
         self.send(ev.ReservationReleased(at=self.now, name="never-reserved"), Outcome.STALE)
 
@@ -395,7 +401,7 @@ class TrackerMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def memory(self, data: st.DataObject) -> None:
         """Reservations taken, shrunk, released; proving keys cached, used, evicted."""
-        options = [self.reserve, self.key_cache]
+        options = [self.reserve, self.key_cache, self.sizes]
         if self.reservations:
             options.append(self.give_back)
         data.draw(st.sampled_from(options))(data)
@@ -412,6 +418,7 @@ class TrackerMachine(RuleBasedStateMachine):
         assert snapshot.stale_events == self.stale
         assert snapshot.illegal_events == 0
         assert snapshot.memory.reserved_bytes == sum(self.reservations.values())
+        assert snapshot.memory.total_bytes == self.budget
         shown = {p.job_id: p for p in snapshot.pipelines}
         for job_id, job in self.jobs.items():
             gone = job.ended_at is not None and self.now - job.ended_at >= RETENTION
