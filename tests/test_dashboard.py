@@ -21,11 +21,9 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from prooflane.circuits.profiles import profile_by_name
-
-pytest.importorskip("playwright.sync_api")
-from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 pytestmark = pytest.mark.slow
 
@@ -249,7 +247,11 @@ class StatusRecorder:
     def _run(self) -> None:
         with httpx.Client(timeout=5.0) as http:
             while not self._stop.is_set():
-                snapshot = http.get(f"{self.url}/status").json()
+                try:
+                    snapshot = http.get(f"{self.url}/status").json()
+                except httpx.TransportError:
+                    self._stop.wait(0.1)  # not answering: the test learns that through the page
+                    continue
                 with self._lock:
                     self.boot_id = snapshot["boot_id"]
                     self.by_seq[snapshot["seq"]] = _workers(snapshot)
