@@ -22,7 +22,8 @@
   const FETCH_TIMEOUT_MS = 3000;
   const MIN_FETCH_GAP_MS = 200;
   const TICK_MS = 250;
-  const HISTORY_POLL_MS = 5000;
+  const HISTORY_POLL_MS = 15000;
+  const HISTORY_FETCH_LIMIT = 200; // the journal lists oldest first: take enough to keep the newest
   const RESTART_NOTICE_MS = 10000;
   const TERMINAL_JOB = new Set(["done", "failed", "cancelled"]);
   const PRIORITIES = ["critical", "high", "normal"];
@@ -696,7 +697,7 @@
 
   function renderHistory(s) {
     let rows = servedHistory(s);
-    if (rows === null) {
+    if (rows === null || rows.length === 0) { // e.g. just after a restart: the journal still has them
       maybeFetchHistory();
       rows = state.historyRows || [];
     }
@@ -739,7 +740,7 @@
     try {
       const all = [];
       for (const st of ["done", "failed", "cancelled"]) {
-        const resp = await fetch(`${JOBS_URL}?state=${st}&limit=25`, { cache: "no-store" });
+        const resp = await fetch(`${JOBS_URL}?state=${st}&limit=${HISTORY_FETCH_LIMIT}`, { cache: "no-store" });
         if (resp.ok) all.push(...(await resp.json()));
       }
       all.sort((a, b) => (a.finished_at ?? 0) - (b.finished_at ?? 0));
