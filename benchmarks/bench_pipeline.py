@@ -185,6 +185,16 @@ def tree_rss(process: psutil.Process) -> int:
     return total
 
 
+def tree_cpu(process: psutil.Process) -> float:
+    """CPU seconds (user + system) of a process and its live descendants (the engine's workers persist)."""
+    total = 0.0
+    for p in [process, *process.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            times = p.cpu_times()
+            total += times.user + times.system
+    return total
+
+
 def run_engine(
     data: Path, kinds: list[str], sectors: list[str], profile: str, tmp: Path
 ) -> tuple[Any, dict[str, Any]]:
@@ -197,9 +207,13 @@ def run_engine(
         idle_rss = tree_rss(psutil.Process(daemon.pid))
         watch = Watch(daemon.pid)
         watch.start()
+        cpu_before = tree_cpu(psutil.Process(daemon.pid))
         result = run_workload(client, kinds, sectors=sectors, on_sample=watch.sample)
+        cpu_secs = tree_cpu(psutil.Process(daemon.pid)) - cpu_before
         watch.stop()
     extra = {
+        "cpu_secs": cpu_secs,
+        "cpu_secs_per_partition": cpu_secs / max(1, result.partitions),
         "idle_rss_bytes": idle_rss,
         "peak_rss_bytes": watch.peak_rss,
         "peak_reserved_bytes": watch.peak_reserved,
@@ -273,6 +287,10 @@ def report(kinds: list[str], seq: SequentialRun, engine: Any, extra: dict[str, A
             (
                 "peak reserved / budget",
                 f"{extra['peak_reserved_bytes'] / 2**20:.1f} MiB / {extra['budget_bytes'] / 2**20:.0f} MiB",
+            ),
+            (
+                "CPU s per partition",
+                f"sequential {cpu_per_partition:.3f}, engine {extra['cpu_secs_per_partition']:.3f}",
             ),
             ("failed jobs", str(engine.failed)),
         ],

@@ -126,7 +126,7 @@ def run_workload(
     snapshot: dict[str, Any] = {}
     while len(finished) < len(ids):
         snapshot = client.status()
-        _collect_timings(snapshot, timings)
+        _collect_timings(snapshot, timings, set(ids))
         if on_sample is not None:
             on_sample(snapshot)
         for job_id in ids:
@@ -140,7 +140,7 @@ def run_workload(
             time.sleep(POLL_SECS)
     wall = time.monotonic() - started
     snapshot = client.status()
-    _collect_timings(snapshot, timings)
+    _collect_timings(snapshot, timings, set(ids))
     views = [client.job(job_id) for job_id in ids]
     busy = _busy_seconds(snapshot) - start_busy
     return WorkloadResult(
@@ -166,8 +166,12 @@ def _busy_seconds(snapshot: Mapping[str, Any]) -> float:
     return float(sum(w.get("busy_seconds_total", 0.0) for w in snapshot.get("workers", [])))
 
 
-def _collect_timings(snapshot: Mapping[str, Any], into: dict[tuple[str, int], dict[str, float]]) -> None:
+def _collect_timings(
+    snapshot: Mapping[str, Any], into: dict[tuple[str, int], dict[str, float]], jobs: set[str]
+) -> None:
     for pipeline in snapshot.get("pipelines", []):
+        if pipeline["job_id"] not in jobs:
+            continue
         for partition in pipeline.get("partitions", []):
             if partition.get("state") != "done":
                 continue
