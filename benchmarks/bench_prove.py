@@ -121,7 +121,8 @@ def peers(zkey: Path, wtns: Path, curve: Curve, repeat: int) -> dict[str, float 
     except ImportError:
         return out
     if curve.name == "bn128":
-        pk = g16.import_zkey(str(zkey))
+        imported = g16.import_zkey(str(zkey))  # (proving key, verifying key)
+        pk = imported[0] if isinstance(imported, tuple) else imported
         out["groth16py_prove_s"] = median(repeat, lambda: g16.prove_wtns(pk, str(wtns)))
     return out
 
@@ -149,7 +150,7 @@ def bench(curve: Curve, constraints: int, repeat: int) -> dict[str, Any]:
         if row[peer]:
             row[peer.replace("_prove_s", "_ratio")] = row[peer] / row["prove_2proc_s"]
     row["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    row["helper_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    row["children_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     return row
 
 
