@@ -48,6 +48,26 @@ def seed_keys(factory: pytest.TempPathFactory, data: Path) -> None:
         shutil.copytree(cache, data / "keys")
 
 
+def circom_files(folder: Path) -> dict[str, Path]:
+    """A Groth16 .zkey (of the tiny winning-post circuit) and two .wtns files: one good, one that breaks a
+    constraint (so a job proving it fails at that partition)."""
+    from prooflane.circuits import Sector, partition_witness, storage_circuit
+    from prooflane.groth16 import BN128, setup, write_wtns, write_zkey
+    from prooflane.groth16.witness import Witness
+
+    folder.mkdir(parents=True, exist_ok=True)
+    circuit = storage_circuit("winning-post", "tiny", BN128)
+    write_zkey(folder / "c.zkey", setup(circuit.r1cs, seed=b"e2e-circom"))
+    witness = partition_witness(
+        "winning-post", "tiny", Sector.create(folder / "s", 256, seed=5), b"r" * 32, 0, BN128
+    )
+    write_wtns(folder / "good.wtns", witness)
+    values = witness.values.copy()
+    values[-1, 0] ^= 1  # a private wire changed: its constraints no longer hold
+    write_wtns(folder / "bad.wtns", Witness(BN128, values))
+    return {"zkey": folder / "c.zkey", "good": folder / "good.wtns", "bad": folder / "bad.wtns"}
+
+
 def running(daemon: DaemonProcess) -> Iterator[DaemonProcess]:
     """Yield the daemon, stop it afterwards, and show its log when the test failed."""
     try:

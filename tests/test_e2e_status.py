@@ -11,12 +11,13 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from e2e_support import running, start_daemon, wait_done, wait_until
+from e2e_support import circom_files, running, start_daemon, wait_done, wait_until
 from prooflane._daemon_process import DaemonProcess
 from prooflane.client import Client
 from prooflane.models import InlineSector
@@ -100,7 +101,7 @@ def check_sample(s: dict[str, Any]) -> list[str]:
     return problems
 
 
-def test_status_tells_the_truth_in_every_sample_under_load(daemon: DaemonProcess) -> None:
+def test_status_tells_the_truth_in_every_sample_under_load(daemon: DaemonProcess, tmp_path: Path) -> None:
     sampler = Sampler(daemon.url)
     sampler.start()
     with Client(daemon.url) as client:
@@ -108,10 +109,14 @@ def test_status_tells_the_truth_in_every_sample_under_load(daemon: DaemonProcess
             client.submit(kind, sector=InlineSector(size=256, seed=f"{n + 1:064x}"))
             for n, kind in enumerate(LOAD)
         ]
+        files = circom_files(tmp_path)
+        client.register_circuit("wp", files["zkey"])
+        witnesses: list[str | dict[str, Any]] = [str(files["good"]), str(files["bad"])]
+        broken = client.submit("circom", circuit="wp", witnesses=witnesses)
         doomed = client.submit("porep-c2", sector=InlineSector(size=256, seed="ff" * 32))
         wait_until("the doomed job to start", lambda: client.job(doomed).partitions_done >= 1)
         client.cancel(doomed)
-        views = wait_done(client, [*ids, doomed])
+        views = wait_done(client, [*ids, broken, doomed])
         sampler.stop.set()
         sampler.join()
         final = client.status()
@@ -119,7 +124,9 @@ def test_status_tells_the_truth_in_every_sample_under_load(daemon: DaemonProcess
     assert sampler.problems == []
     assert sampler.samples > 0
     assert sampler.saw_proving > 0, "no sample caught a worker proving: the load never ran"
-    assert [v.state for v in views] == ["done"] * len(LOAD) + ["cancelled"]
+    assert [v.state for v in views] == ["done"] * len(LOAD) + ["failed", "cancelled"]
+    assert views[-2].error is not None
+    assert "partition 1" in views[-2].error
     assert check_sample(final) == []
     counters = final["counters"]
     states = Counter(v.state.value for v in journal)
@@ -129,4 +136,5 @@ def test_status_tells_the_truth_in_every_sample_under_load(daemon: DaemonProcess
         states["cancelled"],
     )
     assert counters["completed_by_kind"] == dict(Counter(v.kind for v in journal if v.state == "done"))
+    assert counters["failed_by_kind"] == dict(Counter(v.kind for v in journal if v.state == "failed"))
     assert counters["queue_depth"] == 0
