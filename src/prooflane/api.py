@@ -209,7 +209,15 @@ def _add_job_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> N
             raise _not_found_job(job_id)
         return view
 
-    @app.get("/v1/jobs/{job_id}/proof", response_model=JobProof, tags=["jobs"])
+    @app.get(
+        "/v1/jobs/{job_id}/proof",
+        response_model=JobProof,
+        tags=["jobs"],
+        responses={
+            202: {"model": JobView, "description": "Not done yet: the job's state; ask again."},
+            409: {"description": "The job failed or was cancelled: no proof (the detail says why)."},
+        },
+    )
     async def proof(
         job_id: str,
         wait: Annotated[float, Query(ge=0, description="seconds to wait for the proof (long-poll)")] = 0.0,
@@ -286,11 +294,11 @@ def _add_kind_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> 
 
 
 def _add_status_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> None:
-    @app.get("/status", tags=["status"])
-    async def status() -> dict[str, Any]:
+    @app.get("/status", tags=["status"], response_class=JSONResponse)
+    async def status() -> JSONResponse:
         """A frozen snapshot of everything the engine is doing (the shape other tools parse)."""
-        snapshot: dict[str, Any] = engine.tracker.snapshot().to_json()
-        return snapshot
+        # Straight to JSON: the snapshot is plain JSON types already, and /status is polled often.
+        return JSONResponse(engine.tracker.snapshot().to_json())
 
     @app.get("/v1/events", tags=["status"], response_class=StreamingResponse)
     async def events(
