@@ -50,6 +50,9 @@ class Item(NamedTuple):
 class FakeSnapshot:
     seq: int
 
+    def to_json_text(self) -> str:
+        return json.dumps(self.to_json())
+
     def to_json(self) -> dict[str, Any]:
         """The documented /status shape, with one worker and one job."""
         partition = {"index": 0, "state": "proving", "attempt": 1, "worker_id": "cpu:0/w0"}

@@ -295,10 +295,10 @@ def _add_kind_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> 
 
 def _add_status_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> None:
     @app.get("/status", tags=["status"], response_class=JSONResponse)
-    async def status() -> JSONResponse:
+    async def status() -> Response:
         """A frozen snapshot of everything the engine is doing (the shape other tools parse)."""
-        # Straight to JSON: the snapshot is plain JSON types already, and /status is polled often.
-        return JSONResponse(engine.tracker.snapshot().to_json())
+        # The snapshot writes its own JSON text (cached per job): /status is polled often and must stay cheap.
+        return Response(engine.tracker.snapshot().to_json_text(), media_type="application/json")
 
     @app.get("/v1/events", tags=["status"], response_class=StreamingResponse)
     async def events(
