@@ -69,6 +69,7 @@ def test_status_prints_a_readable_summary(served: Served) -> None:
     assert result.exit_code == 0, result.output
     assert "invariants ok" in result.stdout
     assert "cpu:0/w0" in result.stdout
+    assert "device busy (last minute): cpu:0 50%" in result.stdout
     assert "porep-c2" in result.stdout
     raw = runner.invoke(app, ["status", "--json", "--url", served.url])
     assert json.loads(raw.stdout)["boot_id"] == "boot"

@@ -194,6 +194,8 @@ def _print_summary(out: Console, url: str, s: dict[str, Any]) -> None:
         f"completed {counters['total_completed']}  failed {counters['total_failed']}  "
         f"cancelled {counters['total_cancelled']}"
     )
+    devices = "  ".join(f"{d['device']} {d['busy_fraction_1m']:.0%}" for d in s["devices"])
+    out.print(f"device busy (last minute): {devices or 'no devices'}")
     workers = Table("worker", "device", "state", "job", "partition", "finalizing", "busy s", title="workers")
     for w in s["workers"]:
         finalizing = ", ".join(f"{f['job_id']}/{f['partition']}" for f in w["finalizing"])
