@@ -16,7 +16,7 @@ __all__ = ["DEFAULT_MIX", "WorkloadResult", "parse_mix", "plan", "run_workload",
 
 DEFAULT_MIX = "porep-c2=2,snap-update=1,window-post=1,winning-post=1"
 PHASES = ("synth_ms", "prove_ms", "finalize_ms")
-POLL_SECS = 0.25
+POLL_SECS = 0.5
 
 
 class MixError(ProoflaneError):
@@ -116,7 +116,7 @@ def run_workload(
     """
     start_busy = _busy_seconds(client.status())
     devices = max(1, len(client.status().get("devices", [])))
-    started = time.monotonic()
+    started_at = time.time()  # the daemon stamps finished_at in Unix time
     ids = [
         client.submit(kind, sector=sectors[n] if sectors else sector_for(n, sector_size))
         for n, kind in enumerate(kinds)
@@ -125,23 +125,24 @@ def run_workload(
     finished: dict[str, str] = {}
     snapshot: dict[str, Any] = {}
     while len(finished) < len(ids):
+        time.sleep(POLL_SECS)
         snapshot = client.status()
         _collect_timings(snapshot, timings, set(ids))
         if on_sample is not None:
             on_sample(snapshot)
+        # One request for every job's state: polling job by job would load the daemon being measured.
+        listed = {view.job_id: view for view in client.jobs(limit=len(ids) + 100)}
         for job_id in ids:
-            if job_id not in finished:
-                view = client.job(job_id)
-                if view.state.terminal:
-                    finished[job_id] = view.state.value
+            view = listed.get(job_id) or client.job(job_id)  # older than the listing: ask for it alone
+            if view.state.terminal:
+                finished[job_id] = view.state.value
         if on_progress is not None:
             on_progress(len(finished), len(ids))
-        if len(finished) < len(ids):
-            time.sleep(POLL_SECS)
-    wall = time.monotonic() - started
+    views = [client.job(job_id) for job_id in ids]
+    # The run ends when the last job ended, as the daemon recorded it (not when a poll noticed).
+    wall = max((v.finished_at or time.time()) for v in views) - started_at
     snapshot = client.status()
     _collect_timings(snapshot, timings, set(ids))
-    views = [client.job(job_id) for job_id in ids]
     busy = _busy_seconds(snapshot) - start_busy
     return WorkloadResult(
         jobs=len(ids),
