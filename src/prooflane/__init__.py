@@ -1,7 +1,32 @@
-"""prooflane: a pipelined Groth16 proving engine."""
+"""prooflane: a pipelined Groth16 proving engine.
+
+The public API: ``Client`` (talk to a daemon), ``Engine`` and ``Config`` (run the pipeline in-process),
+``ProoflaneError`` (the base of every error prooflane raises); the proving core is ``prooflane.groth16`` and
+the circuits are ``prooflane.circuits``. ``Engine`` and ``Config`` are imported on first use, so that
+``import prooflane`` for the client stays light.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 from .client import Client  # after __version__: the modules it imports may read it
+from .errors import ProoflaneError
 
-__all__ = ["Client", "__version__"]
+if TYPE_CHECKING:
+    from .config import Config
+    from .engine import Engine
+
+__all__ = ["Client", "Config", "Engine", "ProoflaneError", "__version__"]
+
+_LAZY = {"Config": "config", "Engine": "engine"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from importlib import import_module
+
+        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
