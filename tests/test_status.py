@@ -172,6 +172,58 @@ def test_retention_is_configurable() -> None:
     assert s.status()["pipelines"] == []
 
 
+def test_a_job_leaving_the_live_view_moves_seq_and_reaches_the_feed(s: Script) -> None:
+    s.job("A", partitions=1)
+    s(ev.JobCancelled, job_id="A")
+    before = s.tracker.snapshot()
+    assert [j.job_id for j in before.pipelines] == ["A"]
+    s.clock.advance(60.0)
+    after = s.tracker.snapshot()
+    assert after.pipelines == ()
+    assert after.seq == before.seq + 1  # a different view never has the same seq
+    assert s.tracker.snapshot().seq == after.seq  # nothing else changed: same seq
+    backlog = s.tracker.feed.backlog(before.seq)
+    assert backlog is not None
+    assert [(i.id, i.event) for i in backlog] == [(after.seq, "job_expired")]
+    data = json.loads(backlog[0].data)
+    assert (data["job_id"], data["outcome"], data["job_state"], data["at"]) == (
+        "A",
+        "applied",
+        "cancelled",
+        1060.0,
+    )
+    assert s.tracker.invariants() == []
+    assert s.status()["counters"]["total_cancelled"] == 1
+
+
+def test_expiry_comes_before_the_event_that_finds_it_due(s: Script) -> None:
+    s.job("A", partitions=1)
+    s(ev.JobCancelled, job_id="A")
+    s.clock.advance(60.0)
+    s.job("B")
+    backlog = s.tracker.feed.backlog(0)
+    assert backlog is not None
+    assert [i.event for i in backlog][-2:] == ["job_expired", "job_submitted"]
+    assert [i.id for i in backlog] == list(range(1, s.tracker.seq + 1))
+
+
+def test_subscribers_learn_of_an_expiry_without_any_poll() -> None:
+    s = Script(retention_secs=0.25)
+
+    async def main() -> FeedItem:
+        s.job("A", partitions=1)
+        s(ev.JobCancelled, job_id="A")
+        stream = s.tracker.subscribe(last_event_id=s.tracker.seq)
+        s.clock.advance(1.0)  # nothing is applied nor read from here on: a timer on the loop expires it
+        item = await asyncio.wait_for(anext(stream), timeout=10)
+        await stream.aclose()  # type: ignore[attr-defined]
+        return item
+
+    item = asyncio.run(main())
+    assert (item.event, json.loads(item.data)["job_id"]) == ("job_expired", "A")
+    assert s.tracker.snapshot().pipelines == ()
+
+
 def test_failed_synthesis_decrements_active_synthesis(s: Script) -> None:
     s.job("A", partitions=2)
     s(ev.SynthesisStarted, job_id="A", partition=0)

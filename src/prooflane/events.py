@@ -27,7 +27,8 @@ The life of one partition, as the engine reports it::
     JobDone                          once every partition is done
 
 Failure, cancellation and retry: :class:`PartitionFailed`, :class:`PartitionSkipped`, :class:`JobFailed`,
-:class:`JobCancelled`, :class:`WorkerDied`, :class:`PartitionRetried`. Memory: :class:`BudgetSet`,
+:class:`JobCancelled`, :class:`WorkerDied`, :class:`PartitionRetried`. The tracker itself emits
+:class:`JobExpired` when an ended job leaves the live view. Memory: :class:`BudgetSet`,
 :class:`ReservationMade`, :class:`ReservationShrunk`, :class:`ReservationReleased`, and the cached proving
 keys :class:`AllocationCached`, :class:`AllocationUsed`, :class:`AllocationEvicted`.
 """
@@ -53,6 +54,7 @@ __all__ = [
     "FinalizeFinished",
     "JobCancelled",
     "JobDone",
+    "JobExpired",
     "JobFailed",
     "JobSubmitted",
     "LeaseGranted",
@@ -141,6 +143,17 @@ class JobCancelled(EventBase):
 
     job_id: str
     reason: str = "cancelled"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobExpired(EventBase):
+    """The ended job left the live view, ``retention_secs`` after its end (the journal keeps it).
+
+    The tracker emits this one itself when the retention time passes, so the live view never changes without
+    ``seq`` moving; ``at`` is the moment the retention ran out.
+    """
+
+    job_id: str
 
 
 # --- synthesis -------------------------------------------------------------------------------------
@@ -330,6 +343,7 @@ Event: TypeAlias = (
     | JobDone
     | JobFailed
     | JobCancelled
+    | JobExpired
     | SynthesisStarted
     | SynthesisFinished
     | SynthesisFailed
@@ -364,6 +378,7 @@ EVENT_TYPES: dict[str, type[EventBase]] = {
         JobDone,
         JobFailed,
         JobCancelled,
+        JobExpired,
         SynthesisStarted,
         SynthesisFinished,
         SynthesisFailed,

@@ -29,11 +29,14 @@ mode, used by the tests; counted and ignored in production)::
 
 ``live`` is pending, synthesizing, synthesized, proving or finalizing; done, failed and cancelled are
 terminal and final. A job ends once (done, failed or cancelled), is counted once, stays in the live view for
-``retention_secs`` after its end, then leaves it (the journal keeps it).
+``retention_secs`` after its end, then leaves it (the journal keeps it). Leaving is an event too: the tracker
+folds in a :class:`~prooflane.events.JobExpired` of its own (on the next event, read, or a timer on the
+running loop), so the live view never changes without ``seq`` moving and the event feed tells subscribers.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import threading
 import time
@@ -199,6 +202,7 @@ class StatusTracker:
         self._recent_jobs: deque[Job] = deque(maxlen=self.config.recent_jobs)
         self._recent_partitions: deque[RecentPartition] = deque(maxlen=self.config.recent_partitions)
         self._invariants_at: tuple[int, list[str]] = (-1, [])
+        self._expiry_timer: asyncio.TimerHandle | None = None  # armed for the oldest ended job's expiry
 
     # --- writing ---------------------------------------------------------------------------------------
 
@@ -208,9 +212,50 @@ class StatusTracker:
         return self._seq
 
     def apply(self, event: ev.Event) -> Outcome:
-        """Fold one event in; call only on the event loop. Returns whether it was applied or dropped."""
+        """Fold one event in; call only on the event loop. Returns whether it was applied or dropped.
+
+        Jobs whose retention ran out first leave the live view, each by a
+        :class:`~prooflane.events.JobExpired` event with its own ``seq``.
+        """
         self._check_thread()
-        self._prune(self._clock())
+        self._expire(self._clock())
+        outcome = self._fold(event)
+        self._arm_expiry()
+        return outcome
+
+    def expire(self) -> int:
+        """Fold in a :class:`~prooflane.events.JobExpired` for every ended job whose retention ran out.
+
+        Call only on the event loop. :meth:`apply` and the reads do it too, and while an event loop runs
+        the tracker arms a timer for the next expiry, so subscribers learn of it without a poll.
+        Returns ``seq``.
+        """
+        self._expire(self._clock())
+        self._arm_expiry()
+        return self._seq
+
+    def _expire(self, now: float) -> None:
+        retention = self.config.retention_secs
+        while self._ended and now - (self._ended[0].ended_at or 0.0) >= retention:
+            self._check_thread()  # leaving the view is a write: on the event loop only
+            job = self._ended[0]
+            self._fold(ev.JobExpired(at=(job.ended_at or 0.0) + retention, job_id=job.job_id))
+
+    def _arm_expiry(self) -> None:
+        if not self._ended or self._expiry_timer is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop (a synchronous caller): the next event or read expires the job
+        due = (self._ended[0].ended_at or 0.0) + self.config.retention_secs
+        self._expiry_timer = loop.call_later(max(0.0, due - self._clock()), self._expiry_due)
+
+    def _expiry_due(self) -> None:
+        self._expiry_timer = None
+        self.expire()
+
+    def _fold(self, event: ev.Event) -> Outcome:
         self._seq += 1
         try:
             context = self._dispatch(event)
@@ -240,6 +285,8 @@ class StatusTracker:
                 return self._job_ended(event.job_id, event.at, JobState.FAILED, event.reason, event.partition)
             case ev.JobCancelled():
                 return self._job_ended(event.job_id, event.at, JobState.CANCELLED, event.reason, None)
+            case ev.JobExpired():
+                return self._job_expired(event)
             case ev.SynthesisStarted():
                 return self._synthesis(event.job_id, event.partition, event.attempt, P.SYNTHESIZING)
             case ev.SynthesisFinished():
@@ -342,14 +389,21 @@ class StatusTracker:
             raise StaleEvent(f"job {job_id} already ended ({job.outcome.value})")
         return job
 
-    def _prune(self, now: float) -> None:
-        while self._ended and now - (self._ended[0].ended_at or 0.0) >= self.config.retention_secs:
-            job = self._ended.popleft()
-            del self._jobs[job.job_id]
-            assert job.outcome is not None
-            self._pruned[job.outcome] += 1
-            for partition in job.partitions:
-                self._states[partition.state] -= 1
+    def _job_expired(self, event: ev.JobExpired) -> dict[str, Any]:
+        job = self._jobs.get(event.job_id)
+        if job is None:
+            raise StaleEvent(f"job {event.job_id} is not in the live view")
+        if job.outcome is None:
+            raise IllegalEvent(f"job {job.job_id}: expected an ended job to expire, got one still running")
+        if self._ended[0] is job:
+            self._ended.popleft()
+        else:
+            self._ended.remove(job)
+        del self._jobs[job.job_id]
+        self._pruned[job.outcome] += 1
+        for partition in job.partitions:
+            self._states[partition.state] -= 1
+        return {"job_state": job.outcome.value}
 
     # --- partitions ------------------------------------------------------------------------------------
 
@@ -598,6 +652,7 @@ class StatusTracker:
     def snapshot(self) -> StatusSnapshot:
         """A frozen, consistent view of everything, as ``GET /status`` serves it (``.to_json()``)."""
         now = self._clock()
+        self._expire(now)
         live_devices = {w.device.name for w in self._workers.values()}
         devices = [d for d in self._devices.values() if d.name in live_devices]
         problems = self.invariants()
@@ -613,7 +668,7 @@ class StatusTracker:
             illegal_events=self._illegal,
             memory=self._memory_status(now),
             synthesis=SynthesisStatus(self._synth_max, self._states[P.SYNTHESIZING]),
-            pipelines=tuple(self._pipeline(j, now) for j in self._jobs.values() if self._in_view(j, now)),
+            pipelines=tuple(self._pipeline(j, now) for j in self._jobs.values()),
             workers=tuple(self._worker_status(w, now) for w in self._workers.values()),
             devices=tuple(
                 DeviceStatus(
@@ -631,6 +686,7 @@ class StatusTracker:
     def totals(self) -> TrackerTotals:
         """What ``/metrics`` renders: counters since boot and gauges now."""
         now = self._clock()
+        self._expire(now)
         busy = dict(self._busy_total)
         for w in self._workers.values():
             if w.current is not None:
@@ -655,9 +711,6 @@ class StatusTracker:
             invariant_violations=len(self.invariants()),
             retries=self._retries,
         )
-
-    def _in_view(self, job: Job, now: float) -> bool:
-        return job.ended_at is None or now - job.ended_at < self.config.retention_secs
 
     def _pipeline(self, job: Job, now: float) -> PipelineStatus:
         if job.views is None or job.views[0] != job.version:

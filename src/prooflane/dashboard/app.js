@@ -29,7 +29,8 @@
   const PRIORITIES = ["critical", "high", "normal"];
   // Event names of the tracker's feed (prooflane.events.EVENT_TYPES), plus the feed's own control events.
   const EVENT_NAMES = [
-    "job_submitted", "job_done", "job_failed", "job_cancelled", "synthesis_started", "synthesis_finished",
+    "job_submitted", "job_done", "job_failed", "job_cancelled", "job_expired", "synthesis_started",
+    "synthesis_finished",
     "synthesis_failed", "synthesis_pool_sized", "lease_granted", "device_section_finished",
     "finalize_finished", "partition_failed", "partition_skipped", "partition_retried", "worker_registered",
     "worker_died", "budget_set", "reservation_made", "reservation_shrunk", "reservation_released",
