@@ -52,6 +52,14 @@ def test_resumed_job_round_trips_with_its_done_partitions() -> None:
     assert ev.event_from_dict(json.loads(ev.event_to_json(event))) == event
 
 
+def test_a_circom_job_names_its_circuit_and_others_default_to_none() -> None:
+    event = ev.JobSubmitted(at=0.0, job_id="j", kind="circom", priority="high", partitions=2, circuit="mul2")
+    assert ev.event_from_dict(json.loads(ev.event_to_json(event))) == event
+    assert (
+        ev.JobSubmitted(at=0.0, job_id="k", kind="porep-c2", priority="normal", partitions=1).circuit is None
+    )
+
+
 def test_event_from_dict_names_what_is_wrong() -> None:
     with pytest.raises(ValueError, match="expected one of"):
         ev.event_from_dict({"type": "no_such_event", "at": 0.0})

@@ -224,6 +224,24 @@ def test_subscribers_learn_of_an_expiry_without_any_poll() -> None:
     assert s.tracker.snapshot().pipelines == ()
 
 
+def test_pipelines_and_recent_jobs_name_a_circom_jobs_circuit(s: Script) -> None:
+    circuit = "sector-merkle-inclusion-poseidon-circuit"
+    s(ev.JobSubmitted, job_id="C", kind="circom", priority="high", partitions=1, circuit=circuit)
+    s.job("P", partitions=1)
+    status = json.loads(s.tracker.snapshot().to_json_text())  # the text /status serves
+    assert [(j["proof_kind"], j["circuit"]) for j in status["pipelines"]] == [
+        ("circom", circuit),
+        ("porep-c2", None),
+    ]
+    s(ev.JobFailed, job_id="C", reason="bad witness", partition=0)
+    s(ev.JobCancelled, job_id="P")
+    recent = s.status()["recent_jobs"]
+    assert [(j["job_id"], j["proof_kind"], j["circuit"]) for j in recent] == [
+        ("P", "porep-c2", None),
+        ("C", "circom", circuit),
+    ]
+
+
 def test_failed_synthesis_decrements_active_synthesis(s: Script) -> None:
     s.job("A", partitions=2)
     s(ev.SynthesisStarted, job_id="A", partition=0)

@@ -55,6 +55,7 @@ class Job:
     kind: str
     priority: str
     submitted_at: float
+    circuit: str | None = None  # the registered circuit of a circom job
     partitions: list[Partition] = field(default_factory=list)
     started: bool = False
     done: int = 0  # invariant: == partitions in state done

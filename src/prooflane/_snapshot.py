@@ -106,6 +106,7 @@ class PipelineStatus:
     partitions: tuple[PartitionStatus, ...]
     reason: str | None
     failed_partition: int | None
+    circuit: str | None = None  # the registered circuit of a circom job; None for built-in kinds
     # The partitions as JSON text, cached by the tracker while they do not change (not part of the value).
     partitions_json: str | None = field(default=None, compare=False, repr=False)
 
@@ -134,6 +135,7 @@ class PipelineStatus:
             "partitions_done": self.partitions_done,
             "reason": self.reason,
             "failed_partition": self.failed_partition,
+            "circuit": self.circuit,
         }
 
 
@@ -321,6 +323,7 @@ class RecentJob:
     ended_secs_ago: float
     reason: str | None
     failed_partition: int | None
+    circuit: str | None = None  # the registered circuit of a circom job; None for built-in kinds
 
     def to_json(self) -> dict[str, Any]:
         """One entry of ``/status`` ``recent_jobs``."""
@@ -332,6 +335,7 @@ class RecentJob:
             "ended_secs_ago": self.ended_secs_ago,
             "reason": self.reason,
             "failed_partition": self.failed_partition,
+            "circuit": self.circuit,
         }
 
 

@@ -108,7 +108,8 @@ class JobSubmitted(EventBase):
     """A job was accepted: its ``partitions`` partitions (indices 0 .. partitions-1) are pending.
 
     ``priority`` is "critical", "high" or "normal". ``done_partitions``: partitions already proven (a job
-    resumed from the journal after a restart); they start done.
+    resumed from the journal after a restart); they start done. ``circuit``: the registered circuit a
+    ``circom`` job proves (None for the built-in kinds).
     """
 
     job_id: str
@@ -116,6 +117,7 @@ class JobSubmitted(EventBase):
     priority: str
     partitions: int
     done_partitions: tuple[int, ...] = ()
+    circuit: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

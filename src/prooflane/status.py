@@ -337,7 +337,7 @@ class StatusTracker:
                 f"job {event.job_id}: expected partitions >= 1 and done_partitions within them, "
                 f"got {event.partitions} and {sorted(done)}"
             )
-        job = Job(event.job_id, event.kind, event.priority, event.at, started=bool(done))
+        job = Job(event.job_id, event.kind, event.priority, event.at, event.circuit, started=bool(done))
         job.partitions = [Partition(job, i) for i in range(event.partitions)]
         self._jobs[job.job_id] = job
         self._states[P.PENDING] += event.partitions
@@ -735,6 +735,7 @@ class StatusTracker:
             partitions_json=job.views[2],
             reason=job.reason,
             failed_partition=job.failed_partition,
+            circuit=job.circuit,
         )
 
     def _worker_status(self, worker: Worker, now: float) -> WorkerStatus:
@@ -806,6 +807,7 @@ class StatusTracker:
             ended_secs_ago=now - job.ended_at,
             reason=job.reason,
             failed_partition=job.failed_partition,
+            circuit=job.circuit,
         )
 
     def _check_thread(self) -> None:

@@ -482,7 +482,8 @@
     return circuit && circuit !== kind ? `${kind} · ${circuit}` : kind;
   }
 
-  // /status names a circom job's kind "circom"; the circuit it proves comes from GET /v1/jobs/{id}, once.
+  // /status gives a circom job's circuit in `circuit`; from a daemon that leaves it null (or out), the circuit
+  // comes from GET /v1/jobs/{id}, once per job.
   const circuits = new Map(); // job id -> circuit name, or null while unknown / none
 
   function circuitOf(jobId, kind) {
