@@ -13,6 +13,7 @@ import pytest
 
 from prooflane import events as ev
 from prooflane._feed import RESYNC, EventFeed, FeedItem
+from prooflane._snapshot import readable_reason
 from prooflane.errors import IllegalTransition
 from prooflane.status import Outcome, StatusTracker, TrackerConfig
 
@@ -240,6 +241,65 @@ def test_pipelines_and_recent_jobs_name_a_circom_jobs_circuit(s: Script) -> None
         ("P", "porep-c2", None),
         ("C", "circom", circuit),
     ]
+
+
+# What the engine reports when `snarkjs wtns calculate` fails at an assert: snarkjs' coloured output and
+# the Node stack trace, as printed by snarkjs 0.7.6 for a circom 2 witness generator.
+SNARKJS_ERROR = (
+    "witness generation failed: \x1b[31;22m[ERROR] \x1b[39;1msnarkJS\x1b[0m: Error: Error: Assert Failed. "
+    "Error in template Multiplier_0 line: 9\r\n\r\n"
+    "    at /srv/prooflane/node_modules/circom_runtime/build/main.cjs:529:27\n"
+    "    at Array.forEach (<anonymous>)\n"
+    "    at WitnessCalculatorCircom2._doCalculateWitness "
+    "(/srv/prooflane/node_modules/circom_runtime/build/main.cjs:500:14)\n"
+    "    at WitnessCalculatorCircom2.calculateWTNSBin "
+    "(/srv/prooflane/node_modules/circom_runtime/build/main.cjs:559:20)\n"
+    "    at wtnsCalculate$1 (/srv/prooflane/node_modules/snarkjs/build/cli.cjs:6100:28)\n"
+    "    at async Object.wtnsCalculate [as action] "
+    "(/srv/prooflane/node_modules/snarkjs/build/cli.cjs:12925:5)\n"
+    "    at async clProcessor (/srv/prooflane/node_modules/snarkjs/build/cli.cjs:519:27)\n"
+    "ERROR:  \x1b[33m4\x1b[39m Error in template Multiplier_0 line: 9\x07\n"
+)
+READABLE = (
+    "witness generation failed: [ERROR] snarkJS: Error: Error: Assert Failed. Error in template Multiplier_0 "
+    "line: 9\nERROR: 4 Error in template Multiplier_0 line: 9 …"
+)
+
+
+def test_failure_reasons_are_readable_in_the_snapshot_and_whole_in_the_feed(s: Script) -> None:
+    s.job("C", partitions=2, kind="circom")
+    s(ev.SynthesisStarted, job_id="C", partition=0)
+    s(ev.SynthesisFailed, job_id="C", partition=0, reason=SNARKJS_ERROR)
+    s(ev.JobFailed, job_id="C", reason=SNARKJS_ERROR, partition=0)
+    text = s.tracker.snapshot().to_json_text()
+    assert "\\u001b" not in text and "\\u0007" not in text and "main.cjs" not in text
+    status = json.loads(text)
+    job = _job(status, "C")
+    assert (job["reason"], job["partitions"][0]["reason"]) == (READABLE, READABLE)
+    assert job["partitions"][1]["reason"] == READABLE  # cancelled with the job's reason
+    assert status["recent_jobs"][0]["reason"] == READABLE
+    backlog = s.tracker.feed.backlog(s.tracker.seq - 1)
+    assert backlog is not None
+    assert json.loads(backlog[0].data)["reason"] == SNARKJS_ERROR  # the event itself is whole
+
+
+def test_long_failure_reasons_are_cut_with_a_marker(s: Script) -> None:
+    lines = [f"line {n}: " + "x" * 40 for n in range(40)]
+    s.job("A", partitions=1)
+    s(ev.PartitionFailed, job_id="A", partition=0, reason="\n".join(lines))
+    s(ev.JobFailed, job_id="A", reason="y" * 5000)
+    job = _job(s.status(), "A")
+    partition_reason = job["partitions"][0]["reason"]
+    assert len(partition_reason) == 500 and partition_reason.endswith(" …")
+    assert partition_reason.startswith("\n".join(lines[:10]))  # the first lines, whole
+    assert job["reason"] == "y" * 498 + " …"
+
+
+def test_readable_reason_keeps_short_plain_text_and_drops_control_characters() -> None:
+    assert readable_reason("partition 0 did not verify") == "partition 0 did not verify"
+    assert readable_reason("a\tb\x07c\r\nd\x1b]0;title\x07e\x9b1m") == "a bc\nde"
+    assert readable_reason("    at only (a frame:1:2)\n    at another (b:3:4)") == "at only (a frame:1:2) …"
+    assert readable_reason("") == ""
 
 
 def test_failed_synthesis_decrements_active_synthesis(s: Script) -> None:

@@ -68,6 +68,7 @@ from ._snapshot import (
     WorkerState,
     WorkerStatus,
     partitions_json,
+    readable_reason,
 )
 from ._stats import MINUTE, DeviceBusy, HistogramView, MinuteHistory, PhaseHistogram
 from .errors import IllegalTransition
@@ -282,9 +283,11 @@ class StatusTracker:
             case ev.JobDone():
                 return self._job_done(event)
             case ev.JobFailed():
-                return self._job_ended(event.job_id, event.at, JobState.FAILED, event.reason, event.partition)
+                reason = readable_reason(event.reason)
+                return self._job_ended(event.job_id, event.at, JobState.FAILED, reason, event.partition)
             case ev.JobCancelled():
-                return self._job_ended(event.job_id, event.at, JobState.CANCELLED, event.reason, None)
+                reason = readable_reason(event.reason)
+                return self._job_ended(event.job_id, event.at, JobState.CANCELLED, reason, None)
             case ev.JobExpired():
                 return self._job_expired(event)
             case ev.SynthesisStarted():
@@ -292,7 +295,8 @@ class StatusTracker:
             case ev.SynthesisFinished():
                 return self._synthesis_finished(event)
             case ev.SynthesisFailed():
-                return self._synthesis(event.job_id, event.partition, event.attempt, P.FAILED, event.reason)
+                reason = readable_reason(event.reason)
+                return self._synthesis(event.job_id, event.partition, event.attempt, P.FAILED, reason)
             case ev.SynthesisPoolSized():
                 self._synth_max = event.max_concurrent
                 return {}
@@ -477,7 +481,7 @@ class StatusTracker:
         if event.token is not None and event.token != partition.lease:
             raise StaleEvent(f"lease {event.token} is not the live lease of partition {partition.name}")
         context = self._lease_context(partition.lease)
-        self._end_partition(partition, event.at, new, event.reason)
+        self._end_partition(partition, event.at, new, readable_reason(event.reason))
         return context
 
     def _partition_retried(self, event: ev.PartitionRetried) -> dict[str, Any]:
@@ -486,7 +490,7 @@ class StatusTracker:
             raise StaleEvent(f"partition {partition.name} is already at attempt {partition.attempt}")
         self._requeue(partition, event.at)
         partition.attempt = event.attempt
-        partition.reason = event.reason
+        partition.reason = readable_reason(event.reason)
         self._retries += 1
         return {}
 
@@ -603,7 +607,7 @@ class StatusTracker:
         for token in tokens:
             partition = self._leases[token].partition
             self._requeue(partition, event.at)
-            partition.reason = f"worker {worker.worker_id} died: {event.reason}"
+            partition.reason = readable_reason(f"worker {worker.worker_id} died: {event.reason}")
         del self._workers[event.worker_id]
         return {"requeued": len(tokens)}
 
