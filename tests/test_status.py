@@ -225,6 +225,25 @@ def test_subscribers_learn_of_an_expiry_without_any_poll() -> None:
     assert s.tracker.snapshot().pipelines == ()
 
 
+def test_the_expiry_timer_follows_the_tracker_to_a_new_loop() -> None:
+    s = Script(retention_secs=0.25)
+
+    async def end(job_id: str) -> None:
+        s.job(job_id, partitions=1)
+        s(ev.JobCancelled, job_id=job_id)  # arms a timer on this loop, which ends before it fires
+
+    async def wait_for_expiry() -> list[str]:
+        await end("B")
+        stream = s.tracker.subscribe(last_event_id=s.tracker.seq)
+        s.clock.advance(1.0)
+        items = [await asyncio.wait_for(anext(stream), timeout=10) for _ in range(2)]
+        await stream.aclose()  # type: ignore[attr-defined]
+        return [json.loads(i.data)["job_id"] for i in items]
+
+    asyncio.run(end("A"))
+    assert asyncio.run(wait_for_expiry()) == ["A", "B"]
+
+
 def test_pipelines_and_recent_jobs_name_a_circom_jobs_circuit(s: Script) -> None:
     circuit = "sector-merkle-inclusion-poseidon-circuit"
     s(ev.JobSubmitted, job_id="C", kind="circom", priority="high", partitions=1, circuit=circuit)

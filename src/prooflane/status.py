@@ -203,7 +203,8 @@ class StatusTracker:
         self._recent_jobs: deque[Job] = deque(maxlen=self.config.recent_jobs)
         self._recent_partitions: deque[RecentPartition] = deque(maxlen=self.config.recent_partitions)
         self._invariants_at: tuple[int, list[str]] = (-1, [])
-        self._expiry_timer: asyncio.TimerHandle | None = None  # armed for the oldest ended job's expiry
+        # The timer armed on a running loop for the oldest ended job's expiry, and that loop.
+        self._expiry_timer: tuple[asyncio.AbstractEventLoop, asyncio.TimerHandle] | None = None
 
     # --- writing ---------------------------------------------------------------------------------------
 
@@ -243,14 +244,17 @@ class StatusTracker:
             self._fold(ev.JobExpired(at=(job.ended_at or 0.0) + retention, job_id=job.job_id))
 
     def _arm_expiry(self) -> None:
-        if not self._ended or self._expiry_timer is not None:
+        if not self._ended:
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # no loop (a synchronous caller): the next event or read expires the job
+        if self._expiry_timer is not None and self._expiry_timer[0] is loop:
+            return  # armed already (a timer left on another, finished loop never fires: arm a new one)
         due = (self._ended[0].ended_at or 0.0) + self.config.retention_secs
-        self._expiry_timer = loop.call_later(max(0.0, due - self._clock()), self._expiry_due)
+        handle = loop.call_later(max(0.0, due - self._clock()), self._expiry_due)
+        self._expiry_timer = (loop, handle)
 
     def _expiry_due(self) -> None:
         self._expiry_timer = None
