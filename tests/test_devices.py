@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from prooflane.circuits import Sector
-from prooflane.devices import Device, RemoteError, Worker, mp_context
+from prooflane.devices import Device, RemoteError, Worker, limit_native_threads, mp_context
 from prooflane.errors import WorkerDied
 from prooflane.kinds import StorageInput, SynthesisTask, prepare_builtin, synthesize_partition
 
@@ -75,3 +75,12 @@ async def test_killed_process_makes_the_worker_die_and_requests_fail(worker: Wor
         assert "killed by signal 9" in reason
         with pytest.raises(WorkerDied, match="prover"):
             await worker.prover.request("ping")
+
+
+def test_worker_processes_get_one_rayon_thread_unless_set() -> None:
+    environ: dict[str, str] = {}
+    limit_native_threads(environ)
+    assert environ == {"RAYON_NUM_THREADS": "1"}
+    explicit = {"RAYON_NUM_THREADS": "2"}
+    limit_native_threads(explicit)
+    assert explicit == {"RAYON_NUM_THREADS": "2"}

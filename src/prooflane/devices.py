@@ -27,7 +27,7 @@ import select
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.context import ForkServerContext
@@ -43,6 +43,7 @@ __all__ = [
     "WorkerInfo",
     "exit_with",
     "ignore_interrupts",
+    "limit_native_threads",
     "mp_context",
 ]
 
@@ -105,8 +106,8 @@ class ChildProcess:
         loop = asyncio.get_running_loop()
         async with self._lock:
             try:
-                await loop.run_in_executor(self._io, self._conn.send, message)
-                reply = await loop.run_in_executor(self._io, self._conn.recv)
+                # One thread hop per request: send and wait for the reply in the same I/O thread.
+                reply = await loop.run_in_executor(self._io, _round_trip, self._conn, message)
             except (EOFError, OSError) as exc:
                 raise WorkerDied(f"{self.name} (pid {self.pid}) exited: {self._exit_reason(exc)}") from None
             except asyncio.CancelledError:
@@ -205,6 +206,11 @@ class Worker:
         self.finalizer.kill()
 
 
+def _round_trip(conn: Connection, message: tuple[Any, ...]) -> Any:
+    conn.send(message)
+    return conn.recv()
+
+
 # -- in worker processes ------------------------------------------------------------------------------
 
 _PROVER_BASES = ("a", "b1", "c", "h")  # the G1 sections prove_start uses
@@ -216,6 +222,17 @@ def ignore_interrupts() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def limit_native_threads(environ: MutableMapping[str, str] | None = None) -> None:
+    """In a worker process, before any proving: one rayon thread unless ``RAYON_NUM_THREADS`` is set.
+
+    py-arkworks-bls12381's MSMs (and zksnake's rayon pool) otherwise spread over every core by themselves,
+    which defeats one-partition-per-core devices. Rayon reads the variable when its pool is first used, so
+    this runs first thing in every prover, finalizer and synthesis process. An explicit value in the
+    daemon's environment is kept.
+    """
+    (os.environ if environ is None else environ).setdefault("RAYON_NUM_THREADS", "1")
+
+
 def exit_with(daemon_pid: int) -> None:
     """In a pool process: ignore Ctrl-C, and exit as soon as the daemon process ``daemon_pid`` is gone.
 
@@ -223,6 +240,7 @@ def exit_with(daemon_pid: int) -> None:
     die (``kill -9``); a thread waits on the daemon's pidfd and ends this process then.
     """
     ignore_interrupts()
+    limit_native_threads()
     try:
         pidfd = os.pidfd_open(daemon_pid)
     except (OSError, AttributeError):  # the daemon is already gone, or no pidfd on this system
@@ -262,6 +280,7 @@ def _serve(conn: Connection, handle: Any) -> None:
 
 
 def _prover_main(conn: Connection) -> None:
+    limit_native_threads()
     from . import kinds
     from .groth16 import prove_start
 
@@ -292,6 +311,7 @@ def _prover_main(conn: Connection) -> None:
 
 
 def _finalizer_main(conn: Connection) -> None:
+    limit_native_threads()
     from . import kinds
     from .groth16 import ProvingState, prove_finish, verify
 
