@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import sys
 import tempfile
 import threading
@@ -32,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import contextlib
 
-from _common import print_table, write_json
+from _common import RESULTS, print_table, write_json
 from prooflane._daemon_process import DaemonProcess
 from prooflane._workload import DEFAULT_MIX, parse_mix, plan, run_workload
 from prooflane.circuits import Sector, profile_by_name
@@ -60,16 +61,24 @@ def main() -> None:
     args = _parse()
     kinds = plan(args.jobs, parse_mix(args.mix))
     profile = profile_by_name(args.profile)
+    # Proving keys and sectors are made once per profile and kept (git-ignored) for later runs.
+    cache = RESULTS / f"pipeline-{profile.name}"
+    metas = {kind: prepare_builtin(kind, profile.name, CURVE, str(cache / "keys")) for kind in set(kinds)}
+    sectors = [str(_sector(cache / f"sector-{n}", profile.sector_bytes, n + 1)) for n in range(len(kinds))]
     with tempfile.TemporaryDirectory(prefix="prooflane-bench-") as tmp:
         data = Path(tmp) / "data"
-        metas = {kind: prepare_builtin(kind, profile.name, CURVE, str(data / "keys")) for kind in set(kinds)}
-        sectors = [
-            str(Sector.create(Path(tmp) / f"sector-{n}", profile.sector_bytes, seed=n + 1).path)
-            for n in range(len(kinds))
-        ]
+        data.mkdir()
+        shutil.copytree(cache / "keys", data / "keys")  # the daemon finds its keys made already
         sequential = run_sequential(kinds, sectors, metas, profile.name)
         engine, extra = run_engine(data, kinds, sectors, profile.name, Path(tmp))
     report(kinds, sequential, engine, extra)
+
+
+def _sector(path: Path, size: int, seed: int) -> Path:
+    if (path / "meta.json").exists():
+        return Sector.open(path).path
+    shutil.rmtree(path, ignore_errors=True)  # an interrupted earlier create
+    return Sector.create(path, size, seed=seed).path
 
 
 def _parse() -> argparse.Namespace:
