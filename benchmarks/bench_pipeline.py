@@ -11,6 +11,7 @@ device busy fraction in steady state (while partitions wait for a device), and p
 budget. Writes benchmarks/results/bench_pipeline.json. Asserts nothing.
 
 Usage: python benchmarks/bench_pipeline.py [--jobs N] [--mix porep-c2=2,snap-update=1,...] [--profile tiny]
+       [--config engine.toml]
 """
 
 from __future__ import annotations
@@ -70,8 +71,8 @@ def main() -> None:
         data.mkdir()
         shutil.copytree(cache / "keys", data / "keys")  # the daemon finds its keys made already
         sequential = run_sequential(kinds, sectors, metas, profile.name)
-        engine, extra = run_engine(data, kinds, sectors, profile.name, Path(tmp))
-    report(kinds, sequential, engine, extra)
+        engine, extra = run_engine(data, kinds, sectors, profile.name, Path(tmp), args.config)
+    report(kinds, sequential, engine, extra, args.config)
 
 
 def _sector(path: Path, size: int, seed: int) -> Path:
@@ -86,6 +87,7 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=8, help="jobs in the workload (default 8)")
     parser.add_argument("--mix", default=DEFAULT_MIX, help=f"kinds and weights (default {DEFAULT_MIX})")
     parser.add_argument("--profile", default="tiny", help="circuit sizes (default tiny)")
+    parser.add_argument("--config", type=Path, help="a daemon config file (TOML) for the engine run")
     return parser.parse_args()
 
 
@@ -205,10 +207,10 @@ def tree_cpu(process: psutil.Process) -> float:
 
 
 def run_engine(
-    data: Path, kinds: list[str], sectors: list[str], profile: str, tmp: Path
+    data: Path, kinds: list[str], sectors: list[str], profile: str, tmp: Path, config: Path | None
 ) -> tuple[Any, dict[str, Any]]:
     with (
-        DaemonProcess(data, profile=profile, log_path=tmp / "daemon.log") as daemon,
+        DaemonProcess(data, profile=profile, config_file=config, log_path=tmp / "daemon.log") as daemon,
         Client(daemon.url) as client,
     ):
         warm = sorted(set(kinds))
@@ -236,7 +238,9 @@ def run_engine(
 # --- report -----------------------------------------------------------------------------------
 
 
-def report(kinds: list[str], seq: SequentialRun, engine: Any, extra: dict[str, Any]) -> None:
+def report(
+    kinds: list[str], seq: SequentialRun, engine: Any, extra: dict[str, Any], config: Path | None
+) -> None:
     cores = psutil.cpu_count(logical=True) or 1
     cpu_per_partition = seq.cpu_secs / seq.partitions
     limit_per_hour = cores / cpu_per_partition * 3600
@@ -244,6 +248,7 @@ def report(kinds: list[str], seq: SequentialRun, engine: Any, extra: dict[str, A
     engine_per_hour = engine.partitions / engine.wall_secs * 3600
     payload = {
         "workload": {"jobs": len(kinds), "kinds": kinds, "partitions": seq.partitions},
+        "engine_config": str(config) if config else None,
         "cores": cores,
         "load_average_at_end": os.getloadavg(),
         "sequential": {
