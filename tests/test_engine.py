@@ -216,6 +216,8 @@ async def test_circom_circuit_with_a_witness_generator_proves_from_inputs(
         assert await verified_count(engine, job_id, "circom", "mul") == 2
         view = engine.job(job_id)
         assert view is not None and view.circuit == "mul" and view.priority.value == "high"
+        shown = engine.tracker.snapshot().to_json()
+        assert [p["circuit"] for p in shown["pipelines"] if p["job_id"] == job_id] == ["mul"]
 
 
 async def test_winning_post_overtakes_ten_porep_jobs(tmp_path: Path, keys_dir: Path, sector: Path) -> None:

@@ -477,6 +477,7 @@ class Engine:
                 priority=job.priority.value,
                 partitions=record.partitions,
                 done_partitions=tuple(sorted(i for i, d in done.items() if d)),
+                circuit=req.get("circuit") if record.kind == CIRCOM else None,
             )
         )
         for part in job.partitions:

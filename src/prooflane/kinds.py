@@ -270,7 +270,10 @@ def _generate_wtns(values: dict[str, Any], wasm: str | None, folder: str) -> str
     Path(inputs).write_text(json.dumps(values))
     done = subprocess.run([snarkjs, "wtns", "calculate", wasm, inputs, out], capture_output=True, text=True)
     if done.returncode != 0:
-        raise ValueError(f"witness generation failed: {done.stderr.strip() or done.stdout.strip()}")
+        # snarkjs prints the failed assertion on stdout and only a summary on stderr: keep both; the status
+        # tracker shortens reasons for display, the journal keeps them whole.
+        output = "\n".join(part for part in (done.stderr.strip(), done.stdout.strip()) if part)
+        raise ValueError(f"witness generation failed: {output}")
     return out
 
 
