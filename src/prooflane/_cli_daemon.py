@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import socket
 import tempfile
 import time
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ from ._workload import DEFAULT_MIX, parse_mix, plan, run_workload, sector_for
 from .circuits.profiles import PROFILES as PROFILES_BY_NAME
 from .cli import app
 from .client import DEFAULT_URL, Client
-from .config import PROFILES, Config
+from .config import DEFAULT_PORT, PROFILES, Config
 from .errors import ProoflaneError
 from .models import JobView
 
@@ -295,7 +296,7 @@ def demo(
         weights = parse_mix(mix)
         if data is None:
             data = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="prooflane-demo-")))
-        daemon = DaemonProcess(data, profile="tiny")
+        daemon = DaemonProcess(data, profile="tiny", port=DEFAULT_PORT if _port_free(DEFAULT_PORT) else 0)
         stack.callback(daemon.stop)  # first: Ctrl-C at any moment still stops the daemon
         print(f"starting the daemon in {data} (the first start makes the dev keys; it takes a moment)")
         try:
@@ -305,6 +306,16 @@ def demo(
                 _feed(client, weights, in_flight)
         except KeyboardInterrupt:
             print("\nstopping the daemon", flush=True)
+
+
+def _port_free(port: int) -> bool:
+    """Whether 127.0.0.1:``port`` can be bound now (the demo takes the default port when it can)."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _feed(client: Client, weights: dict[str, int], in_flight: int) -> None:

@@ -22,7 +22,7 @@ READY_PREFIX = "prooflane listening on "
 
 
 class DaemonProcess:
-    """Start `prooflane serve` on 127.0.0.1 with port 0 (a free port) and learn its URL when ready.
+    """Start `prooflane serve` on 127.0.0.1 (by default on a free port) and learn its URL when ready.
 
     Standard error goes to ``log_path`` (default: ``daemon.log`` in the data folder).
     """
@@ -34,8 +34,10 @@ class DaemonProcess:
         profile: str | None = "tiny",
         config_file: Path | None = None,
         log_path: Path | None = None,
+        port: int = 0,
     ) -> None:
         self.data_dir = Path(data_dir)
+        self.port = port
         self.profile = profile
         self.config_file = config_file
         self.log_path = log_path or self.data_dir / "daemon.log"
@@ -47,7 +49,7 @@ class DaemonProcess:
     def command(self) -> list[str]:
         """The command line that starts the daemon."""
         args = [sys.executable, "-c", "from prooflane.cli import main; main()", "serve"]
-        args += ["--data", str(self.data_dir), "--host", "127.0.0.1", "--port", "0"]
+        args += ["--data", str(self.data_dir), "--host", "127.0.0.1", "--port", str(self.port)]
         if self.profile is not None:
             args += ["--profile", self.profile]
         if self.config_file is not None:
