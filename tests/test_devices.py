@@ -6,13 +6,13 @@ import asyncio
 import os
 import signal
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from prooflane.circuits import Sector
-from prooflane.devices import Device, RemoteError, Worker, limit_native_threads, mp_context
+from prooflane.devices import Device, RemoteError, Worker, exit_with, limit_native_threads, mp_context
 from prooflane.errors import WorkerDied
 from prooflane.kinds import StorageInput, SynthesisTask, prepare_builtin, synthesize_partition
 
@@ -84,3 +84,11 @@ def test_worker_processes_get_one_rayon_thread_unless_set() -> None:
     explicit = {"RAYON_NUM_THREADS": "2"}
     limit_native_threads(explicit)
     assert explicit == {"RAYON_NUM_THREADS": "2"}
+
+
+def test_pool_processes_lower_their_priority_by_the_configured_niceness() -> None:
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    with ProcessPoolExecutor(
+        1, mp_context=mp_context(), initializer=exit_with, initargs=(os.getpid(), 3)
+    ) as pool:
+        assert pool.submit(os.getpriority, os.PRIO_PROCESS, 0).result(timeout=120) - own == 3

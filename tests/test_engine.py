@@ -386,3 +386,13 @@ async def test_restart_resumes_without_proving_done_partitions_again(
         assert await verified_count(again, job_id, "porep-c2") == 10
         watch.close()
         assert_clean(again)
+
+
+async def test_workers_run_below_the_daemon_at_the_configured_niceness(
+    tmp_path: Path, keys_dir: Path
+) -> None:
+    async with Engine(config(tmp_path, keys_dir, worker_niceness=7)) as engine:
+        own = os.getpriority(os.PRIO_PROCESS, 0)
+        pids = [pid for w in engine.workers() for pid in (w.prover_pid, w.finalizer_pid)]
+        assert pids and None not in pids
+        assert {os.getpriority(os.PRIO_PROCESS, pid) - own for pid in pids if pid is not None} == {7}

@@ -47,6 +47,7 @@ class Config:
     devices: tuple[str, ...] = ()
     workers_per_device: int = 2
     synthesis_workers: int = 0
+    worker_niceness: int = 5
     memory_budget_bytes: int = 0
     memory_margin_bytes: int = 2 * _GIB
     prefetch_partitions: int = 0
@@ -61,6 +62,7 @@ class Config:
         _check(self.workers_per_device >= 1, "workers_per_device", "expected at least 1")
         for key in ("synthesis_workers", "memory_budget_bytes", "memory_margin_bytes", "prefetch_partitions"):
             _check(getattr(self, key) >= 0, key, "expected 0 (automatic) or a positive number")
+        _check(0 <= self.worker_niceness <= 19, "worker_niceness", "expected 0..19")
         _check(self.max_attempts >= 1, "max_attempts", "expected at least 1")
         _check(self.live_retention_secs >= 0, "live_retention_secs", "expected a number of seconds >= 0")
         _check(self.max_request_bytes >= 1024, "max_request_bytes", "expected at least 1024")

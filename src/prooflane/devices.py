@@ -84,7 +84,9 @@ class WorkerInfo:
 class ChildProcess:
     """A process behind a pipe that answers one request at a time (event-loop side)."""
 
-    def __init__(self, name: str, target: Any, ctx: ForkServerContext, io: ThreadPoolExecutor) -> None:
+    def __init__(
+        self, name: str, target: Any, ctx: ForkServerContext, io: ThreadPoolExecutor, niceness: int = 0
+    ) -> None:
         self.name = name
         self._io = io
         parent, child = ctx.Pipe(duplex=True)
@@ -92,6 +94,8 @@ class ChildProcess:
         self._proc = ctx.Process(target=target, args=(child,), name=name, daemon=True)
         self._proc.start()
         child.close()
+        if niceness and self._proc.pid is not None:
+            os.setpriority(os.PRIO_PROCESS, self._proc.pid, niceness)
         self._lock = asyncio.Lock()  # one request in flight per process: replies match requests in order
         self._unwatch: Callable[[], object] = lambda: None
 
@@ -154,12 +158,18 @@ class Worker:
     """One device worker: a prover and a finalizer process, and the keys they hold."""
 
     def __init__(
-        self, worker_id: str, device: Device, ctx: ForkServerContext, io: ThreadPoolExecutor
+        self,
+        worker_id: str,
+        device: Device,
+        ctx: ForkServerContext,
+        io: ThreadPoolExecutor,
+        niceness: int = 0,
     ) -> None:
         self.worker_id = worker_id
         self.device = device
-        self.prover = ChildProcess(f"{worker_id} prover", _prover_main, ctx, io)
-        self.finalizer = ChildProcess(f"{worker_id} finalizer", _finalizer_main, ctx, io)
+        # Lower priority than the daemon: its event loop schedules the devices and answers /status.
+        self.prover = ChildProcess(f"{worker_id} prover", _prover_main, ctx, io, niceness)
+        self.finalizer = ChildProcess(f"{worker_id} finalizer", _finalizer_main, ctx, io, niceness)
         self.dead = False
         self.death: str | None = None  # why it died, once it did
         self.task: asyncio.Task[None] | None = None  # the engine's task feeding this worker
@@ -233,14 +243,16 @@ def limit_native_threads(environ: MutableMapping[str, str] | None = None) -> Non
     (os.environ if environ is None else environ).setdefault("RAYON_NUM_THREADS", "1")
 
 
-def exit_with(daemon_pid: int) -> None:
-    """In a pool process: ignore Ctrl-C, and exit as soon as the daemon process ``daemon_pid`` is gone.
+def exit_with(daemon_pid: int, niceness: int = 0) -> None:
+    """In a pool process: ignore Ctrl-C, run ``niceness`` below the daemon, and exit as soon as the daemon
+    process ``daemon_pid`` is gone.
 
     A pool process blocks on a queue whose write end it holds itself, so it would never see the daemon
     die (``kill -9``); a thread waits on the daemon's pidfd and ends this process then.
     """
     ignore_interrupts()
     limit_native_threads()
+    os.nice(niceness)
     try:
         pidfd = os.pidfd_open(daemon_pid)
     except (OSError, AttributeError):  # the daemon is already gone, or no pidfd on this system

@@ -196,7 +196,7 @@ class Engine:
             max_workers=self.config.synthesis_workers,
             mp_context=self._ctx,
             initializer=exit_with,
-            initargs=(os.getpid(),),
+            initargs=(os.getpid(), self.config.worker_niceness),
         )
 
     async def _prepare_kinds(self) -> None:
@@ -596,7 +596,7 @@ class Engine:
         assert self._io is not None
         failed_starts = 0
         while True:
-            worker = Worker(worker_id, device, self._ctx, self._io)
+            worker = Worker(worker_id, device, self._ctx, self._io, self.config.worker_niceness)
             self._workers[worker_id] = worker
             self._held[worker_id] = set()
             try:
