@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import FormatError
+from .curves import Curve, curve_by_prime
 
 __all__ = ["Reader", "read_sections", "write_sections"]
 
@@ -88,3 +89,26 @@ def section(path: str | Path, sections: dict[int, memoryview], kind: int, name: 
         return sections[kind]
     except KeyError:
         raise FormatError(path, f"missing section {kind} ({name})") from None
+
+
+def scalar_field_header(
+    path: str | Path, sections: dict[int, memoryview], kind: str, version: int, expected: int
+) -> tuple[Reader, Curve]:
+    """Check a circom file's version and read its header's scalar-field prime (.r1cs and .wtns share this).
+
+    Returns the header reader, positioned after the prime, and the curve the prime belongs to.
+    """
+    if version != expected:
+        raise FormatError(path, f"unsupported {kind} version {version}: expected {expected}")
+    header = Reader(path, "1 (header)", section(path, sections, 1, "header"))
+    n8 = header.u32()
+    if n8 != 32:
+        raise FormatError(path, f"field size {n8} bytes: expected 32")
+    prime = header.integer(n8)
+    try:
+        curve = curve_by_prime(prime)
+    except ValueError:
+        raise FormatError(path, f"unsupported prime {prime}") from None
+    if prime != curve.r:
+        raise FormatError(path, "the header prime is a base field, not a scalar field")
+    return header, curve

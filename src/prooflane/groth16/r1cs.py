@@ -14,8 +14,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import FormatError
-from ._binfile import Reader, read_sections, section, write_sections
-from .curves import Curve, curve_by_prime
+from ._binfile import read_sections, scalar_field_header, section, write_sections
+from .curves import Curve
 from .field import FieldVector
 
 __all__ = ["R1CS", "SparseMatrix", "read_r1cs", "write_r1cs"]
@@ -65,19 +65,7 @@ class R1CS:
 def read_r1cs(path: str | Path) -> R1CS:
     """Read a circom .r1cs file (version 1; custom gates are refused)."""
     version, sections = read_sections(path, b"r1cs")
-    if version != 1:
-        raise FormatError(path, f"unsupported .r1cs version {version}: expected 1")
-    header = Reader(path, "1 (header)", section(path, sections, 1, "header"))
-    n8 = header.u32()
-    if n8 != 32:
-        raise FormatError(path, f"field size {n8} bytes: expected 32")
-    prime = header.integer(n8)
-    try:
-        curve = curve_by_prime(prime)
-    except ValueError:
-        raise FormatError(path, f"unsupported prime {prime}") from None
-    if prime != curve.r:
-        raise FormatError(path, "the header prime is a base field, not a scalar field")
+    header, curve = scalar_field_header(path, sections, ".r1cs", version, 1)
     n_wires, n_pub_out, n_pub_in, n_prv_in = (header.u32() for _ in range(4))
     n_labels = header.u64()
     n_constraints = header.u32()

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import FormatError
-from ._binfile import Reader, read_sections, section, write_sections
-from .curves import Curve, curve_by_prime
+from ._binfile import read_sections, scalar_field_header, section, write_sections
+from .curves import Curve
 from .field import FieldVector
 
 __all__ = ["Witness", "read_wtns", "write_wtns"]
@@ -30,19 +30,7 @@ class Witness:
 def read_wtns(path: str | Path) -> Witness:
     """Read a circom .wtns file (version 2)."""
     version, sections = read_sections(path, b"wtns")
-    if version != 2:
-        raise FormatError(path, f"unsupported .wtns version {version}: expected 2")
-    header = Reader(path, "1 (header)", section(path, sections, 1, "header"))
-    n8 = header.u32()
-    if n8 != 32:
-        raise FormatError(path, f"field size {n8} bytes: expected 32")
-    prime = header.integer(n8)
-    try:
-        curve = curve_by_prime(prime)
-    except ValueError:
-        raise FormatError(path, f"unsupported prime {prime}") from None
-    if prime != curve.r:
-        raise FormatError(path, "the header prime is a base field, not a scalar field")
+    header, curve = scalar_field_header(path, sections, ".wtns", version, 2)
     count = header.u32()
     data = section(path, sections, 2, "values")
     if len(data) != 32 * count:
