@@ -12,6 +12,17 @@ ROOT = Path(__file__).resolve().parent.parent
 NODE_BIN = ROOT / "node_modules" / ".bin"
 SHARED_BENCH = ROOT.parent / "shared" / "bench"
 
+# The smallest circom circuit with a public output: c = a * b.
+MUL_CIRCOM = """pragma circom 2.0.0;
+template Mul() {
+    signal input a;
+    signal input b;
+    signal output c;
+    c <== a * b;
+}
+component main = Mul();
+"""
+
 
 @pytest.fixture(scope="session")
 def snarkjs() -> Path:

@@ -23,6 +23,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from conftest import MUL_CIRCOM
 from prooflane.circuits.profiles import profile_by_name
 
 pytestmark = pytest.mark.slow
@@ -42,16 +43,6 @@ LONG_KIND = "sector-merkle-inclusion-poseidon-circuit"  # a circom circuit's nam
 SECTOR_BYTES = profile_by_name("tiny").sector_bytes
 READY_TIMEOUT_SECS = 240.0
 WORKERS = '[data-testid="worker-card"]'
-
-MUL_CIRCOM = """pragma circom 2.0.0;
-template Mul() {
-    signal input a;
-    signal input b;
-    signal output c;
-    c <== a * b;
-}
-component main = Mul();
-"""
 
 # In one turn of the page's event loop: the snapshot it rendered last and what its worker cards show.
 READ_CARDS = """() => {

@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from conftest import MUL_CIRCOM
 from e2e_support import TIMEOUT, running, seed_keys, snarkjs_verify, start_daemon, wait_done
 from prooflane._daemon_process import DaemonProcess
 from prooflane.client import Client, ServerEvent
@@ -176,17 +177,6 @@ def test_the_dashboard_metrics_and_openapi_are_served(daemon: DaemonProcess) -> 
     assert httpx.get(f"{daemon.url}/healthz").json()["ok"] is True
     metrics = httpx.get(f"{daemon.url}/metrics").text
     assert 'prooflane_partitions_total{kind="winning-post",outcome="done"}' in metrics
-
-
-MUL_CIRCOM = """pragma circom 2.0.0;
-template Mul() {
-    signal input a;
-    signal input b;
-    signal output c;
-    c <== a * b;
-}
-component main = Mul();
-"""
 
 
 def test_a_circom_circuit_registered_by_the_cli_proves_over_http(

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MUL_CIRCOM
 from prooflane.circuits import Sector, partition_witness, storage_circuit
 from prooflane.config import Config
 from prooflane.engine import Engine
@@ -74,17 +75,6 @@ def circom_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     write_wtns(folder / "bad.wtns", Witness(BN128, values))
     files["bad"] = folder / "bad.wtns"
     return files
-
-
-MUL_CIRCOM = """pragma circom 2.0.0;
-template Mul() {
-    signal input a;
-    signal input b;
-    signal output c;
-    c <== a * b;
-}
-component main = Mul();
-"""
 
 
 @pytest.fixture(scope="session")
