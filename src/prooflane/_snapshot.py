@@ -14,6 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+# One definition of the states, shared with the API's models: /status and /v1/jobs cannot drift apart.
+from .models import JobState, PartitionState
+
 __all__ = [
     "REASON_LIMIT",
     "AllocationStatus",
@@ -73,35 +76,12 @@ def readable_reason(text: str, limit: int = REASON_LIMIT) -> str:
     return out + ELLIPSIS if cut else out
 
 
-class PartitionState(enum.StrEnum):
-    """Where a partition is. Legal moves are listed in :mod:`prooflane.status`."""
-
-    PENDING = "pending"
-    SYNTHESIZING = "synthesizing"
-    SYNTHESIZED = "synthesized"
-    PROVING = "proving"
-    FINALIZING = "finalizing"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
 class WorkerState(enum.StrEnum):
     """What a worker does: computed from its current lease and its finalizing leases, never stored."""
 
     IDLE = "idle"
     PROVING = "proving"
     FINALIZING = "finalizing"
-
-
-class JobState(enum.StrEnum):
-    """Where a job is: queued (no partition started), running, or one of the three terminal outcomes."""
-
-    QUEUED = "queued"
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
 
 
 @dataclass(frozen=True, slots=True)
