@@ -13,8 +13,9 @@ from typing import Any
 from .events import LeaseToken
 from .kinds import CircomInput, CircuitMeta, StorageInput
 from .memory import Reservation
-from .models import CircuitInfo, JobState, JobView, PartitionState, PartitionView, Priority
+from .models import CircuitInfo, JobView, PartitionView
 from .scheduler import WorkKey
+from .states import JobState, PartitionState, Priority
 from .store import CircuitRecord, JobRecord, Store
 
 __all__ = ["CircuitEntry", "JobRun", "PartitionRun", "circuit_info", "journal_view", "live_view"]

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from typing import assert_never
 
 from . import events as ev
-from ._snapshot import AllocationStatus, JobState, PartitionState, PartitionStatus, WorkerState
+from ._snapshot import AllocationStatus, PartitionStatus
 from ._stats import DeviceBusy
+from .states import LIVE_PARTITION_STATES, JobState, PartitionState, WorkerState
 
 __all__ = [
-    "LIVE_STATES",
     "IllegalEvent",
     "Job",
     "Lease",
@@ -25,18 +25,6 @@ __all__ = [
     "StaleEvent",
     "Worker",
 ]
-
-
-LIVE_STATES = frozenset(
-    {
-        PartitionState.PENDING,
-        PartitionState.SYNTHESIZING,
-        PartitionState.SYNTHESIZED,
-        PartitionState.PROVING,
-        PartitionState.FINALIZING,
-    }
-)
-"""The partition states that may still change; the others (done, failed, cancelled) are terminal."""
 
 
 class StaleEvent(Exception):
@@ -89,7 +77,7 @@ class Job:
                 if p.lease is None or finalizing[p.lease] != 1:
                     problems.append(f"partition {p.name} is finalizing but no single worker finalizes it")
                 continue
-            elif state in LIVE_STATES:
+            elif state in LIVE_PARTITION_STATES:
                 live += 1
             if p.lease is not None:
                 problems.append(f"partition {p.name} is {state.value} but holds lease {p.lease}")

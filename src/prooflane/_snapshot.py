@@ -7,15 +7,13 @@ snapshot can be kept, compared and serialised while the tracker moves on. ``to_j
 
 from __future__ import annotations
 
-import enum
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-# One definition of the states, shared with the API's models: /status and /v1/jobs cannot drift apart.
-from .models import JobState, PartitionState
+from .states import JobState, PartitionState, WorkerState
 
 __all__ = [
     "REASON_LIMIT",
@@ -74,14 +72,6 @@ def readable_reason(text: str, limit: int = REASON_LIMIT) -> str:
     if len(out) > limit:
         out, cut = out[: limit - len(ELLIPSIS)].rstrip(), True
     return out + ELLIPSIS if cut else out
-
-
-class WorkerState(enum.StrEnum):
-    """What a worker does: computed from its current lease and its finalizing leases, never stored."""
-
-    IDLE = "idle"
-    PROVING = "proving"
-    FINALIZING = "finalizing"
 
 
 @dataclass(frozen=True, slots=True)

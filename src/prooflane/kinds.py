@@ -31,7 +31,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .models import KindInfo, Priority
+from .models import KindInfo
+from .states import Priority
 
 __all__ = [
     "BUILTIN_KINDS",

@@ -7,10 +7,11 @@ never a live object.
 from __future__ import annotations
 
 import re
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .states import JobState, PartitionState, Priority
 
 __all__ = [
     "CircuitInfo",
@@ -30,63 +31,6 @@ __all__ = [
 
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _HEX = re.compile(r"^(0x)?[0-9a-fA-F]{2,128}$")
-
-
-class Priority(StrEnum):
-    """Scheduling priority; ``rank`` orders them (lower goes first)."""
-
-    CRITICAL = "critical"
-    HIGH = "high"
-    NORMAL = "normal"
-
-    @property
-    def rank(self) -> int:
-        """0 for critical, 1 for high, 2 for normal."""
-        return _RANK[self]
-
-
-_RANK = {Priority.CRITICAL: 0, Priority.HIGH: 1, Priority.NORMAL: 2}
-
-
-class JobState(StrEnum):
-    """A job's state.
-
-    Legal transitions: queued -> running -> done | failed | cancelled; queued -> failed | cancelled.
-    """
-
-    QUEUED = "queued"
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def terminal(self) -> bool:
-        """True for done, failed and cancelled."""
-        return self in (JobState.DONE, JobState.FAILED, JobState.CANCELLED)
-
-
-class PartitionState(StrEnum):
-    """A partition's state.
-
-    Legal transitions: pending -> synthesizing -> synthesized -> proving -> finalizing -> done; any
-    non-terminal state -> failed | cancelled; synthesizing | synthesized | proving | finalizing -> pending
-    (a retry after a worker process died).
-    """
-
-    PENDING = "pending"
-    SYNTHESIZING = "synthesizing"
-    SYNTHESIZED = "synthesized"
-    PROVING = "proving"
-    FINALIZING = "finalizing"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def terminal(self) -> bool:
-        """True for done, failed and cancelled."""
-        return self in (PartitionState.DONE, PartitionState.FAILED, PartitionState.CANCELLED)
 
 
 class _Frozen(BaseModel):

@@ -15,8 +15,9 @@ too. Worker states are computed from these facts (never stored): proving when it
 finalizing when it has only finalizing leases, idle otherwise; a worker proving one partition while finalizing
 another shows both.
 
-Partition transitions (anything else is *illegal*: :class:`~prooflane.errors.IllegalTransition` in strict
-mode, used by the tests; counted and ignored in production)::
+Partition transitions, the table of :mod:`prooflane.states` and the events that make them (anything else is
+*illegal*: :class:`~prooflane.errors.IllegalTransition` in strict mode, used by the tests; counted and
+ignored in production)::
 
     pending      -> synthesizing                      SynthesisStarted
     synthesizing -> synthesized                       SynthesisFinished
@@ -25,7 +26,7 @@ mode, used by the tests; counted and ignored in production)::
     finalizing   -> done                              FinalizeFinished
     any live     -> failed                            SynthesisFailed, PartitionFailed, JobFailed
     any live     -> cancelled                         PartitionSkipped, JobFailed (the others), JobCancelled
-    any live     -> pending                           PartitionRetried, WorkerDied (retry after a death)
+    any live but pending -> pending                   PartitionRetried, WorkerDied (retry after a death)
 
 ``live`` is pending, synthesizing, synthesized, proving or finalizing; done, failed and cancelled are
 terminal and final. A job ends once (done, failed or cancelled), is counted once, stays in the live view for
@@ -51,27 +52,33 @@ import psutil
 
 from . import events as ev
 from ._feed import EventFeed, FeedItem
-from ._ledger import LIVE_STATES, IllegalEvent, Job, Lease, MemoryLedger, Partition, StaleEvent, Worker
+from ._ledger import IllegalEvent, Job, Lease, MemoryLedger, Partition, StaleEvent, Worker
 from ._snapshot import (
     CountersStatus,
     DeviceStatus,
     FinalizingLease,
     HistoryStatus,
-    JobState,
     MemoryStatus,
-    PartitionState,
     PipelineStatus,
     RecentJob,
     RecentPartition,
     StatusSnapshot,
     SynthesisStatus,
-    WorkerState,
     WorkerStatus,
     partitions_json,
     readable_reason,
 )
 from ._stats import MINUTE, DeviceBusy, HistogramView, MinuteHistory, PhaseHistogram
 from .errors import IllegalTransition
+from .states import (
+    LIVE_PARTITION_STATES,
+    PARTITION_TRANSITIONS,
+    TERMINAL_PARTITION_STATES,
+    JobState,
+    PartitionState,
+    WorkerState,
+    check_partition_move,
+)
 
 __all__ = [
     "LEGAL_TRANSITIONS",
@@ -85,22 +92,9 @@ __all__ = [
 ]
 
 P = PartitionState
-LIVE = LIVE_STATES
-TERMINAL: frozenset[PartitionState] = frozenset({P.DONE, P.FAILED, P.CANCELLED})
-_FORWARD = {
-    P.PENDING: P.SYNTHESIZING,
-    P.SYNTHESIZING: P.SYNTHESIZED,
-    P.SYNTHESIZED: P.PROVING,
-    P.PROVING: P.FINALIZING,
-    P.FINALIZING: P.DONE,
-}
-LEGAL_TRANSITIONS: Mapping[PartitionState, frozenset[PartitionState]] = MappingProxyType(
-    {
-        **{s: frozenset({_FORWARD[s], P.FAILED, P.CANCELLED, P.PENDING}) for s in LIVE},
-        **{s: frozenset() for s in TERMINAL},
-    }
-)
-"""Partition state -> the states it may move to (the table in this module's docstring)."""
+LIVE = LIVE_PARTITION_STATES
+TERMINAL = TERMINAL_PARTITION_STATES
+LEGAL_TRANSITIONS = PARTITION_TRANSITIONS  # the one table, in prooflane.states
 
 _JOB_OUTCOME = {P.DONE: JobState.DONE, P.FAILED: JobState.FAILED, P.CANCELLED: JobState.CANCELLED}
 
@@ -432,11 +426,10 @@ class StatusTracker:
     def _move(self, partition: Partition, new: PartitionState) -> None:
         """The one place a partition changes state: checks legality, keeps the per-state counts."""
         old = partition.state
-        if new not in LEGAL_TRANSITIONS[old]:
-            raise IllegalEvent(
-                f"partition {partition.name}: expected one of "
-                f"{sorted(s.value for s in _sources(new))}, got {old.value} (-> {new.value})"
-            )
+        try:
+            check_partition_move(old, new, f"partition {partition.name}")
+        except IllegalTransition as exc:
+            raise IllegalEvent(str(exc)) from None
         job = partition.job
         partition.state = new
         job.version += 1
@@ -492,7 +485,8 @@ class StatusTracker:
         partition = self._partition(event.job_id, event.partition)
         if event.attempt <= partition.attempt:
             raise StaleEvent(f"partition {partition.name} is already at attempt {partition.attempt}")
-        self._requeue(partition, event.at)
+        if partition.state is not P.PENDING:  # pending already when its worker's death requeued it
+            self._requeue(partition, event.at)
         partition.attempt = event.attempt
         partition.reason = readable_reason(event.reason)
         self._retries += 1
@@ -829,10 +823,6 @@ class StatusTracker:
 def _expect(partition: Partition, state: PartitionState) -> None:
     if partition.state is not state:
         raise IllegalEvent(f"partition {partition.name}: expected {state.value}, got {partition.state.value}")
-
-
-def _sources(new: PartitionState) -> list[PartitionState]:
-    return [s for s, targets in LEGAL_TRANSITIONS.items() if new in targets]
 
 
 def _package_version() -> str:
