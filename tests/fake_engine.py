@@ -12,10 +12,11 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import uvicorn
 
+from prooflane._feed import FeedItem
 from prooflane.api import close_streams, create_app
 from prooflane.config import Config
 from prooflane.errors import JobRejected
@@ -38,12 +39,7 @@ KINDS = {"porep-c2": (10, Priority.NORMAL), "winning-post": (1, Priority.CRITICA
 VERIFICATION_KEY = {"protocol": "groth16", "curve": "bn128", "nPublic": 1}
 
 
-class Item(NamedTuple):
-    """Like the tracker feed's items: an id, an event name, JSON data."""
-
-    id: int
-    event: str
-    data: str
+Item = FeedItem  # the tracker feed's items: an id, an event name, JSON data
 
 
 @dataclass
@@ -228,6 +224,15 @@ class FakeEngine:
 
     def circuits(self) -> list[CircuitInfo]:
         return list(self.registered)
+
+    def snapshot(self) -> FakeSnapshot:
+        return self.tracker.snapshot()
+
+    def totals(self) -> TrackerTotals:
+        return self.tracker.totals()
+
+    def subscribe(self, last_event_id: int | None = None) -> AsyncIterator[Item]:
+        return self.tracker.subscribe(last_event_id)
 
 
 @dataclass

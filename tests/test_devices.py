@@ -1,4 +1,4 @@
-"""Device workers: a prover process and a finalizer process behind pipes, and their deaths."""
+"""The process backend's workers: a prover process and a finalizer process behind pipes, and their deaths."""
 
 from __future__ import annotations
 
@@ -6,13 +6,14 @@ import asyncio
 import os
 import signal
 from collections.abc import AsyncIterator
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from prooflane.circuits import Sector
-from prooflane.devices import Device, RemoteError, Worker, exit_with, limit_native_threads, mp_context
+from prooflane.devices import Device, ProcessBackend, RemoteError
+from prooflane.devices._process import ProcessWorker, exit_with, limit_native_threads, mp_context
 from prooflane.errors import WorkerDied
 from prooflane.kinds import StorageInput, SynthesisTask, prepare_builtin, synthesize_partition
 
@@ -25,17 +26,21 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-async def worker() -> AsyncIterator[Worker]:
-    io = ThreadPoolExecutor(8)
-    made = Worker("cpu:0/w0", Device("cpu:0"), mp_context(), io)
+async def worker() -> AsyncIterator[ProcessWorker]:
+    backend = ProcessBackend(pool_size=1, workers=1)
+    made = backend.new_worker("cpu:0/w0", backend.device("cpu:0"))
     async with asyncio.timeout(60):
-        await made.ready()
+        await made.start()
     yield made
     made.kill()
-    io.shutdown(wait=False)
+    await backend.stop()
 
 
-async def test_worker_proves_split_across_its_two_processes(worker: Worker, tmp_path: Path) -> None:
+def _granted() -> bool:
+    return True
+
+
+async def test_worker_proves_split_across_its_two_processes(worker: ProcessWorker, tmp_path: Path) -> None:
     meta = prepare_builtin("winning-post", "tiny", "bn128", str(tmp_path / "keys"))
     Sector.create(tmp_path / "sector", 256, seed=1)
     inputs = StorageInput("winning-post", "tiny", "bn128", str(tmp_path / "sector"), b"\x01" * 32)
@@ -43,38 +48,74 @@ async def test_worker_proves_split_across_its_two_processes(worker: Worker, tmp_
     info = worker.info()
     assert info.prover_pid != info.finalizer_pid and os.getpid() not in (info.prover_pid, info.finalizer_pid)
     async with asyncio.timeout(60):
-        await worker.stage(meta.key_path, synthesized)
-        state, prove_ms = await worker.prove_start()
+        result = await worker.prove(meta.key_path, synthesized, _granted)
+        assert result is not None
+        state, prove_ms = result
         assert "key" not in state and prove_ms > 0
-        proof, public, verified, _ = await worker.finish(meta.key_path, state)
-    assert verified and proof["protocol"] == "groth16" and len(public) == meta.public_signals
+        finished = await worker.finish(meta.key_path, state)
+    assert finished.verified and finished.proof["protocol"] == "groth16"
+    assert len(finished.public) == meta.public_signals
 
 
-async def test_error_inside_a_process_is_a_remote_error_and_the_process_lives_on(worker: Worker) -> None:
+async def test_a_partition_not_granted_never_enters_the_device_section(worker: ProcessWorker) -> None:
     async with asyncio.timeout(60):
         with pytest.raises(RemoteError, match=r"nowhere\.zkey"):
-            await worker.stage("/nowhere.zkey", None)
+            await worker.prove("/nowhere.zkey", None, _granted)
+    assert not worker.dead
+
+
+async def test_error_inside_a_process_is_a_remote_error_and_the_process_lives_on(
+    worker: ProcessWorker,
+) -> None:
+    async with asyncio.timeout(60):
         with pytest.raises(RemoteError, match="unknown request"):
             await worker.prover.request("dance")
-        await worker.ready()
+        await worker.prover.ping()
+    assert not worker.dead
 
 
-async def test_killed_process_makes_the_worker_die_and_requests_fail(worker: Worker) -> None:
-    died: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-
-    def on_exit(reason: str) -> None:
-        if not died.done():
-            died.set_result(reason)
-
-    worker.prover.watch(on_exit)
-    pid = worker.prover.pid
-    assert pid is not None
-    os.kill(pid, signal.SIGKILL)
+async def test_killed_process_makes_the_worker_die_and_ends_its_other_process(worker: ProcessWorker) -> None:
+    prover, finalizer = worker.prover.pid, worker.finalizer.pid
+    assert prover is not None and finalizer is not None
+    os.kill(prover, signal.SIGKILL)
     async with asyncio.timeout(60):
-        reason = await died
-        assert "killed by signal 9" in reason
-        with pytest.raises(WorkerDied, match="prover"):
-            await worker.prover.request("ping")
+        reason = await worker.wait_dead()
+        assert "prover" in reason
+        with pytest.raises(WorkerDied):
+            await worker.drop_key("/any.zkey")
+        await _ended(finalizer)
+
+
+async def test_workers_outlive_their_forkserver_and_new_ones_still_start(worker: ProcessWorker) -> None:
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]
+    assert server is not None
+    os.kill(server, signal.SIGKILL)
+    async with asyncio.timeout(60):
+        await _ended(server)
+        await worker.prover.ping()  # the pair forked by the dead forkserver still answers
+        assert not worker.dead
+        backend = ProcessBackend(pool_size=1, workers=1)
+        fresh = backend.new_worker("cpu:0/w1", Device("cpu:0"))
+        await fresh.start()  # a new forkserver is started for it
+        fresh.kill()
+        await backend.stop()
+
+
+async def _ended(pid: int) -> None:
+    """Return once process ``pid`` has ended (its pidfd turns readable)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    loop, ended = asyncio.get_running_loop(), asyncio.Event()
+    loop.add_reader(fd, ended.set)
+    try:
+        await ended.wait()
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
 
 
 def test_worker_processes_get_one_rayon_thread_unless_set() -> None:

@@ -112,13 +112,15 @@ class Watcher:
         self.events: list[dict[str, Any]] = []
         self.violations: list[str] = []
         self._changed = asyncio.Event()
-        self._task = asyncio.create_task(self._collect(engine.tracker.subscribe(0)))
+        self._task = asyncio.create_task(self._collect(engine.subscribe(0)))
 
     async def _collect(self, feed: AsyncIterator[Any]) -> None:
         async for item in feed:
             self.events.append({"event": item.event, **json.loads(item.data)})
             # Checked between every two events: the tracker's view is consistent at every step.
-            self.violations += [f"after {item.event}: {v}" for v in self.engine.tracker.invariants()]
+            self.violations += [
+                f"after {item.event}: {v}" for v in self.engine.snapshot().invariant_violations
+            ]
             budget = self.engine.budget.stats()
             if budget.reserved_bytes + budget.cached_bytes > budget.total_bytes:
                 self.violations.append(f"after {item.event}: over budget {budget}")
@@ -161,8 +163,8 @@ def assert_clean(engine: Engine, *, stale: int = 0) -> None:
     """Nothing reserved; budget and tracker consistent; no illegal and (unless told) no stale event."""
     assert engine.budget.reserved == 0
     engine.budget.check()
-    assert engine.tracker.invariants() == []
-    totals = engine.tracker.totals()
+    assert engine.snapshot().invariant_violations == ()
+    totals = engine.totals()
     assert totals.illegal_events == 0 and totals.stale_events == stale
 
 
@@ -206,7 +208,7 @@ async def test_circom_circuit_with_a_witness_generator_proves_from_inputs(
         assert await verified_count(engine, job_id, "circom", "mul") == 2
         view = engine.job(job_id)
         assert view is not None and view.circuit == "mul" and view.priority.value == "high"
-        shown = engine.tracker.snapshot().to_json()
+        shown = engine.snapshot().to_json()
         assert [p["circuit"] for p in shown["pipelines"] if p["job_id"] == job_id] == ["mul"]
 
 
@@ -252,7 +254,7 @@ async def test_memory_budget_holds_under_load_and_drains_to_zero(
         stats = engine.budget.stats()
         assert max(peaks) <= budget and stats.peak_used_bytes <= budget
         assert stats.reserved_bytes == 0 and stats.live_reservations == 0
-        snapshot = engine.tracker.snapshot()
+        snapshot = engine.snapshot()
         assert snapshot.memory.reserved_bytes == 0
         watch.close()
         assert_clean(engine)

@@ -15,7 +15,7 @@ from .kinds import CircomInput, CircuitMeta, StorageInput
 from .memory import Reservation
 from .models import CircuitInfo, JobView, PartitionView
 from .scheduler import WorkKey
-from .states import JobState, PartitionState, Priority
+from .states import JobState, PartitionState, Priority, check_job_move, check_partition_move
 from .store import CircuitRecord, JobRecord, Store
 
 __all__ = ["CircuitEntry", "JobRun", "PartitionRun", "circuit_info", "journal_view", "live_view"]
@@ -51,6 +51,11 @@ class PartitionRun:
         """The partition still matters (its job has not ended)."""
         return not self.job.state.terminal and not self.state.terminal
 
+    def move(self, new: PartitionState) -> None:
+        """Change state through the one transition table (IllegalTransition otherwise)."""
+        check_partition_move(self.state, new, f"partition {self.name}")
+        self.state = new
+
 
 @dataclass(eq=False)
 class JobRun:
@@ -69,6 +74,11 @@ class JobRun:
     @property
     def job_id(self) -> str:
         return self.record.job_id
+
+    def move(self, new: JobState) -> None:
+        """Change state through the one transition table (IllegalTransition otherwise)."""
+        check_job_move(self.state, new, f"job {self.job_id}")
+        self.state = new
 
 
 @dataclass(eq=False)

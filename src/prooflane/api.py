@@ -22,6 +22,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import __version__, metrics
+from ._feed import FeedItem
 from .config import Config
 from .errors import JobRejected
 from .models import (
@@ -34,6 +35,7 @@ from .models import (
     JobView,
     KindInfo,
 )
+from .status import TrackerTotals
 
 __all__ = ["ApiSettings", "EngineApi", "close_streams", "create_app"]
 
@@ -47,14 +49,23 @@ Send = Callable[[Message], Awaitable[None]]
 Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
+class SnapshotText(Protocol):
+    """What the API needs of a status snapshot: its JSON text."""
+
+    def to_json_text(self) -> str: ...
+
+
 class EngineApi(Protocol):
     """The engine methods the API uses (the real `prooflane.engine.Engine` has them all)."""
 
     @property
     def ready(self) -> bool: ...
 
-    @property
-    def tracker(self) -> Any: ...
+    def snapshot(self) -> SnapshotText: ...
+
+    def totals(self) -> TrackerTotals: ...
+
+    def subscribe(self, last_event_id: int | None = None) -> AsyncIterator[FeedItem]: ...
 
     async def submit(self, req: JobRequest) -> str: ...
 
@@ -298,7 +309,7 @@ def _add_status_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -
     async def status() -> Response:
         """A frozen snapshot of everything the engine is doing (the shape other tools parse)."""
         # The snapshot writes its own JSON text (cached per job): /status is polled often and must stay cheap.
-        return Response(engine.tracker.snapshot().to_json_text(), media_type="application/json")
+        return Response(engine.snapshot().to_json_text(), media_type="application/json")
 
     @app.get("/v1/events", tags=["status"], response_class=StreamingResponse)
     async def events(
@@ -315,7 +326,7 @@ def _add_status_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -
     @app.get("/metrics", response_class=PlainTextResponse, tags=["status"])
     async def prometheus() -> PlainTextResponse:
         """Prometheus text exposition."""
-        return PlainTextResponse(metrics.render(engine.tracker), media_type=metrics.CONTENT_TYPE)
+        return PlainTextResponse(metrics.render_totals(engine.totals()), media_type=metrics.CONTENT_TYPE)
 
     @app.get("/healthz", tags=["status"])
     async def healthz() -> JSONResponse:
@@ -341,7 +352,7 @@ async def _event_stream(
     engine: EngineApi, resume: int | None, heartbeat: float, closing: asyncio.Event
 ) -> AsyncGenerator[str, None]:
     """Format the tracker's feed as SSE, with a comment line as heartbeat while nothing happens."""
-    feed: AsyncIterator[Any] = engine.tracker.subscribe(resume)
+    feed: AsyncIterator[FeedItem] = engine.subscribe(resume)
     closed = asyncio.ensure_future(closing.wait())
     pending: asyncio.Future[Any] | None = None
     try:

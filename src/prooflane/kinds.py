@@ -15,7 +15,7 @@ boundary (the pickle and the array):
   objects built from them, split between the worker's prover and finalizer processes).
 
 The functions at the end (``prepare_builtin``, ``inspect_zkey``, ``synthesize_partition``) run in worker
-processes; each process keeps the keys it loaded in ``_KEYS``.
+processes (the synthesis pool).
 """
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ __all__ = [
     "inspect_zkey",
     "kind_infos",
     "kind_spec",
-    "load_key",
     "prepare_builtin",
     "synthesize_partition",
 ]
@@ -177,29 +176,17 @@ class SynthesisTask:
 
 # -- in worker processes ------------------------------------------------------------------------------
 
-_KEYS: dict[str, Any] = {}
+_MATRICES: dict[str, Any] = {}  # key path -> ProvingKey, for circom synthesis in this process
 
 
-def load_key(path: str, parts: tuple[str, ...] = ()) -> Any:
-    """The proving key at ``path``, read once per process; the library points of its base sections
-    ``parts`` (of "a", "b1", "b2", "c", "h") are built now when not built yet."""
-    from .groth16 import preload, read_zkey
+def _key_matrices(path: str) -> Any:
+    """The proving key at ``path`` (its constraint matrices are what synthesis needs), read once."""
+    from .groth16 import read_zkey
 
-    key = _KEYS.get(path)
+    key = _MATRICES.get(path)
     if key is None:
-        key = _KEYS[path] = read_zkey(path)
-    if parts:
-        preload(key, parts)
+        key = _MATRICES[path] = read_zkey(path)
     return key
-
-
-def drop_key(path: str) -> None:
-    """Forget the key at ``path`` and its library points in this process (its memory was evicted)."""
-    from .groth16 import release
-
-    key = _KEYS.pop(path, None)
-    if key is not None:
-        release(key)
 
 
 def prepare_builtin(kind: str, profile: str, curve: str, keys_dir: str) -> CircuitMeta:
@@ -259,7 +246,7 @@ def synthesize_partition(task: SynthesisTask) -> tuple[Any, float]:
                 witness = read_wtns(_generate_wtns(inputs.witness, inputs.wasm, folder))
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
-        synthesized = synthesize(load_key(task.key_path), witness)
+        synthesized = synthesize(_key_matrices(task.key_path), witness)
     return synthesized, (time.perf_counter() - started) * 1000
 
 

@@ -1,4 +1,4 @@
-"""Devices and their workers: a device lock, and per worker a prover process and a finalizer process.
+"""The ``process`` backend: a prover and a finalizer process per worker, and a process pool for synthesis.
 
 A ``cpu`` device is one core's worth of proving. Each device has ``workers_per_device`` workers that share
 its lock; the lock covers only ``prove_start`` (the device section). A worker is two processes:
@@ -12,6 +12,11 @@ beside the prover would serialize with the next ``prove_start``. A sibling proce
 one per device) keeps a worker's keys and its finalizer together: both load the same key once, and a
 worker that dies takes down only its own pair, whose partitions are retried elsewhere.
 
+Liveness comes from each process's own pidfd (opened from the pid it reports when it first answers), not
+from the multiprocessing sentinel: processes are forked by the forkserver, and if the forkserver dies the
+sentinels close while the processes live on. The pidfd says exactly when the process ends, and ending a
+worker signals the process itself, so none is left behind.
+
 The device lock lives in the parent (an ``asyncio.Lock``), not in shared memory: a process killed while
 proving can never leave it held. Both processes keep every proving key they loaded until told to drop it.
 """
@@ -19,6 +24,7 @@ proving can never leave it held. Both processes keep every proving key they load
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import multiprocessing
 import multiprocessing.connection
@@ -28,19 +34,18 @@ import signal
 import threading
 import time
 from collections.abc import Callable, MutableMapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.context import ForkServerContext
-from typing import Any
+from typing import Any, TypeVar
 
-from .errors import WorkerDied
+from ..errors import WorkerDied
+from . import Device, DeviceBackend, DeviceWorker, Finished, PoolProcessDied, RemoteError, WorkerInfo
 
 __all__ = [
     "ChildProcess",
-    "Device",
-    "RemoteError",
-    "Worker",
-    "WorkerInfo",
+    "ProcessBackend",
+    "ProcessWorker",
     "exit_with",
     "ignore_interrupts",
     "limit_native_threads",
@@ -48,10 +53,7 @@ __all__ = [
 ]
 
 Connection = multiprocessing.connection.Connection
-
-
-class RemoteError(Exception):
-    """Raised when work failed inside a worker process (the process itself is fine)."""
+T = TypeVar("T")
 
 
 def mp_context() -> ForkServerContext:
@@ -62,23 +64,55 @@ def mp_context() -> ForkServerContext:
     return ctx
 
 
-@dataclass
-class Device:
-    """A device and the lock its workers share around the device section."""
+class ProcessBackend(DeviceBackend):
+    """Workers as process pairs, synthesis in a process pool; all below the daemon's priority."""
 
-    name: str
-    kind: str = "cpu"
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    name = "process"
 
+    def __init__(self, *, pool_size: int, workers: int, niceness: int = 0) -> None:
+        super().__init__()
+        self._ctx = mp_context()
+        self._pool_size = pool_size
+        self._niceness = niceness
+        self._io = ThreadPoolExecutor(max_workers=4 * workers + 4, thread_name_prefix="prooflane-io")
+        self._pool: ProcessPoolExecutor | None = None
 
-@dataclass(frozen=True)
-class WorkerInfo:
-    """A worker's processes, as tests and diagnostics see them."""
+    async def start(self) -> None:
+        self._pool = self._new_pool()
 
-    worker_id: str
-    device: str
-    prover_pid: int | None
-    finalizer_pid: int | None
+    async def stop(self) -> None:
+        if self._pool is not None:
+            _kill_pool(self._pool)
+            self._pool = None
+        self._io.shutdown(wait=False, cancel_futures=True)
+
+    async def run(self, call: Callable[..., T], *args: Any) -> T:
+        pool = self._pool
+        if pool is None:
+            raise PoolProcessDied("the process pool is not running")
+        try:
+            return await asyncio.get_running_loop().run_in_executor(pool, call, *args)
+        except BrokenProcessPool:
+            if self._pool is pool:  # the first to notice replaces the pool; the others just retry
+                _kill_pool(pool)
+                self._pool = self._new_pool()
+            raise PoolProcessDied("a synthesis process died") from None
+
+    def new_worker(self, worker_id: str, device: Device) -> ProcessWorker:
+        return ProcessWorker(worker_id, device, self._ctx, self._io, self._niceness)
+
+    def pool_pids(self) -> list[int]:
+        """The pool's process ids (for diagnostics and fault tests)."""
+        processes = getattr(self._pool, "_processes", None) or {}
+        return [p.pid for p in processes.values() if p.pid is not None]
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
+            max_workers=self._pool_size,
+            mp_context=self._ctx,
+            initializer=exit_with,
+            initargs=(os.getpid(), self._niceness),
+        )
 
 
 class ChildProcess:
@@ -91,13 +125,16 @@ class ChildProcess:
         self._io = io
         parent, child = ctx.Pipe(duplex=True)
         self._conn: Connection = parent
-        self._proc = ctx.Process(target=target, args=(child,), name=name, daemon=True)
+        self._proc = ctx.Process(target=target, args=(child, os.getpid()), name=name, daemon=True)
         self._proc.start()
         child.close()
         if niceness and self._proc.pid is not None:
-            os.setpriority(os.PRIO_PROCESS, self._proc.pid, niceness)
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, self._proc.pid, niceness)
         self._lock = asyncio.Lock()  # one request in flight per process: replies match requests in order
+        self._pidfd: int | None = None
         self._unwatch: Callable[[], object] = lambda: None
+        self._ended = False
 
     @property
     def pid(self) -> int | None:
@@ -109,6 +146,8 @@ class ChildProcess:
         """Send ``message``, return the reply's payload; raise WorkerDied if the process is gone."""
         loop = asyncio.get_running_loop()
         async with self._lock:
+            if self._ended:
+                raise WorkerDied(f"{self.name} (pid {self.pid}) was ended")
             try:
                 # One thread hop per request: send and wait for the reply in the same I/O thread.
                 reply = await loop.run_in_executor(self._io, _round_trip, self._conn, message)
@@ -123,22 +162,37 @@ class ChildProcess:
             raise RemoteError(payload)
         return payload
 
+    async def ping(self) -> None:
+        """Wait for the first answer, and from then on follow the process through its pidfd."""
+        pid = await self.request("ping")
+        if self._pidfd is None:
+            with contextlib.suppress(OSError):
+                self._pidfd = os.pidfd_open(pid)
+
     def watch(self, on_exit: Callable[[str], None]) -> None:
         """Call ``on_exit(reason)`` on the event loop as soon as the process ends (once)."""
         loop = asyncio.get_running_loop()
-        sentinel = self._proc.sentinel
+        fd = self._pidfd if self._pidfd is not None else self._proc.sentinel
 
         def ended() -> None:
-            loop.remove_reader(sentinel)
+            loop.remove_reader(fd)
             on_exit(f"{self.name} (pid {self.pid}) exited: {self._exit_reason(EOFError())}")
 
-        loop.add_reader(sentinel, ended)
-        self._unwatch = lambda: loop.remove_reader(sentinel)
+        loop.add_reader(fd, ended)
+        self._unwatch = lambda: loop.remove_reader(fd)
 
     def kill(self) -> None:
-        """End the process now (idempotent)."""
+        """End the process now (idempotent), through its pidfd when it has one."""
+        self._ended = True
         self._unwatch()
-        if self._proc.is_alive():
+        self._unwatch = lambda: None
+        if self._pidfd is not None:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.close(self._pidfd)
+            self._pidfd = None
+        elif self._proc.is_alive():
             self._proc.kill()
         # The pipe stays open: a thread may still be reading it, and it reads EOF once the process is gone.
 
@@ -154,64 +208,55 @@ class ChildProcess:
         return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
 
 
-class Worker:
+class ProcessWorker(DeviceWorker):
     """One device worker: a prover and a finalizer process, and the keys they hold."""
 
     def __init__(
-        self,
-        worker_id: str,
-        device: Device,
-        ctx: ForkServerContext,
-        io: ThreadPoolExecutor,
-        niceness: int = 0,
+        self, worker_id: str, device: Device, ctx: ForkServerContext, io: ThreadPoolExecutor, niceness: int
     ) -> None:
-        self.worker_id = worker_id
-        self.device = device
+        super().__init__(worker_id, device)
         # Lower priority than the daemon: its event loop schedules the devices and answers /status.
         self.prover = ChildProcess(f"{worker_id} prover", _prover_main, ctx, io, niceness)
         self.finalizer = ChildProcess(f"{worker_id} finalizer", _finalizer_main, ctx, io, niceness)
-        self.dead = False
-        self.death: str | None = None  # why it died, once it did
-        self.task: asyncio.Task[None] | None = None  # the engine's task feeding this worker
 
     def info(self) -> WorkerInfo:
-        """The worker's ids and pids."""
         return WorkerInfo(self.worker_id, self.device.name, self.prover.pid, self.finalizer.pid)
 
-    async def ready(self) -> None:
-        """Wait until both processes answer; from then on, either one ending makes the worker ``die``."""
-        await asyncio.gather(self.prover.request("ping"), self.finalizer.request("ping"))
+    async def start(self) -> None:
+        """Wait until both processes answer; from then on, either one ending makes the worker die."""
+        try:
+            await asyncio.gather(self.prover.ping(), self.finalizer.ping())
+        except WorkerDied as exc:
+            self.die(str(exc))
+            raise
         self.prover.watch(self.die)
         self.finalizer.watch(self.die)
 
-    async def stage(self, key_path: str, synthesized: Any) -> None:
-        """Give the prover its next partition and let it load the key, outside the device lock."""
-        await self.prover.request("stage", key_path, synthesized)
+    async def _stage(self, key_path: str, synthesized: Any, label: str) -> None:
+        await self._call(self.prover, "stage", key_path, synthesized)
 
-    async def prove_start(self) -> tuple[Any, float]:
-        """Run the device section on the staged partition; return the proving state and milliseconds."""
-        state, ms = await self.prover.request("start")
+    async def _prove_start(self, label: str) -> tuple[Any, float]:
+        state, ms = await self._call(self.prover, "start")
         return state, ms
 
-    async def finish(self, key_path: str, state: Any) -> tuple[dict[str, Any], list[str], bool, float]:
-        """Run ``prove_finish`` and verify; return (proof JSON, public signals, verified, milliseconds)."""
-        proof, public, verified, ms = await self.finalizer.request("finish", key_path, state)
-        return proof, public, verified, ms
+    async def finish(self, key_path: str, state: Any, label: str = "") -> Finished:
+        proof, public, verified, ms = await self._call(self.finalizer, "finish", key_path, state)
+        return Finished(proof, public, verified, ms)
 
     async def drop_key(self, key_path: str) -> None:
-        """Make both processes forget a key (its memory was evicted)."""
-        await asyncio.gather(self.prover.request("drop", key_path), self.finalizer.request("drop", key_path))
+        await asyncio.gather(
+            self._call(self.prover, "drop", key_path), self._call(self.finalizer, "drop", key_path)
+        )
 
-    def die(self, reason: str) -> None:
-        """A process of this worker is gone: end the other, stop feeding it, remember why."""
-        self.death = self.death or reason
-        self.kill()
-        if self.task is not None:
-            self.task.cancel()
+    async def _call(self, process: ChildProcess, *message: Any) -> Any:
+        self.check_alive()
+        try:
+            return await process.request(*message)
+        except WorkerDied as exc:
+            self.die(str(exc))
+            raise
 
-    def kill(self) -> None:
-        """End both processes now."""
-        self.dead = True
+    def _end(self) -> None:
         self.prover.kill()
         self.finalizer.kill()
 
@@ -219,6 +264,17 @@ class Worker:
 def _round_trip(conn: Connection, message: tuple[Any, ...]) -> Any:
     conn.send(message)
     return conn.recv()
+
+
+def _kill_pool(pool: ProcessPoolExecutor) -> None:
+    # ProcessPoolExecutor has no public way to end busy processes; the backend owns these, so end them. The
+    # pids are signalled directly: a process whose forkserver died reads as exited while it still runs.
+    processes = list(getattr(pool, "_processes", {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(process.pid, signal.SIGKILL)
 
 
 # -- in worker processes ------------------------------------------------------------------------------
@@ -244,11 +300,11 @@ def limit_native_threads(environ: MutableMapping[str, str] | None = None) -> Non
 
 
 def exit_with(daemon_pid: int, niceness: int = 0) -> None:
-    """In a pool process: ignore Ctrl-C, run ``niceness`` below the daemon, and exit as soon as the daemon
+    """In a child process: ignore Ctrl-C, run ``niceness`` below the daemon, and exit as soon as the daemon
     process ``daemon_pid`` is gone.
 
-    A pool process blocks on a queue whose write end it holds itself, so it would never see the daemon
-    die (``kill -9``); a thread waits on the daemon's pidfd and ends this process then.
+    A child blocks on a pipe or queue whose other end the daemon holds, so it would never see the daemon
+    die (``kill -9``) if the end were shared; a thread waits on the daemon's pidfd and ends this process then.
     """
     ignore_interrupts()
     limit_native_threads()
@@ -291,10 +347,10 @@ def _serve(conn: Connection, handle: Any) -> None:
         conn.send(reply)
 
 
-def _prover_main(conn: Connection) -> None:
-    limit_native_threads()
-    from . import kinds
-    from .groth16 import prove_start
+def _prover_main(conn: Connection, daemon_pid: int) -> None:
+    exit_with(daemon_pid)
+    from ..groth16 import prove_start
+    from .keys import drop_key, load_key
 
     staged: list[Any] = []  # [key, synthesized] of the partition staged for the next "start"
 
@@ -303,7 +359,7 @@ def _prover_main(conn: Connection) -> None:
             return os.getpid()
         if op == "stage":
             key_path, synthesized = args
-            staged[:] = [kinds.load_key(key_path, _PROVER_BASES), synthesized]
+            staged[:] = [load_key(key_path, _PROVER_BASES), synthesized]
             return None
         if op == "start":
             key, synthesized = staged
@@ -315,31 +371,31 @@ def _prover_main(conn: Connection) -> None:
             fields = {f.name: getattr(state, f.name) for f in dataclasses.fields(state) if f.name != "key"}
             return fields, ms
         if op == "drop":
-            kinds.drop_key(args[0])
+            drop_key(args[0])
             return None
         raise ValueError(f"unknown request {op!r}")
 
     _serve(conn, handle)
 
 
-def _finalizer_main(conn: Connection) -> None:
-    limit_native_threads()
-    from . import kinds
-    from .groth16 import ProvingState, prove_finish, verify
+def _finalizer_main(conn: Connection, daemon_pid: int) -> None:
+    exit_with(daemon_pid)
+    from ..groth16 import ProvingState, prove_finish, verify
+    from .keys import drop_key, load_key
 
     def handle(op: str, *args: Any) -> Any:
         if op == "ping":
             return os.getpid()
         if op == "finish":
             key_path, fields = args
-            key = kinds.load_key(key_path, _FINALIZER_BASES)
+            key = load_key(key_path, _FINALIZER_BASES)
             started = time.perf_counter()
             proof = prove_finish(ProvingState(key=key, **fields))
             verified = bool(verify(key.verification_key, proof.public, proof))
             ms = (time.perf_counter() - started) * 1000
             return proof.to_json(), proof.public_json(), verified, ms
         if op == "drop":
-            kinds.drop_key(args[0])
+            drop_key(args[0])
             return None
         raise ValueError(f"unknown request {op!r}")
 

@@ -1,0 +1,110 @@
+"""The dispatcher: partitions in scheduler order, each with its memory reserved, into synthesis.
+
+It always takes the head of the pending queue (priority, then job arrival, then partition index): when the
+head's reservation does not fit, nothing overtakes it. Synthesis runs on the backend's CPU pool; a
+synthesized partition waits in the ready queue for a device worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from . import events as ev
+from ._jobs import PartitionRun
+from ._pipeline import Pipeline
+from .devices import DeviceBackend, PoolProcessDied
+from .kinds import SynthesisTask, synthesize_partition
+from .states import JobState, PartitionState
+
+__all__ = ["Dispatcher"]
+
+P = PartitionState
+
+
+class Dispatcher:
+    """Moves partitions from pending to synthesizing to ready, within the budget and the pool's size."""
+
+    def __init__(self, pipeline: Pipeline, backend: DeviceBackend) -> None:
+        self._pipeline = pipeline
+        self._backend = backend
+        self.active = 0  # synthesis tasks running; invariant: == partitions in state synthesizing
+
+    async def run(self) -> None:
+        """Take partitions in scheduler order, reserve memory for each (atomically), start its synthesis."""
+        pipeline = self._pipeline
+        while True:
+            pipeline.kick.clear()
+            while self._can_synthesize() and (head := pipeline.pending.peek()) is not None:
+                _, part = head
+                reservation = pipeline.budget.try_reserve(
+                    f"{part.name}#{part.attempt}", part.job.meta.partition_bytes, headroom=self._headroom()
+                )
+                if reservation is None:
+                    break  # the oldest highest-priority partition waits; nothing overtakes it
+                pipeline.pending.pop()
+                part.reservation = reservation
+                part.move(P.SYNTHESIZING)
+                self.active += 1
+                part.task = pipeline.spawn(self._synthesize(part), f"synthesize {part.name}")
+            await pipeline.kick.wait()
+
+    def _can_synthesize(self) -> bool:
+        cfg = self._pipeline.config
+        return (
+            self.active < cfg.synthesis_workers
+            and self.active + len(self._pipeline.ready) < cfg.prefetch_partitions + cfg.synthesis_workers
+        )
+
+    def _headroom(self) -> int:
+        """Bytes reservations leave free so a worker can always load a proving key it needs."""
+        jobs = self._pipeline.jobs.values()
+        return max((j.meta.key_alloc_bytes for j in jobs if not j.state.terminal), default=0)
+
+    async def _synthesize(self, part: PartitionRun) -> None:
+        pipeline, job = self._pipeline, part.job
+        pipeline.post(
+            ev.SynthesisStarted(
+                at=pipeline.clock(), job_id=job.job_id, partition=part.index, attempt=part.attempt
+            )
+        )
+        task = SynthesisTask(job.job_id, part.index, job.meta.key_path, job.inputs[part.index])
+        try:
+            synthesized, ms = await self._backend.run(synthesize_partition, task)
+        except asyncio.CancelledError:
+            pipeline.release(part)
+            raise
+        except PoolProcessDied as exc:
+            pipeline.retry(part, str(exc))
+            return
+        except Exception as exc:
+            reason = str(exc) or type(exc).__name__
+            pipeline.post(
+                ev.SynthesisFailed(
+                    at=pipeline.clock(), job_id=job.job_id, partition=part.index, reason=reason,
+                    attempt=part.attempt,
+                )
+            )  # fmt: skip
+            pipeline.fail_partition(part, f"synthesis failed: {reason}")
+            return
+        finally:
+            self.active -= 1
+            part.task = None
+            pipeline.kick.set()
+        if not part.live:
+            pipeline.release(part)
+            return
+        pipeline.post(
+            ev.SynthesisFinished(
+                at=pipeline.clock(),
+                job_id=job.job_id,
+                partition=part.index,
+                synth_ms=ms,
+                attempt=part.attempt,
+            )
+        )
+        part.move(P.SYNTHESIZED)
+        part.synthesized = synthesized
+        if job.state is JobState.QUEUED:
+            job.move(JobState.RUNNING)
+            pipeline.journal.set_job_state(job.job_id, JobState.RUNNING)
+        pipeline.ready.push(part.key, part)

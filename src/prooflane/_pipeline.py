@@ -1,0 +1,142 @@
+"""The engine's shared state, and the outcomes every part of it uses: retry, fail, end, release.
+
+Everything here runs on the event loop; no locks. Invariants kept by construction:
+
+- a partition's reservation is live exactly while its partition is synthesizing, synthesized, proving or
+  finalizing (or a worker still computes on it after its job ended; released when that returns);
+- a partition is in at most one place: the pending queue, a synthesis task, the ready queue, or one worker;
+- a job ends once (:meth:`Pipeline.end_job`), and the journal is written before waiters are woken;
+- every state change of a job or partition goes through the table in :mod:`prooflane.states`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from . import events as ev
+from ._jobs import JobRun, PartitionRun
+from .config import Config
+from .errors import JobRejected
+from .memory import MemoryBudget
+from .scheduler import WorkQueue
+from .states import JobState, PartitionState
+from .status import StatusTracker
+from .store import Store
+
+__all__ = ["Pipeline"]
+
+log = logging.getLogger("prooflane.engine")
+P = PartitionState
+
+
+class Pipeline:
+    """What the engine's parts share: config, clock, tracker, budget, journal, queues and live jobs."""
+
+    def __init__(self, config: Config, clock: Callable[[], float], tracker: StatusTracker) -> None:
+        self.config = config
+        self.clock = clock
+        self.tracker = tracker
+        self.kick = asyncio.Event()  # set whenever the dispatcher may be able to start more work
+        self.budget = MemoryBudget(config.memory_budget_bytes, emit=self.post, clock=clock)
+        self.pending: WorkQueue[PartitionRun] = WorkQueue()
+        self.ready: WorkQueue[PartitionRun] = WorkQueue()
+        self.jobs: dict[str, JobRun] = {}  # live and recently ended jobs
+        self.store: Store | None = None
+        self.tg: asyncio.TaskGroup | None = None
+
+    @property
+    def journal(self) -> Store:
+        """The open journal (503 when the engine is not running)."""
+        if self.store is None:
+            raise JobRejected("the engine is not running: start it first", 503)
+        return self.store
+
+    def post(self, event: ev.Event) -> None:
+        """Apply one event to the tracker (event loop only) and let the dispatcher look again."""
+        self.tracker.apply(event)
+        self.kick.set()
+
+    def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        """A task in the engine's task group (its failure stops the engine, loudly)."""
+        assert self.tg is not None, "the engine is not running"
+        return self.tg.create_task(coro, name=name)
+
+    # -- outcomes -------------------------------------------------------------------------------------
+
+    def retry(self, part: PartitionRun, reason: str) -> None:
+        """Give the partition another attempt from the start (or fail its job after max_attempts)."""
+        self.release(part)
+        if not part.live:
+            return
+        part.synthesized, part.token, part.worker_id = None, None, None
+        if part.attempt >= self.config.max_attempts:
+            self.fail_partition(part, f"{reason} (attempt {part.attempt} of {self.config.max_attempts})")
+            return
+        part.attempt += 1
+        part.move(P.PENDING)
+        self.journal.set_partition(part.job.job_id, part.index, P.PENDING, attempts=part.attempt)
+        self.post(
+            ev.PartitionRetried(
+                at=self.clock(), job_id=part.job.job_id, partition=part.index, attempt=part.attempt,
+                reason=reason,
+            )
+        )  # fmt: skip
+        self.pending.push(part.key, part)
+        self.kick.set()
+
+    def fail_partition(self, part: PartitionRun, reason: str) -> None:
+        """The partition failed for good: its job fails, naming it."""
+        part.error = reason
+        self.release(part)
+        if part.live:
+            part.move(P.FAILED)
+            self.journal.set_partition(part.job.job_id, part.index, P.FAILED, error=reason)
+            self.end_job(part.job, JobState.FAILED, f"partition {part.index} failed: {reason}", part.index)
+
+    def end_job(self, job: JobRun, state: JobState, error: str | None, partition: int | None = None) -> None:
+        """End the job once: journal first, then free its queued work, post the event, wake waiters."""
+        if job.state.terminal:
+            return
+        job.move(state)
+        job.error, job.finished_at = error, time.time()
+        self.journal.set_job_state(job.job_id, state, error=error, finished_at=job.finished_at)
+        if state is not JobState.DONE:
+            self.journal.end_open_partitions(job.job_id, P.CANCELLED)
+        for part in self.pending.remove_job(job.job_id) + self.ready.remove_job(job.job_id):
+            self.release(part)
+        for part in job.partitions:
+            if not part.state.terminal:
+                part.move(P.CANCELLED)
+            if part.task is not None:
+                part.task.cancel()  # its reservation is released as the task ends
+        self.post(_job_ended(job.job_id, state, error, partition, self.clock()))
+        job.ended.set()
+        asyncio.get_running_loop().call_later(self.config.live_retention_secs, self._forget, job)
+        self.kick.set()
+
+    def release(self, part: PartitionRun) -> None:
+        """Give back the partition's reservation and drop its synthesized data."""
+        if part.reservation is not None:
+            part.reservation.release()
+            part.reservation = None
+        part.synthesized = None
+
+    def _forget(self, job: JobRun) -> None:
+        if self.jobs.get(job.job_id) is job:
+            del self.jobs[job.job_id]
+
+
+def _job_ended(job_id: str, state: JobState, error: str | None, partition: int | None, at: float) -> ev.Event:
+    match state:
+        case JobState.DONE:
+            return ev.JobDone(at=at, job_id=job_id)
+        case JobState.FAILED:
+            return ev.JobFailed(at=at, job_id=job_id, reason=error or "failed", partition=partition)
+        case JobState.CANCELLED:
+            return ev.JobCancelled(at=at, job_id=job_id, reason=error or "cancelled")
+        case _:
+            raise AssertionError(f"expected a terminal state, got {state}")
