@@ -39,8 +39,8 @@ from prooflane._daemon_process import DaemonProcess
 from prooflane._workload import DEFAULT_MIX, parse_mix, plan, run_workload
 from prooflane.circuits import Sector, profile_by_name
 from prooflane.client import Client
-from prooflane.groth16 import prove_finish, prove_start, verify
 from prooflane.devices.keys import load_key
+from prooflane.groth16 import prove_finish, prove_start, verify
 from prooflane.kinds import StorageInput, SynthesisTask, prepare_builtin, synthesize_partition
 
 CURVE = "bn128"
