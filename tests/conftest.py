@@ -42,6 +42,18 @@ def node() -> str:
 
 
 @pytest.fixture
+def anyio_backend() -> str:
+    """Every async test runs on asyncio (prooflane's one runtime)."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def keys_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Proving keys shared by every engine of the session (made once, like a daemon's cache)."""
+    return tmp_path_factory.mktemp("keys")
+
+
+@pytest.fixture
 def output_dir(request: pytest.FixtureRequest) -> Path:
     """A per-test folder under test-output/ for artifacts worth keeping (screenshots, logs)."""
     path: Path = ROOT / "test-output" / str(request.node.name)

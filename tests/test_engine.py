@@ -40,17 +40,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.anyio, pytest.mark.timeout(180)]
 WAIT = 120.0  # seconds any single condition may take before the test fails
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="session")
-def keys_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Proving keys shared by every engine of the session (made once, like a daemon's cache)."""
-    return tmp_path_factory.mktemp("keys")
-
-
 @pytest.fixture(scope="session")
 def sector(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("sector") / "s"

@@ -8,6 +8,7 @@ synthesized partition waits in the ready queue for a device worker.
 from __future__ import annotations
 
 import asyncio
+import functools
 
 from . import events as ev
 from ._jobs import PartitionRun
@@ -46,7 +47,17 @@ class Dispatcher:
                 part.move(P.SYNTHESIZING)
                 self.active += 1
                 part.task = pipeline.spawn(self._synthesize(part), f"synthesize {part.name}")
+                # A callback, not a ``finally``: a task cancelled before it starts never runs its body.
+                part.task.add_done_callback(functools.partial(self._synthesis_ended, part))
             await pipeline.kick.wait()
+
+    def _synthesis_ended(self, part: PartitionRun, task: asyncio.Task[None]) -> None:
+        """Whatever way the synthesis task ended (even cancelled before it ran): count it, free its slot."""
+        self.active -= 1
+        part.task = None
+        if task.cancelled():
+            self._pipeline.release(part)
+        self._pipeline.kick.set()
 
     def _can_synthesize(self) -> bool:
         cfg = self._pipeline.config
@@ -70,9 +81,6 @@ class Dispatcher:
         task = SynthesisTask(job.job_id, part.index, job.meta.key_path, job.inputs[part.index])
         try:
             synthesized, ms = await self._backend.run(synthesize_partition, task)
-        except asyncio.CancelledError:
-            pipeline.release(part)
-            raise
         except PoolProcessDied as exc:
             pipeline.retry(part, str(exc))
             return
@@ -86,10 +94,6 @@ class Dispatcher:
             )  # fmt: skip
             pipeline.fail_partition(part, f"synthesis failed: {reason}")
             return
-        finally:
-            self.active -= 1
-            part.task = None
-            pipeline.kick.set()
         if not part.live:
             pipeline.release(part)
             return

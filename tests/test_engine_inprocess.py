@@ -1,0 +1,410 @@
+"""The engine on the in-process backend: scheduling, budget, retries, cancellation, failure, restart.
+
+Real Groth16 proofs at the ``tiny`` profile, a real journal, the real tracker; no processes, so every step
+happens in a known order and a hook can hold, fail or kill any of them. Nothing waits on time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from prooflane.config import Config
+from prooflane.devices import InProcessBackend, PoolProcessDied, Step
+from prooflane.engine import Engine
+from prooflane.errors import JobRejected
+from prooflane.groth16 import Proof, VerificationKey, verify
+from prooflane.kinds import CircuitMeta, SynthesisTask
+from prooflane.models import InlineSector, JobRequest
+from prooflane.states import JobState, WorkerState
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+WAIT = 60.0  # the most any one condition may take before the test fails
+
+
+@dataclass
+class Hold:
+    """Steps matching ``match`` wait here until ``release`` is set; ``reached`` is set by the first."""
+
+    match: Callable[[Step], bool]
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    reached: asyncio.Event = field(default_factory=asyncio.Event)
+    action: Callable[[Step], None] | None = None  # run instead of holding (kill a worker, raise...)
+    times: int = 1  # how many matching steps it acts on
+
+
+class Gate:
+    """The backend's hook: holds, fails or kills steps by rule."""
+
+    def __init__(self) -> None:
+        self.rules: list[Hold] = []
+
+    def hold(self, match: Callable[[Step], bool]) -> Hold:
+        rule = Hold(match)
+        self.rules.append(rule)
+        return rule
+
+    def act(self, match: Callable[[Step], bool], action: Callable[[Step], None], times: int = 1) -> Hold:
+        rule = Hold(match, action=action, times=times)
+        self.rules.append(rule)
+        return rule
+
+    async def __call__(self, step: Step) -> None:
+        for rule in self.rules:
+            if rule.times <= 0 or not rule.match(step):
+                continue
+            rule.reached.set()
+            if rule.action is not None:
+                rule.times -= 1
+                rule.action(step)
+            elif not rule.release.is_set():
+                await rule.release.wait()
+
+
+def synthesis_of(step: Step) -> tuple[str, int] | None:
+    """(job id, partition) of a synthesis step, else None."""
+    if step.call == "synthesize_partition":
+        task = step.args[0]
+        assert isinstance(task, SynthesisTask)
+        return task.job_id, task.partition
+    return None
+
+
+@dataclass
+class Harness:
+    engine: Engine
+    backend: InProcessBackend
+    gate: Gate
+
+    def synthesized(self) -> list[tuple[str, int]]:
+        return [s for s in map(synthesis_of, self.backend.steps) if s is not None]
+
+    async def submit(self, kind: str = "winning-post", **fields: Any) -> str:
+        request = {"kind": kind, "sector": {"size": 256, "seed": "07"}} | fields
+        return await self.engine.submit(JobRequest.model_validate(request))
+
+    async def done(self, job_id: str) -> JobState:
+        """Wait for the job to end; its final state."""
+        with contextlib.suppress(JobRejected):  # 409: it failed or was cancelled
+            await self.engine.wait_proof(job_id, WAIT)
+        return self.state(job_id)
+
+    def state(self, job_id: str) -> JobState:
+        view = self.engine.job(job_id)
+        assert view is not None
+        return view.state
+
+    async def assert_clean(self) -> None:
+        """Once the work still running for ended jobs returns: nothing reserved, every invariant holding,
+        every worker live and idle."""
+        budget = self.engine.budget
+        async with asyncio.timeout(WAIT):
+            while budget.reserved:
+                await budget.wait_change()
+        snapshot = self.engine.snapshot()
+        assert snapshot.invariant_violations == ()
+        assert snapshot.illegal_events == 0
+        assert snapshot.memory.reserved_bytes == 0 and snapshot.memory.reservations == 0
+        assert {w.state for w in snapshot.workers} == {WorkerState.IDLE}
+
+
+@pytest.fixture
+def make(tmp_path: Path, keys_dir: Path) -> Callable[..., Config]:
+    def config(**overrides: object) -> Config:
+        values: dict[str, object] = {
+            "data_dir": tmp_path / "data",
+            "keys_dir": keys_dir,
+            "profile": "tiny",
+            "devices": ("cpu:0",),
+            "workers_per_device": 1,
+            "synthesis_workers": 1,
+            "prefetch_partitions": 1,
+            "memory_budget_bytes": 1 << 30,
+        }
+        return Config(**(values | overrides))  # type: ignore[arg-type]
+
+    return config
+
+
+@contextlib.asynccontextmanager
+async def running(config: Config) -> AsyncIterator[Harness]:
+    """An engine on the in-process backend, stopped at the end of the block."""
+    gate = Gate()
+    backend = InProcessBackend(gate)
+    async with Engine(config, backend=backend) as engine:
+        yield Harness(engine, backend, gate)
+
+
+@pytest.fixture
+async def h(make: Callable[..., Config]) -> AsyncIterator[Harness]:
+    async with running(make()) as harness:
+        yield harness
+
+
+# -- proofs ---------------------------------------------------------------------------------------------
+
+
+async def test_a_job_is_proven_and_every_partition_verifies(h: Harness) -> None:
+    job_id = await h.submit("porep-c2")
+    proofs = await h.engine.wait_proof(job_id, WAIT)
+    assert proofs is not None and len(proofs.partitions) == 10
+    vk = VerificationKey.from_json(h.engine.verification_key("porep-c2"))
+    for part in proofs.partitions:
+        public = tuple(int(x) for x in part.public)
+        assert verify(vk, public, Proof.from_json(part.proof, public=public)), part.index
+    await h.assert_clean()
+
+
+async def test_each_partition_is_synthesized_and_proven_once(h: Harness) -> None:
+    job_id = await h.submit("porep-c2")
+    await h.done(job_id)
+    assert sorted(h.synthesized()) == [(job_id, i) for i in range(10)]
+    proven = [s.label for s in h.backend.steps if s.name == "prove_start"]
+    assert sorted(proven) == sorted(f"{job_id}/{i}" for i in range(10))
+
+
+# -- scheduling -----------------------------------------------------------------------------------------
+
+
+async def test_critical_before_high_before_normal(h: Harness) -> None:
+    held = h.gate.hold(lambda s: synthesis_of(s) is not None)
+    normal = await h.submit("porep-c2")
+    await held.reached.wait()  # the first normal partition is in synthesis; the rest queue behind
+    high = await h.submit("window-post")
+    critical = await h.submit("winning-post")
+    held.release.set()
+    for job_id in (normal, high, critical):
+        assert await h.done(job_id) is JobState.DONE
+    order = [job for job, _ in h.synthesized()]
+    assert order[:3] == [normal, critical, high]
+    assert order[3:] == [normal] * 9
+
+
+async def test_jobs_of_one_priority_run_in_arrival_order_and_partitions_in_index_order(h: Harness) -> None:
+    held = h.gate.hold(lambda s: synthesis_of(s) is not None)
+    first = await h.submit("snap-update")
+    second = await h.submit("porep-c2")
+    held.release.set()
+    await h.done(first)
+    await h.done(second)
+    assert h.synthesized() == [(first, i) for i in range(16)] + [(second, i) for i in range(10)]
+
+
+async def test_a_client_priority_overrides_the_kinds(h: Harness) -> None:
+    held = h.gate.hold(lambda s: synthesis_of(s) is not None)
+    blocker = await h.submit("porep-c2")
+    await held.reached.wait()
+    normal = await h.submit("winning-post", priority="normal")
+    critical = await h.submit("porep-c2", priority="critical")
+    held.release.set()
+    for job_id in (blocker, normal, critical):
+        await h.done(job_id)
+    order = [job for job, _ in h.synthesized()]
+    assert order.index(critical) < order.index(normal)
+    assert order.index(critical) < order.index(blocker, 1)
+
+
+# -- memory budget --------------------------------------------------------------------------------------
+
+
+async def test_the_budget_admits_one_partition_at_a_time_when_only_one_fits(
+    make: Callable[..., Config], keys_dir: Path
+) -> None:
+    async with running(make()):  # makes the keys, so their sizes can be read
+        pass
+    meta = CircuitMeta(**json.loads((keys_dir / "porep-c2-tiny-bn128.json").read_text()))
+    # One partition's reservation and a loaded key fit; a second reservation with the key headroom never does.
+    part, key = meta.partition_bytes, meta.key_alloc_bytes
+    budget = part + key + min(part, key) // 2
+    config = make(memory_budget_bytes=budget, synthesis_workers=2, prefetch_partitions=4)
+    async with running(config) as h:
+        live: list[int] = []
+        budget_now = h.engine.budget
+        h.gate.act(lambda s: True, lambda s: live.append(budget_now.stats().live_reservations), 10**6)
+        job_id = await h.submit("porep-c2")
+        assert await h.done(job_id) is JobState.DONE
+        assert max(live) == 1
+        assert h.engine.budget.stats().peak_used_bytes <= budget
+        await h.assert_clean()
+
+
+async def test_every_reservation_is_returned_exactly(h: Harness) -> None:
+    jobs = [await h.submit(kind) for kind in ("porep-c2", "snap-update", "window-post", "winning-post")]
+    for job_id in jobs:
+        assert await h.done(job_id) is JobState.DONE
+    stats = h.engine.budget.stats()
+    assert stats.reserved_bytes == 0 and stats.live_reservations == 0
+    assert stats.peak_used_bytes > 0
+    await h.assert_clean()
+
+
+async def test_a_partition_larger_than_the_whole_budget_is_refused_with_413(
+    make: Callable[..., Config],
+) -> None:
+    async with running(make(memory_budget_bytes=1 << 20)) as h:
+        with pytest.raises(JobRejected) as refused:
+            await h.submit("porep-c2")
+        assert refused.value.status_code == 413 and "memory_budget_bytes" in refused.value.detail
+        assert h.engine.jobs() == []
+
+
+# -- failures and retries -------------------------------------------------------------------------------
+
+
+def _kill(h: Harness) -> Callable[[Step], None]:
+    def kill(step: Step) -> None:
+        assert step.worker_id is not None
+        h.backend.kill(step.worker_id, "killed by the test")
+
+    return kill
+
+
+@pytest.mark.parametrize("stage", ["stage", "prove_start", "finish"])
+async def test_a_worker_death_retries_what_it_held_and_a_new_worker_takes_over(
+    h: Harness, stage: str
+) -> None:
+    h.gate.act(lambda s: s.name == stage, _kill(h))
+    job_id = await h.submit("porep-c2")
+    assert await h.done(job_id) is JobState.DONE
+    view = h.engine.job(job_id)
+    assert view is not None and view.partitions[0].attempt == 2
+    snapshot = h.engine.snapshot()
+    assert snapshot.counters.retries == sum(p.attempt - 1 for p in view.partitions) >= 1
+    assert [w.worker_id for w in snapshot.workers] == ["cpu:0/w0"]
+    await h.assert_clean()
+
+
+async def test_a_dead_synthesis_process_is_retried(h: Harness) -> None:
+    def die(step: Step) -> None:
+        raise PoolProcessDied("a synthesis process died")
+
+    h.gate.act(lambda s: synthesis_of(s) is not None, die)
+    job_id = await h.submit("winning-post")
+    assert await h.done(job_id) is JobState.DONE
+    view = h.engine.job(job_id)
+    assert view is not None and view.partitions[0].attempt == 2
+    await h.assert_clean()
+
+
+async def test_after_max_attempts_the_job_fails_naming_the_partition(make: Callable[..., Config]) -> None:
+    async with running(make(max_attempts=2)) as h:
+        h.gate.act(lambda s: s.name == "prove_start", _kill(h), times=2)
+        job_id = await h.submit("winning-post")
+        assert await h.done(job_id) is JobState.FAILED
+        view = h.engine.job(job_id)
+        assert view is not None and view.error is not None
+        assert view.error.startswith("partition 0 failed") and "attempt 2 of 2" in view.error
+        with pytest.raises(JobRejected, match="partition 0"):
+            await h.engine.wait_proof(job_id, 0)
+        await h.assert_clean()
+
+
+async def test_a_failing_device_section_fails_the_job_and_names_the_partition(h: Harness) -> None:
+    def broken(step: Step) -> None:
+        raise ValueError("point at infinity in the MSM input")
+
+    job_id = await h.submit("snap-update")
+    label = f"{job_id}/5"
+    h.gate.act(lambda s: s.name == "prove_start" and s.label == label, broken)
+    assert await h.done(job_id) is JobState.FAILED
+    status = h.engine.snapshot()
+    failed = next(p for p in status.pipelines if p.job_id == job_id)
+    assert failed.failed_partition == 5 and "point at infinity" in (failed.reason or "")
+    assert status.counters.total_failed == 1
+    await h.assert_clean()
+    after = await h.submit("winning-post")  # the worker goes on with the next job
+    assert await h.done(after) is JobState.DONE
+
+
+# -- cancellation ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stage", ["queued", "synthesis", "stage", "prove_start", "finish"])
+async def test_cancel_at_any_stage_frees_everything_and_the_next_job_runs(h: Harness, stage: str) -> None:
+    match: dict[str, Callable[[Step], bool]] = {
+        "queued": lambda s: synthesis_of(s) is not None,
+        "synthesis": lambda s: synthesis_of(s) is not None,
+        "stage": lambda s: s.name == "stage",
+        "prove_start": lambda s: s.name == "prove_start",
+        "finish": lambda s: s.name == "finish",
+    }
+    held = h.gate.hold(match[stage])
+    if stage == "queued":
+        blocker = await h.submit("winning-post")
+        await held.reached.wait()
+        job_id = await h.submit("porep-c2")
+        assert await h.engine.cancel(blocker)
+    else:
+        job_id = await h.submit("porep-c2")
+        await held.reached.wait()
+    assert await h.engine.cancel(job_id)
+    assert not await h.engine.cancel(job_id)  # already finished: nothing to do
+    held.release.set()
+    assert h.state(job_id) is JobState.CANCELLED
+    after = await h.submit("window-post")
+    assert await h.done(after) is JobState.DONE
+    await h.assert_clean()
+    with pytest.raises(JobRejected) as refused:
+        await h.engine.wait_proof(job_id, 0)
+    assert refused.value.status_code == 409
+
+
+# -- admission ------------------------------------------------------------------------------------------
+
+
+async def test_resubmitting_a_job_id_is_idempotent_and_a_different_request_is_refused(h: Harness) -> None:
+    first = await h.submit("winning-post", job_id="mine-1")
+    again = await h.submit("winning-post", job_id="mine-1")
+    assert first == again == "mine-1"
+    assert len(h.engine.jobs()) == 1
+    with pytest.raises(JobRejected) as refused:
+        await h.submit("window-post", job_id="mine-1")
+    assert refused.value.status_code == 409 and "different request" in refused.value.detail
+    await h.done(first)
+    assert [s for s in h.synthesized() if s[0] == "mine-1"] == [("mine-1", 0)]
+
+
+async def test_an_unknown_kind_is_refused_with_the_known_ones(h: Harness) -> None:
+    with pytest.raises(JobRejected) as refused:
+        await h.engine.submit(JobRequest(kind="porep-c3", sector="/nowhere"))
+    assert refused.value.status_code == 404
+    assert refused.value.detail.startswith("unknown kind 'porep-c3': expected one of porep-c2,")
+
+
+async def test_a_sector_of_the_wrong_size_is_refused_before_anything_is_journalled(h: Harness) -> None:
+    with pytest.raises(JobRejected) as refused:
+        await h.engine.submit(JobRequest(kind="porep-c2", sector=InlineSector(size=512)))
+    assert refused.value.status_code == 422 and "256 bytes" in refused.value.detail
+    assert h.engine.jobs() == []
+
+
+# -- restart --------------------------------------------------------------------------------------------
+
+
+async def test_a_restart_resumes_unfinished_jobs_without_proving_again(make: Callable[..., Config]) -> None:
+    config = make()
+    async with running(config) as h:
+        job_id = await h.submit("porep-c2")
+        label = f"{job_id}/4"
+        held = h.gate.hold(lambda s: s.name == "prove_start" and s.label == label)
+        await held.reached.wait()
+        view = h.engine.job(job_id)
+        assert view is not None
+        proven = {p.index for p in view.partitions if p.state.value == "done"}
+    assert proven and max(proven) < 4
+    async with running(config) as h:
+        assert await h.done(job_id) is JobState.DONE
+        again = {s.label for s in h.backend.steps if s.name == "prove_start"}
+        again |= {f"{j}/{i}" for j, i in h.synthesized()}
+        assert again.isdisjoint({f"{job_id}/{i}" for i in proven})
+        assert {f"{job_id}/{i}" for i in range(10) if i not in proven} <= again
+        proofs = await h.engine.wait_proof(job_id, 0)
+        assert proofs is not None and len(proofs.partitions) == 10
+        await h.assert_clean()
