@@ -17,7 +17,7 @@ from ._jobs import CircuitEntry, circuit_info
 from ._pipeline import Pipeline
 from .devices import DeviceBackend
 from .errors import JobRejected, ProoflaneError
-from .kinds import BUILTIN_KINDS, CIRCOM, CircuitMeta, inspect_zkey, kind_infos, prepare_builtin
+from .kinds import BUILTIN_KINDS, CIRCOM, CIRCOM_SPEC, CircuitMeta, inspect_zkey, prepare_builtin
 from .models import CircuitInfo, KindInfo
 from .states import Priority
 from .store import CircuitRecord
@@ -68,7 +68,7 @@ class CircuitRegistry:
 
     def kinds(self) -> list[KindInfo]:
         """Every proof kind (the built-in ones, then ``circom``)."""
-        return kind_infos(self._metas)
+        return _kind_infos(self._metas)
 
     def verification_key(self, kind: str, circuit: str | None = None) -> dict[str, Any]:
         """The snarkjs verification_key.json of ``kind`` (for ``circom``, of ``circuit``); 404 if unknown."""
@@ -116,6 +116,36 @@ class CircuitRegistry:
         self._pipeline.journal.add_circuit(record)
         self._circuits[name] = CircuitEntry(record, meta)
         return circuit_info(self._circuits[name])
+
+
+def _kind_infos(metas: dict[str, CircuitMeta]) -> list[KindInfo]:
+    """``GET /v1/kinds``: the built-in kinds (``metas``: their prepared circuits), then ``circom``."""
+    out = [
+        KindInfo(
+            name=spec.name,
+            partitions=spec.partitions,
+            priority=spec.priority,
+            curve=metas[spec.name].curve,
+            constraints_per_partition=metas[spec.name].constraints,
+            memory_per_partition_bytes=metas[spec.name].partition_bytes,
+            proving_key_bytes=metas[spec.name].key_alloc_bytes,
+            description=spec.description,
+        )
+        for spec in BUILTIN_KINDS
+    ]
+    circom = CIRCOM_SPEC
+    out.append(
+        KindInfo(
+            name=CIRCOM,
+            partitions=0,
+            priority=circom.priority,
+            curve="any",
+            constraints_per_partition=0,
+            memory_per_partition_bytes=0,
+            description=circom.description,
+        )
+    )
+    return out
 
 
 def _check_files(zkey: Path, wasm: Path | None) -> None:

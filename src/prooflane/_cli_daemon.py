@@ -21,12 +21,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ._cli_app import app
 from ._daemon_process import READY_PREFIX, DaemonProcess
 from ._workload import DEFAULT_MIX, parse_mix, plan, run_workload, sector_for
 from .circuits.profiles import PROFILES as PROFILES_BY_NAME
-from .cli import app
-from .client import DEFAULT_URL, Client
-from .config import DEFAULT_PORT, PROFILES, Config
+from .client import Client
+from .config import DEFAULT_PORT, DEFAULT_URL, Config
 from .errors import ProoflaneError
 from .models import JobView
 
@@ -74,8 +74,8 @@ def serve(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     with _errors():
-        if profile is not None and profile not in PROFILES:
-            raise typer.BadParameter(f"expected one of {', '.join(PROFILES)}", param_hint="--profile")
+        if profile is not None and profile not in PROFILES_BY_NAME:
+            raise typer.BadParameter(f"expected one of {', '.join(PROFILES_BY_NAME)}", param_hint="--profile")
         overrides: dict[str, Any] = {
             "data_dir": str(data) if data else None,
             "profile": profile,

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .cli import app
+from ._cli_app import app
 from .errors import FormatError, ProoflaneError
 
 BAD_INPUT = 2

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from .cli import app
+from ._cli_app import app
 from .errors import ProoflaneError
 
 BAD_INPUT = 2

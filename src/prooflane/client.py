@@ -19,12 +19,12 @@ from typing import Any
 
 import httpx
 
+from .config import DEFAULT_URL
 from .errors import DaemonError, DaemonUnreachable
 from .models import CircuitInfo, CircuitRegistration, InlineSector, JobProof, JobRequest, JobView, KindInfo
 
 __all__ = ["DEFAULT_URL", "Client", "ServerEvent"]
 
-DEFAULT_URL = "http://127.0.0.1:9821"
 _LONG_POLL_SLICE = 60.0  # one long-poll request waits at most this long; longer waits take several
 
 

@@ -17,11 +17,11 @@ import psutil
 
 from .errors import ConfigError
 
-__all__ = ["DEFAULT_PORT", "PROFILES", "Config", "default_data_dir"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "DEFAULT_URL", "Config", "default_data_dir"]
 
+DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9821
-PROFILES = ("tiny", "small", "medium")
-_CURVES = ("bn128", "bls12381")
+DEFAULT_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
 _GIB = 1 << 30
 
 
@@ -39,7 +39,7 @@ class Config:
 
     data_dir: Path = field(default_factory=default_data_dir)
     keys_dir: Path | None = None
-    host: str = "127.0.0.1"
+    host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     profile: str = "tiny"
     curve: str = "bn128"
@@ -56,8 +56,13 @@ class Config:
     max_request_bytes: int = 1 << 20
 
     def __post_init__(self) -> None:
+        # Profiles and curves have their homes in the circuits and the prover (imported here: heavy to load).
+        from .circuits.profiles import PROFILES
+        from .groth16.curves import CURVES
+
         _check(self.profile in PROFILES, "profile", f"expected one of {', '.join(PROFILES)}")
-        _check(self.curve in _CURVES, "curve", f"expected one of {', '.join(_CURVES)}")
+
+        _check(self.curve in CURVES, "curve", f"expected one of {', '.join(CURVES)}")
         _check(0 < self.port < 65536, "port", "expected 1..65535")
         _check(self.workers_per_device >= 1, "workers_per_device", "expected at least 1")
         for key in ("synthesis_workers", "memory_budget_bytes", "memory_margin_bytes", "prefetch_partitions"):

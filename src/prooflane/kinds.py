@@ -31,19 +31,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .models import KindInfo
+from .circuits.profiles import POREP_C2, SNAP_UPDATE, WINDOW_POST, WINNING_POST
 from .states import Priority
 
 __all__ = [
     "BUILTIN_KINDS",
     "CIRCOM",
+    "CIRCOM_SPEC",
     "CircomInput",
     "CircuitMeta",
     "KindSpec",
     "StorageInput",
     "SynthesisTask",
     "inspect_zkey",
-    "kind_infos",
     "kind_spec",
     "prepare_builtin",
     "synthesize_partition",
@@ -64,21 +64,19 @@ class KindSpec:
 
 BUILTIN_KINDS: tuple[KindSpec, ...] = (
     KindSpec(
-        "porep-c2", 10, Priority.NORMAL, "Replica encoding and inclusion of challenged leaves (PoRep C2)."
+        POREP_C2, 10, Priority.NORMAL, "Replica encoding and inclusion of challenged leaves (PoRep C2)."
     ),
-    KindSpec("snap-update", 16, Priority.NORMAL, "Re-encoding of an updated sector (SnapDeals)."),
-    KindSpec("window-post", 1, Priority.HIGH, "Inclusion of challenged leaves; one partition per request."),
-    KindSpec(
-        "winning-post", 1, Priority.CRITICAL, "Inclusion of a few challenged leaves, for block winning."
-    ),
+    KindSpec(SNAP_UPDATE, 16, Priority.NORMAL, "Re-encoding of an updated sector (SnapDeals)."),
+    KindSpec(WINDOW_POST, 1, Priority.HIGH, "Inclusion of challenged leaves; one partition per request."),
+    KindSpec(WINNING_POST, 1, Priority.CRITICAL, "Inclusion of a few challenged leaves, for block winning."),
 )
 _SPECS = {k.name: k for k in BUILTIN_KINDS}
-_CIRCOM_SPEC = KindSpec(CIRCOM, 0, Priority.NORMAL, "A registered circom circuit; one partition per witness.")
+CIRCOM_SPEC = KindSpec(CIRCOM, 0, Priority.NORMAL, "A registered circom circuit; one partition per witness.")
 
 
 def kind_spec(name: str) -> KindSpec | None:
     """The spec of kind ``name``, or None when there is no such kind."""
-    return _CIRCOM_SPEC if name == CIRCOM else _SPECS.get(name)
+    return CIRCOM_SPEC if name == CIRCOM else _SPECS.get(name)
 
 
 @dataclass(frozen=True)
@@ -113,36 +111,6 @@ class CircuitMeta:
     def to_json(self) -> dict[str, Any]:
         """As stored beside the key."""
         return asdict(self)
-
-
-def kind_infos(metas: dict[str, CircuitMeta]) -> list[KindInfo]:
-    """``GET /v1/kinds``: the built-in kinds (``metas``: their prepared circuits), then ``circom``."""
-    out = [
-        KindInfo(
-            name=spec.name,
-            partitions=spec.partitions,
-            priority=spec.priority,
-            curve=metas[spec.name].curve,
-            constraints_per_partition=metas[spec.name].constraints,
-            memory_per_partition_bytes=metas[spec.name].partition_bytes,
-            proving_key_bytes=metas[spec.name].key_alloc_bytes,
-            description=spec.description,
-        )
-        for spec in BUILTIN_KINDS
-    ]
-    circom = _CIRCOM_SPEC
-    out.append(
-        KindInfo(
-            name=CIRCOM,
-            partitions=0,
-            priority=circom.priority,
-            curve="any",
-            constraints_per_partition=0,
-            memory_per_partition_bytes=0,
-            description=circom.description,
-        )
-    )
-    return out
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,9 @@ from ..errors import CircuitError
 __all__ = ["KINDS", "LEAF_BYTES", "POST_KINDS", "PROFILES", "Profile", "profile_by_name"]
 
 LEAF_BYTES = 32
-POST_KINDS = ("winning-post", "window-post")
-ENCODING_KINDS = ("porep-c2", "snap-update")
+WINNING_POST, WINDOW_POST, POREP_C2, SNAP_UPDATE = "winning-post", "window-post", "porep-c2", "snap-update"
+POST_KINDS = (WINNING_POST, WINDOW_POST)
+ENCODING_KINDS = (POREP_C2, SNAP_UPDATE)
 KINDS = POST_KINDS + ENCODING_KINDS
 
 
