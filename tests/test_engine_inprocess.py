@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from prooflane.config import Config
-from prooflane.devices import InProcessBackend, PoolProcessDied, Step
+from prooflane.devices import Device, InProcessBackend, PoolProcessDied, Step
+from prooflane.devices._inprocess import InProcessWorker
 from prooflane.engine import Engine
 from prooflane.errors import JobRejected
 from prooflane.groth16 import Proof, VerificationKey, verify
@@ -408,3 +409,29 @@ async def test_a_restart_resumes_unfinished_jobs_without_proving_again(make: Cal
         proofs = await h.engine.wait_proof(job_id, 0)
         assert proofs is not None and len(proofs.partitions) == 10
         await h.assert_clean()
+
+
+# -- the engine's own failures --------------------------------------------------------------------------
+
+
+class _NoMoreWorkers(InProcessBackend):
+    """A backend that can make its first worker only (a backend bug, as far as the engine can tell)."""
+
+    def new_worker(self, worker_id: str, device: Device) -> InProcessWorker:
+        if self.workers:
+            raise RuntimeError("cannot make another worker")
+        return super().new_worker(worker_id, device)
+
+
+async def test_an_engine_that_cannot_go_on_stops_loudly_and_says_why(make: Callable[..., Config]) -> None:
+    backend = _NoMoreWorkers()
+    async with Engine(make(), backend=backend) as engine:
+        failed = asyncio.create_task(engine.until_failed())
+        backend.kill("cpu:0/w0")
+        async with asyncio.timeout(WAIT):
+            error = await failed
+        assert "cannot make another worker" in str(error)
+        assert engine.failure is error and not engine.ready
+        with pytest.raises(JobRejected) as refused:
+            await engine.submit(JobRequest.model_validate({"kind": "winning-post", "sector": {"size": 256}}))
+        assert refused.value.status_code == 503

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -43,6 +44,8 @@ from .status import StatusTracker, TrackerConfig, TrackerTotals
 from .store import Store
 
 __all__ = ["Engine"]
+
+log = logging.getLogger("prooflane.engine")
 
 
 class Engine:
@@ -82,6 +85,7 @@ class Engine:
         self._dispatcher = Dispatcher(self._pipeline, self._backend)
         self._devices = DeviceLoop(self._pipeline, self._backend)
         self._runner: asyncio.Task[None] | None = None
+        self.failure: BaseException | None = None  # why the pipeline stopped on its own, if it did
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
@@ -124,7 +128,7 @@ class Engine:
         self.ready = False
         if self._runner is not None:
             self._runner.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # a failure is in self.failure
                 await self._runner
             self._runner = None
         for worker in self._devices.workers.values():
@@ -152,9 +156,25 @@ class Engine:
                 started.set_result(None)
         except BaseException as exc:
             self.ready = False
+            if not isinstance(exc, asyncio.CancelledError):
+                self.failure = _root_cause(exc)
+                log.critical("the engine stopped: %s", self.failure, exc_info=exc)
             if not started.done():
                 started.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
             raise
+
+    async def until_failed(self) -> BaseException:
+        """Wait until the pipeline stops on its own (an error of the engine's own); return that error.
+
+        A daemon waits on this beside its server so that an engine that can no longer work ends the
+        process (for its supervisor to restart) instead of answering as if it were fine.
+        """
+        assert self._runner is not None, "the engine is not running"
+        with contextlib.suppress(BaseException):
+            await asyncio.shield(self._runner)
+        if self.failure is None:
+            raise asyncio.CancelledError("the engine was stopped")
+        return self.failure
 
     # -- jobs -----------------------------------------------------------------------------------------
 
@@ -285,3 +305,10 @@ class Engine:
     def budget(self) -> MemoryBudget:
         """The memory budget (read its ``stats()``; never change it from outside)."""
         return self._pipeline.budget
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The first error inside a task group's exception group (the one that stopped the others)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc

@@ -84,7 +84,7 @@ async def run_daemon(
         started = True
         if on_ready is not None:
             on_ready(url)
-        await _until_stopped(stop, serving)
+        await _until_stopped(stop, serving, engine)
     finally:
         close_streams(app)
         server.should_exit = True
@@ -94,14 +94,19 @@ async def run_daemon(
         restore()
 
 
-async def _until_stopped(stop: asyncio.Event, serving: asyncio.Task[None]) -> None:
+async def _until_stopped(stop: asyncio.Event, serving: asyncio.Task[None], engine: Engine) -> None:
     stopping = asyncio.create_task(stop.wait())
+    failing = asyncio.create_task(engine.until_failed())
     try:
-        await asyncio.wait({stopping, serving}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({stopping, serving, failing}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         stopping.cancel()
+        failing.cancel()
     if serving.done():
         serving.result()  # the HTTP server ended on its own: raise its error, if any
+    if failing.done() and not failing.cancelled():
+        # The pipeline cannot work any more: end the daemon (non-zero) rather than answer as if healthy.
+        raise RuntimeError(f"the engine stopped: {failing.result()}")
 
 
 def _install_signal_handlers(stop: asyncio.Event) -> Callable[[], None]:
