@@ -13,7 +13,7 @@ import pytest
 
 from prooflane import events as ev
 from prooflane._feed import RESYNC, EventFeed, FeedItem
-from prooflane._snapshot import readable_reason
+from prooflane._reasons import readable_reason
 from prooflane.errors import IllegalTransition
 from prooflane.status import Outcome, StatusTracker, TrackerConfig
 
@@ -707,8 +707,8 @@ def test_snapshots_are_frozen_and_do_not_follow_the_tracker(s: Script) -> None:
 def test_invariants_catch_a_corrupted_state(s: Script) -> None:
     s.job("A", partitions=1)
     s.start("W0", "A", 0)
-    s.tracker._workers["W0"].current = None  # what the old tracker's stray finalizer did
-    s.tracker._seq += 1  # invariants are cached per seq
+    s.tracker.records.workers["W0"].current = None  # what the old tracker's stray finalizer did
+    s.tracker.records.seq += 1  # invariants are cached per seq
     problems = s.tracker.invariants()
     assert any("A/0 is proving" in p for p in problems)
     assert s.tracker.snapshot().invariants_ok is False

@@ -1,19 +1,20 @@
 """The status tracker's private records: jobs, partitions, leases, workers, and the memory ledger.
 
-These are live, mutable state: only :class:`prooflane.status.StatusTracker` touches them, on the event loop
-(no locks), and they never leave it: readers get frozen copies from :mod:`prooflane._snapshot`.
+These are live, mutable state: only :class:`prooflane.status.StatusTracker` writes them, on the event loop
+(no locks). The read-out (:mod:`prooflane._readout`) and the invariant check (:mod:`prooflane.invariants`)
+read them on the same loop and hand out frozen copies (:mod:`prooflane._snapshot`) or words.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import assert_never
 
 from . import events as ev
-from ._snapshot import AllocationStatus, PartitionStatus
-from ._stats import DeviceBusy
-from .states import LIVE_PARTITION_STATES, JobState, PartitionState, WorkerState
+from ._snapshot import AllocationStatus, PartitionStatus, RecentPartition
+from ._stats import DeviceBusy, MinuteHistory, PhaseHistogram
+from .states import JobState, PartitionState, WorkerState
 
 __all__ = [
     "IllegalEvent",
@@ -22,6 +23,7 @@ __all__ = [
     "MemoryEvent",
     "MemoryLedger",
     "Partition",
+    "Records",
     "StaleEvent",
     "Worker",
 ]
@@ -54,43 +56,6 @@ class Job:
     failed_partition: int | None = None
     version: int = 0  # bumped on every partition move: keys the cached partition views
     views: tuple[int, tuple[PartitionStatus, ...], str] | None = None  # version, views, their JSON
-
-    def problems(self, current: Counter[ev.LeaseToken], finalizing: Counter[ev.LeaseToken]) -> list[str]:
-        """Broken invariants of this job, given how many workers hold each lease as current / finalizing."""
-        P = PartitionState
-        problems = []
-        done = live = 0
-        for p in self.partitions:  # one pass: this runs for every partition at every new seq
-            state = p.state
-            if state is P.DONE:
-                done += 1
-            elif state is P.PROVING:
-                live += 1
-                if p.lease is None or current[p.lease] != 1:
-                    holders = current[p.lease] if p.lease is not None else 0
-                    problems.append(
-                        f"partition {p.name} is proving but the current lease of {holders} workers"
-                    )
-                continue
-            elif state is P.FINALIZING:
-                live += 1
-                if p.lease is None or finalizing[p.lease] != 1:
-                    problems.append(f"partition {p.name} is finalizing but no single worker finalizes it")
-                continue
-            elif state in LIVE_PARTITION_STATES:
-                live += 1
-            if p.lease is not None:
-                problems.append(f"partition {p.name} is {state.value} but holds lease {p.lease}")
-        if self.done != done:
-            problems.append(f"job {self.job_id} counts {self.done} partitions done, recount {done}")
-        ended = self.outcome is not None
-        if ended and (self.ended_at is None or not self.counted):
-            problems.append(f"job {self.job_id} ended without an end time or without being counted")
-        if ended and live:
-            problems.append(f"job {self.job_id} ended with live partitions")
-        if not ended and self.counted:
-            problems.append(f"job {self.job_id} is counted but has not ended")
-        return problems
 
 
 @dataclass(slots=True, eq=False)
@@ -152,6 +117,36 @@ class Worker:
         if self.current is not None:
             return WorkerState.PROVING
         return WorkerState.FINALIZING if self.finalizing else WorkerState.IDLE
+
+
+@dataclass(slots=True, eq=False)
+class Records:
+    """Everything the tracker knows, written only by its fold. Invariants are written beside the fields."""
+
+    memory: MemoryLedger
+    synth_max: int
+    history: MinuteHistory
+    recent_jobs: deque[Job]
+    recent_partitions: deque[RecentPartition]
+    seq: int = 0  # the id of the last event received (applied or dropped)
+    stale: int = 0
+    illegal: int = 0
+    jobs: dict[str, Job] = field(default_factory=dict)  # the live view, in submission order
+    ended: deque[Job] = field(default_factory=deque)  # terminal jobs still in the live view, by end
+    workers: dict[str, Worker] = field(default_factory=dict)  # every worker ever registered
+    devices: dict[str, DeviceBusy] = field(default_factory=dict)
+    leases: dict[ev.LeaseToken, Lease] = field(default_factory=dict)  # live leases: current or finalizing
+    max_token: int = 0  # tokens are granted in increasing order: one not above this is old
+    states: Counter[PartitionState] = field(default_factory=Counter)  # == live-view partitions per state
+    pending_by_priority: Counter[str] = field(default_factory=Counter)
+    partitions_total: Counter[tuple[str, str]] = field(default_factory=Counter)  # (kind, outcome)
+    jobs_total: Counter[tuple[str, str]] = field(default_factory=Counter)  # (kind, outcome): once per job
+    pruned: Counter[JobState] = field(default_factory=Counter)  # terminal jobs that left the live view
+    busy_total: dict[str, float] = field(default_factory=dict)  # worker -> closed device-section seconds
+    retries: int = 0
+    phases: dict[str, PhaseHistogram] = field(
+        default_factory=lambda: {name: PhaseHistogram() for name in ("synth", "prove", "finalize")}
+    )
 
 
 MemoryEvent = (
@@ -227,12 +222,9 @@ class MemoryLedger:
             case _:
                 assert_never(event)
 
-    def problems(self) -> list[str]:
-        """Broken memory invariants, in words."""
-        live = sum(self._reservations.values())
-        if self.reserved_bytes != live:
-            return [f"reserved {self.reserved_bytes} bytes != sum of live reservations {live}"]
-        return []
+    def live_reservation_bytes(self) -> int:
+        """The sum of the live reservations, counted afresh (``reserved_bytes`` must equal it)."""
+        return sum(self._reservations.values())
 
     def allocations(self, now: float) -> tuple[AllocationStatus, ...]:
         """Frozen copies of the cached allocations."""
