@@ -18,7 +18,11 @@ from prooflane.status import StatusTracker, TrackerConfig
 
 DATA = Path(__file__).parent / "data"
 
-ADDED: dict[str, tuple[str, ...]] = {}
+ADDED: dict[str, tuple[str, ...]] = {
+    "": ("health",),
+    "workers": ("last_error", "restarts", "node"),
+    "devices": ("workers_down", "node"),
+}
 """Where fields were added after ``status_v1.json``: section ("" for the top) -> field names."""
 
 

@@ -25,8 +25,27 @@ __all__ = [
     "Partition",
     "Records",
     "StaleEvent",
+    "TrackerConfig",
     "Worker",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class TrackerConfig:
+    """The status tracker's settings (``prooflane.status.TrackerConfig``).
+
+    Memory total and synthesis size may also arrive later as events.
+    """
+
+    retention_secs: float = 60.0
+    memory_total_bytes: int = 0
+    synthesis_max_concurrent: int = 0
+    recent_jobs: int = 50
+    recent_partitions: int = 256
+    history_minutes: int = 60
+    feed_capacity: int = 4096
+    feed_subscriber_queue: int = 1024
+    sample_rss: bool = True
 
 
 class StaleEvent(Exception):
@@ -78,6 +97,11 @@ class Partition:
         """``job_id/index``, for messages."""
         return f"{self.job.job_id}/{self.index}"
 
+    def recent(self) -> RecentPartition:
+        """Its phase times, for the history of partitions done."""
+        job, index = self.job, self.index
+        return RecentPartition(job.job_id, job.kind, index, self.synth_ms, self.prove_ms, self.finalize_ms)
+
     def status(self) -> PartitionStatus:
         """A frozen copy."""
         return PartitionStatus(
@@ -104,16 +128,33 @@ class Lease:
 
 @dataclass(slots=True, eq=False)
 class Worker:
-    """A registered worker. Its state is computed from its leases, never stored."""
+    """A registered worker, listed from its first registration on. Its state is computed, never stored.
+
+    ``down`` is the fact about its processes: None while they live, restarting after they died, lost when
+    they cannot come back. Invariant: a worker that is down holds no lease (``current`` None, no
+    ``finalizing``).
+    """
 
     worker_id: str
     device: DeviceBusy
+    node: str | None = None
     current: ev.LeaseToken | None = None
     finalizing: dict[ev.LeaseToken, None] = field(default_factory=dict)  # an ordered set
+    down: WorkerState | None = None  # None, RESTARTING or LOST
+    last_error: str | None = None  # why its processes last died
+    restarts: int = 0  # deaths after which its processes were (or are being) replaced
+
+    @property
+    def live(self) -> bool:
+        """True unless its processes died (restarting) or cannot come back (lost)."""
+        return self.down is None
 
     @property
     def state(self) -> WorkerState:
-        """proving with a current lease, else finalizing with finalizing leases, else idle."""
+        """restarting or lost while down; else proving with a current lease, finalizing with finalizing
+        leases, idle otherwise."""
+        if self.down is not None:
+            return self.down
         if self.current is not None:
             return WorkerState.PROVING
         return WorkerState.FINALIZING if self.finalizing else WorkerState.IDLE
@@ -133,7 +174,7 @@ class Records:
     illegal: int = 0
     jobs: dict[str, Job] = field(default_factory=dict)  # the live view, in submission order
     ended: deque[Job] = field(default_factory=deque)  # terminal jobs still in the live view, by end
-    workers: dict[str, Worker] = field(default_factory=dict)  # every worker ever registered
+    workers: dict[str, Worker] = field(default_factory=dict)  # every worker ever listed, never removed
     devices: dict[str, DeviceBusy] = field(default_factory=dict)
     leases: dict[ev.LeaseToken, Lease] = field(default_factory=dict)  # live leases: current or finalizing
     max_token: int = 0  # tokens are granted in increasing order: one not above this is old
@@ -147,6 +188,17 @@ class Records:
     phases: dict[str, PhaseHistogram] = field(
         default_factory=lambda: {name: PhaseHistogram() for name in ("synth", "prove", "finalize")}
     )
+
+    @classmethod
+    def new(cls, config: TrackerConfig) -> Records:
+        """Empty records sized by ``config``."""
+        return cls(
+            memory=MemoryLedger(config.memory_total_bytes),
+            synth_max=config.synthesis_max_concurrent,
+            history=MinuteHistory(config.history_minutes),
+            recent_jobs=deque(maxlen=config.recent_jobs),
+            recent_partitions=deque(maxlen=config.recent_partitions),
+        )
 
 
 MemoryEvent = (

@@ -7,7 +7,7 @@ every tracker read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -16,6 +16,7 @@ from ._snapshot import (
     CountersStatus,
     DeviceStatus,
     FinalizingLease,
+    Health,
     HistoryStatus,
     MemoryStatus,
     PipelineStatus,
@@ -28,7 +29,7 @@ from ._snapshot import (
 from ._stats import MINUTE, DeviceBusy, HistogramView
 from .states import JobState, PartitionState, WorkerState
 
-__all__ = ["SnapshotHead", "TrackerTotals", "snapshot", "totals"]
+__all__ = ["SnapshotHead", "TrackerTotals", "health", "snapshot", "totals"]
 
 P = PartitionState
 _OUTCOMES = (JobState.DONE, JobState.FAILED, JobState.CANCELLED)
@@ -44,6 +45,7 @@ class SnapshotHead:
     uptime_secs: float
     process_rss_bytes: int
     invariant_violations: tuple[str, ...]
+    health_reasons: tuple[str, ...] = ()  # the caller's own reasons against health
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,7 @@ class TrackerTotals:
     events: int
     invariant_violations: int
     retries: int
+    health: Health
 
 
 def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
@@ -80,6 +83,7 @@ def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
         uptime_secs=head.uptime_secs,
         invariants_ok=not head.invariant_violations,
         invariant_violations=head.invariant_violations,
+        health=health(r, head.health_reasons),
         stale_events=r.stale,
         illegal_events=r.illegal,
         memory=_memory(r, head.process_rss_bytes),
@@ -95,7 +99,22 @@ def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
     )
 
 
-def totals(r: Records, now: float, invariant_violations: int) -> TrackerTotals:
+def health(r: Records, extra_reasons: Iterable[str] = ()) -> Health:
+    """Ok when some worker is listed and every device listed has a live one; plus ``extra_reasons``."""
+    reasons = [] if r.workers else ["no worker is registered"]
+    down = []
+    for device in r.devices.values():
+        workers = [w for w in r.workers.values() if w.device is device]
+        if workers and not any(w.live for w in workers):
+            down.append(device.name)
+            said = "; ".join(f"{w.worker_id} {w.state.value}: {w.last_error}" for w in workers)
+            reasons.append(f"device {device.name} has no live worker ({said})")
+    return Health(not reasons, tuple(reasons), tuple(down)).with_reasons(*extra_reasons)
+
+
+def totals(
+    r: Records, now: float, invariant_violations: int, health_reasons: Iterable[str] = ()
+) -> TrackerTotals:
     """What ``/metrics`` renders: counters since boot and gauges now."""
     busy = dict(r.busy_total)
     for w in r.workers.values():
@@ -120,6 +139,7 @@ def totals(r: Records, now: float, invariant_violations: int) -> TrackerTotals:
         events=r.seq,
         invariant_violations=invariant_violations,
         retries=r.retries,
+        health=health(r, health_reasons),
     )
 
 
@@ -164,12 +184,17 @@ def _worker(r: Records, worker: Worker, now: float) -> WorkerStatus:
         busy_secs=busy,
         finalizing=tuple(finalizing),
         busy_seconds_total=r.busy_total.get(worker.worker_id, 0.0) + busy,
+        last_error=worker.last_error,
+        restarts=worker.restarts,
+        node=worker.node,
     )
 
 
 def _device(r: Records, device: DeviceBusy, now: float) -> DeviceStatus:
-    workers = sum(w.device is device for w in r.workers.values())
-    return DeviceStatus(device.name, device.kind, device.fraction(now), workers)
+    workers = [w for w in r.workers.values() if w.device is device]
+    live = sum(w.live for w in workers)
+    node = next((w.node for w in reversed(workers) if w.node is not None), None)
+    return DeviceStatus(device.name, device.kind, device.fraction(now), live, len(workers) - live, node)
 
 
 def _memory(r: Records, rss_bytes: int) -> MemoryStatus:

@@ -21,6 +21,7 @@ __all__ = [
     "CountersStatus",
     "DeviceStatus",
     "FinalizingLease",
+    "Health",
     "HistoryStatus",
     "JobState",
     "MemoryStatus",
@@ -82,7 +83,11 @@ class FinalizingLease:
 
 @dataclass(frozen=True, slots=True)
 class WorkerStatus:
-    """One live worker. ``busy_secs``: time in the current lease; totals count device-section time only."""
+    """One listed worker. ``busy_secs``: time in the current lease; totals count device-section time only.
+
+    ``last_error``: why its processes last died (None if they never did); ``restarts``: how many times they
+    died and were (or are being) replaced; ``node``: the machine it runs on, when the backend names one.
+    """
 
     worker_id: str
     device: str
@@ -93,16 +98,41 @@ class WorkerStatus:
     busy_secs: float
     finalizing: tuple[FinalizingLease, ...]
     busy_seconds_total: float
+    last_error: str | None = None
+    restarts: int = 0
+    node: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class DeviceStatus:
-    """A device: busy while any of its workers holds a current lease."""
+    """A device with workers listed: busy while any of them holds a current lease.
+
+    ``workers``: its live workers (idle, proving, finalizing); ``workers_down``: its restarting or lost ones.
+    """
 
     device: str
     kind: str
     busy_fraction_1m: float
     workers: int
+    workers_down: int = 0
+    node: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """Whether the daemon can do its work now: ``ok`` exactly when ``reasons`` is empty.
+
+    ``devices_down``: the devices listed with no live worker (each also named in ``reasons``). Other parts add
+    their own reasons with :meth:`with_reasons` (the engine's "queue stalled", say).
+    """
+
+    ok: bool
+    reasons: tuple[str, ...]
+    devices_down: tuple[str, ...] = ()
+
+    def with_reasons(self, *reasons: str) -> Health:
+        """This health with more reasons against it (itself when there are none)."""
+        return Health(False, self.reasons + reasons, self.devices_down) if reasons else self
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +238,7 @@ class StatusSnapshot:
     uptime_secs: float
     invariants_ok: bool
     invariant_violations: tuple[str, ...]
+    health: Health
     stale_events: int
     illegal_events: int
     memory: MemoryStatus

@@ -5,6 +5,9 @@
 ``prooflane_invariant_violations``, and what the tests check after every event. It recomputes everything
 from the records, trusting no count the fold keeps:
 
+- every worker ever registered is listed, live (idle, proving, finalizing) or visibly restarting or lost: none
+  is silently absent (the fold never removes one), and a restarting or lost worker holds no lease; every live
+  lease is held by a listed worker;
 - each partition in proving is the current lease of exactly one worker, and each proving worker's partition
   is in proving (the same for finalizing and finalizing leases);
 - no partition outside proving/finalizing holds a lease;
@@ -59,7 +62,15 @@ def broken_invariants(records: Records) -> list[str]:
 
 def _worker_problems(records: Records) -> list[str]:
     problems: list[str] = []
+    for token, held in records.leases.items():
+        holder = records.workers.get(held.worker_id)
+        if holder is None or (holder.current != token and token not in holder.finalizing):
+            problems.append(f"lease {token} is live but worker {held.worker_id} does not hold it")
     for w in records.workers.values():
+        if not w.live and (w.current is not None or w.finalizing):
+            problems.append(f"worker {w.worker_id} is {w.state.value} but holds a lease")
+        if records.devices.get(w.device.name) is not w.device:
+            problems.append(f"worker {w.worker_id} is on device {w.device.name}, which is not listed")
         if w.current is not None:
             lease = records.leases.get(w.current)
             if lease is None or lease.partition.state is not P.PROVING:

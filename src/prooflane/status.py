@@ -38,21 +38,19 @@ import enum
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Any, assert_never
 
 import psutil
 
-from . import _readout
+from . import __version__, _readout
 from . import events as ev
 from ._feed import EventFeed, FeedItem
-from ._ledger import IllegalEvent, Job, Lease, MemoryLedger, Partition, Records, StaleEvent, Worker
+from ._ledger import IllegalEvent, Job, Lease, Partition, Records, StaleEvent, TrackerConfig, Worker
 from ._readout import SnapshotHead, TrackerTotals
 from ._reasons import readable_reason
-from ._snapshot import RecentPartition, StatusSnapshot
-from ._stats import DeviceBusy, MinuteHistory
+from ._snapshot import Health, StatusSnapshot
+from ._stats import DeviceBusy
 from .errors import IllegalTransition
 from .invariants import broken_invariants
 from .states import (
@@ -67,6 +65,7 @@ from .states import (
 
 __all__ = [
     "LEGAL_TRANSITIONS",
+    "Health",
     "Outcome",
     "PartitionState",
     "StatusSnapshot",
@@ -90,21 +89,6 @@ class Outcome(enum.StrEnum):
     ILLEGAL = "illegal"
 
 
-@dataclass(frozen=True, slots=True)
-class TrackerConfig:
-    """The tracker's settings. Memory total and synthesis size may also arrive later as events."""
-
-    retention_secs: float = 60.0
-    memory_total_bytes: int = 0
-    synthesis_max_concurrent: int = 0
-    recent_jobs: int = 50
-    recent_partitions: int = 256
-    history_minutes: int = 60
-    feed_capacity: int = 4096
-    feed_subscriber_queue: int = 1024
-    sample_rss: bool = True
-
-
 class StatusTracker:
     """Folds the engine's events into one consistent state and hands out frozen snapshots.
 
@@ -126,7 +110,7 @@ class StatusTracker:
         self.config = config or TrackerConfig()
         self.strict = strict
         self.boot_id = boot_id or uuid.uuid4().hex
-        self.version = version or _package_version()
+        self.version = version or __version__
         self.feed = EventFeed(self.config.feed_capacity, self.config.feed_subscriber_queue)
         self._clock = clock
         self._wall_clock = wall_clock
@@ -134,13 +118,7 @@ class StatusTracker:
         self._owner_thread: int | None = None
         self._process = psutil.Process() if self.config.sample_rss else None
         # Written only by apply() on the event loop (see the module docstring).
-        self._r = Records(
-            memory=MemoryLedger(self.config.memory_total_bytes),
-            synth_max=self.config.synthesis_max_concurrent,
-            history=MinuteHistory(self.config.history_minutes),
-            recent_jobs=deque(maxlen=self.config.recent_jobs),
-            recent_partitions=deque(maxlen=self.config.recent_partitions),
-        )
+        self._r = Records.new(self.config)
         self._invariants_at: tuple[int, list[str]] = (-1, [])
         # The timer armed on a running loop for the oldest ended job's expiry, and that loop.
         self._expiry_timer: tuple[asyncio.AbstractEventLoop, asyncio.TimerHandle] | None = None
@@ -257,7 +235,7 @@ class StatusTracker:
                 return self._partition_retried(event)
             case ev.WorkerRegistered():
                 return self._worker_registered(event)
-            case ev.WorkerDied():
+            case ev.WorkerDied() | ev.WorkerLost():
                 return self._worker_died(event)
             case (
                 ev.BudgetSet()
@@ -451,8 +429,9 @@ class StatusTracker:
             raise StaleEvent(f"lease {event.token} is not newer than lease {self._r.max_token}")
         partition = self._partition(event.job_id, event.partition, event.attempt)
         worker = self._r.workers.get(event.worker_id)
-        if worker is None:
-            raise IllegalEvent(f"expected a registered worker, got {event.worker_id}")
+        if worker is None or not worker.live:
+            shown = f"{event.worker_id} ({worker.state.value})" if worker else event.worker_id
+            raise IllegalEvent(f"expected a live registered worker, got {shown}")
         if worker.current is not None:
             raise IllegalEvent(f"worker {worker.worker_id}: expected no current lease, got {worker.current}")
         if event.device != worker.device.name:
@@ -492,17 +471,7 @@ class StatusTracker:
         partition.finalize_ms = event.finalize_ms
         self._r.phases["finalize"].observe(event.finalize_ms / 1000)
         self._r.history.count_partition(event.at)
-        job = partition.job
-        self._r.recent_partitions.append(
-            RecentPartition(
-                job.job_id,
-                job.kind,
-                partition.index,
-                partition.synth_ms,
-                partition.prove_ms,
-                event.finalize_ms,
-            )
-        )
+        self._r.recent_partitions.append(partition.recent())
         return context
 
     def _end_lease(self, token: ev.LeaseToken, at: float) -> None:
@@ -533,25 +502,46 @@ class StatusTracker:
     # --- workers ---------------------------------------------------------------------------------------
 
     def _worker_registered(self, event: ev.WorkerRegistered) -> dict[str, Any]:
-        if event.worker_id in self._r.workers:
-            raise IllegalEvent(f"expected a new worker id, got {event.worker_id} (already registered)")
-        device = self._r.devices.get(event.device)
-        if device is None:
-            device = self._r.devices[event.device] = DeviceBusy(event.device, event.device_kind, event.at)
-        self._r.workers[event.worker_id] = Worker(event.worker_id, device)
-        self._r.busy_total.setdefault(event.worker_id, 0.0)
+        worker = self._r.workers.get(event.worker_id)
+        if worker is not None and worker.live:
+            raise IllegalEvent(f"expected a new or a dead worker id, got {event.worker_id} (live)")
+        if worker is None:
+            self._list(event.worker_id, event.device, event.device_kind, event.node, event.at)
+        else:  # its processes were replaced: live again (maybe elsewhere), with its history
+            device = self._device(event.device, event.device_kind, event.at)
+            worker.device, worker.node, worker.down = device, event.node, None
         return {}
 
-    def _worker_died(self, event: ev.WorkerDied) -> dict[str, Any]:
+    def _list(self, worker_id: str, device: str, kind: str, node: str | None, at: float) -> Worker:
+        worker = Worker(worker_id, self._device(device, kind, at), node)
+        self._r.workers[worker_id] = worker
+        self._r.busy_total.setdefault(worker_id, 0.0)
+        return worker
+
+    def _device(self, name: str, kind: str, at: float) -> DeviceBusy:
+        if name not in self._r.devices:
+            self._r.devices[name] = DeviceBusy(name, kind, at)
+        return self._r.devices[name]
+
+    def _worker_died(self, event: ev.WorkerDied | ev.WorkerLost) -> dict[str, Any]:
+        """WorkerDied: restarting; WorkerLost: lost. Either way its leases end, their partitions requeued."""
+        down = WorkerState.LOST if isinstance(event, ev.WorkerLost) else WorkerState.RESTARTING
         worker = self._r.workers.get(event.worker_id)
+        if worker is None and isinstance(event, ev.WorkerLost):  # it never started: list it, lost
+            if event.device is None:
+                raise IllegalEvent(f"expected a registered worker or a device, got {event.worker_id} alone")
+            worker = self._list(event.worker_id, event.device, event.device_kind, event.node, event.at)
         if worker is None:
             raise StaleEvent(f"worker {event.worker_id} is not registered")
+        if worker.down is WorkerState.LOST or worker.down is down:
+            raise StaleEvent(f"worker {worker.worker_id} is already {worker.state.value}")
         tokens = ([worker.current] if worker.current is not None else []) + list(worker.finalizing)
         for token in tokens:
             partition = self._r.leases[token].partition
             self._requeue(partition, event.at)
             partition.reason = readable_reason(f"worker {worker.worker_id} died: {event.reason}")
-        del self._r.workers[event.worker_id]
+        worker.down, worker.last_error = down, readable_reason(event.reason)
+        worker.restarts += down is WorkerState.RESTARTING
         return {"requeued": len(tokens)}
 
     # --- reading ---------------------------------------------------------------------------------------
@@ -567,8 +557,14 @@ class StatusTracker:
             self._invariants_at = (self._r.seq, broken_invariants(self._r))
         return list(self._invariants_at[1])
 
-    def snapshot(self) -> StatusSnapshot:
-        """A frozen, consistent view of everything, as ``GET /status`` serves it (``.to_json()``)."""
+    def health(self, *extra_reasons: str) -> Health:
+        """Whether every listed device has a live worker (and which have none); ``extra_reasons``, the
+        caller's own (a stalled queue, say), count against it too. Served in ``/status`` and ``/metrics``."""
+        return _readout.health(self._r, extra_reasons)
+
+    def snapshot(self, *health_reasons: str) -> StatusSnapshot:
+        """A frozen, consistent view of everything, as ``GET /status`` serves it (``.to_json()``);
+        ``health_reasons`` as for :meth:`health`."""
         now = self._clock()
         self._expire(now)
         head = SnapshotHead(
@@ -578,14 +574,15 @@ class StatusTracker:
             uptime_secs=now - self._booted_at,
             process_rss_bytes=self._process.memory_info().rss if self._process is not None else 0,
             invariant_violations=tuple(self.invariants()),
+            health_reasons=health_reasons,
         )
         return _readout.snapshot(self._r, now, head)
 
-    def totals(self) -> TrackerTotals:
-        """What ``/metrics`` renders: counters since boot and gauges now."""
+    def totals(self, *health_reasons: str) -> TrackerTotals:
+        """What ``/metrics`` renders: counters since boot and gauges now (``health_reasons``: see health)."""
         now = self._clock()
         self._expire(now)
-        return _readout.totals(self._r, now, len(self.invariants()))
+        return _readout.totals(self._r, now, len(self.invariants()), health_reasons)
 
     def _check_thread(self) -> None:
         ident = threading.get_ident()
@@ -598,12 +595,3 @@ class StatusTracker:
 def _expect(partition: Partition, state: PartitionState) -> None:
     if partition.state is not state:
         raise IllegalEvent(f"partition {partition.name}: expected {state.value}, got {partition.state.value}")
-
-
-def _package_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("prooflane")
-    except PackageNotFoundError:
-        return "0+unknown"
