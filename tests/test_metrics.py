@@ -73,6 +73,28 @@ def test_metrics_text_parses_and_carries_the_numbers() -> None:
     assert samples[("prooflane_invariant_violations", ())] == 0
 
 
+def test_dead_and_lost_workers_are_counted_by_state_and_up_follows_health() -> None:
+    tracker, clock = _busy_tracker()
+    tracker.apply(ev.WorkerRegistered(at=clock.now, worker_id="cpu1/w0", device="cpu1"))
+    workers = "prooflane_workers"
+    samples = _samples(render(tracker))
+    assert samples[("prooflane_up", ())] == 1
+    assert {dict(k[1])["state"]: v for k, v in samples.items() if k[0] == workers} == {
+        "idle": 2, "proving": 0, "finalizing": 0, "restarting": 0, "lost": 0,
+    }  # fmt: skip
+    tracker.apply(ev.WorkerDied(at=clock.now, worker_id='cpu0/w"0', reason="exit code -9"))
+    tracker.apply(ev.WorkerLost(at=clock.now, worker_id="cpu1/w0", reason="no device"))
+    samples = _samples(render(tracker))
+    assert samples[(workers, (("state", "restarting"),))] == 1
+    assert samples[(workers, (("state", "lost"),))] == 1
+    assert samples[(workers, (("state", "idle"),))] == 0
+    assert samples[("prooflane_up", ())] == 0
+    tracker.apply(ev.WorkerRegistered(at=clock.now, worker_id='cpu0/w"0', device="cpu0"))
+    assert _samples(render(tracker))[("prooflane_up", ())] == 0  # cpu1 still has no live worker
+    tracker.apply(ev.WorkerRegistered(at=clock.now, worker_id="cpu1/w0", device="cpu1"))
+    assert _samples(render(tracker))[("prooflane_up", ())] == 1
+
+
 def test_phase_histogram_is_cumulative_in_seconds() -> None:
     tracker, _ = _busy_tracker()
     samples = _samples(render(tracker))

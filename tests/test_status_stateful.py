@@ -3,8 +3,9 @@
 The machine plays an engine: it keeps its own plain record of what each partition and worker is doing, emits
 events that are legal for that record (the tracker runs in strict mode, so an illegal one would raise), and
 mixes in deliberately stale or duplicated ones (old lease tokens, old attempts, second ends, double releases),
-which must be dropped and counted. After every step the invariants must hold and the snapshot must agree with
-the model.
+which must be dropped and counted. Workers die (restarting), are lost (some before they ever registered) and
+register again. After every step the invariants must hold and the snapshot, its health and the metrics' worker
+counts must agree with the model: every worker ever registered is listed, a dead one never shows idle.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class ModelJob:
 class ModelWorker:
     current: ev.LeaseToken | None = None
     finalizing: list[ev.LeaseToken] = field(default_factory=list)
+    down: str | None = None  # "restarting" or "lost"
 
 
 LIVE = {"pending", "synthesizing", "synthesized", "proving", "finalizing"}
@@ -120,25 +122,39 @@ class TrackerMachine(RuleBasedStateMachine):
             ev.JobSubmitted(at=self.now, job_id=job_id, kind=kind, priority="normal", partitions=partitions)
         )
 
-    @precondition(lambda self: len(self.workers) < 3)
-    @rule(n=st.integers(0, 2))
+    @rule(n=st.integers(0, 3))
     def register(self, n: int) -> None:
+        """A new worker, or a dead or lost one whose processes were replaced."""
         worker_id = f"W{n}"
-        if worker_id in self.workers:
+        if worker_id in self.workers and self.workers[worker_id].down is None:
             return
         self.workers[worker_id] = ModelWorker()
         self.send(ev.WorkerRegistered(at=self.now, worker_id=worker_id, device=f"cpu{n % 2}"))
 
     def worker_dies(self, data: st.DataObject) -> None:
-        worker_id = data.draw(st.sampled_from(sorted(self.workers)))
-        worker = self.workers.pop(worker_id)
+        """A live worker dies (restarting) or is lost; a restarting one is lost; one never seen is lost."""
+        lost = data.draw(st.booleans())
+        candidates = sorted(
+            w for w, m in self.workers.items() if m.down is None or (lost and m.down != "lost")
+        )
+        if lost and "W3" not in self.workers:
+            candidates.append("W3")
+        if not candidates:
+            return
+        worker_id = data.draw(st.sampled_from(candidates))
+        if worker_id not in self.workers:  # its first start failed: listed lost all the same
+            self.workers[worker_id] = ModelWorker(down="lost")
+            self.send(ev.WorkerLost(at=self.now, worker_id=worker_id, reason="cannot start", device="cpu1"))
+            return
+        worker = self.workers[worker_id]
         for token in [t for t in [worker.current, *worker.finalizing] if t is not None]:
             _, job_id, index = self.owner[token]
             part = self.jobs[job_id].parts[index]
             part.state, part.token = "pending", None
-            self.owner.pop(token)
-            self.dead_tokens.append(token)
-        self.send(ev.WorkerDied(at=self.now, worker_id=worker_id, reason="killed"))
+            self.kill_token(token)
+        worker.down = "lost" if lost else "restarting"
+        event = ev.WorkerLost if lost else ev.WorkerDied
+        self.send(event(at=self.now, worker_id=worker_id, reason="killed"))
 
     @rule(seconds=st.sampled_from([0.5, 5.0, RETENTION]))
     def time_passes(self, seconds: float) -> None:
@@ -209,7 +225,7 @@ class TrackerMachine(RuleBasedStateMachine):
         )
 
     def idle_workers(self) -> list[str]:
-        return sorted(w for w, m in self.workers.items() if m.current is None)
+        return sorted(w for w, m in self.workers.items() if m.current is None and m.down is None)
 
     @precondition(lambda self: any(w.current is not None for w in self.workers.values()))
     @rule(data=st.data())
@@ -318,6 +334,12 @@ class TrackerMachine(RuleBasedStateMachine):
             ev.SynthesisStarted(at=self.now, job_id=job_id, partition=index, attempt=old), Outcome.STALE
         )
 
+    def second_death(self, data: st.DataObject) -> None:
+        worker_id = data.draw(st.sampled_from(sorted(w for w, m in self.workers.items() if m.down)))
+        lost = self.workers[worker_id].down == "lost" and data.draw(st.booleans())
+        event = ev.WorkerLost if lost else ev.WorkerDied
+        self.send(event(at=self.now, worker_id=worker_id, reason="again"), Outcome.STALE)
+
     def second_job_end(self, data: st.DataObject) -> None:
         done = data.draw(st.booleans())
         job_id = data.draw(st.sampled_from(sorted(j for j, m in self.jobs.items() if m.ended_at is not None)))
@@ -396,6 +418,8 @@ class TrackerMachine(RuleBasedStateMachine):
             options.append(self.old_attempt)
         if any(j.ended_at is not None for j in self.jobs.values()):
             options.append(self.second_job_end)
+        if any(w.down for w in self.workers.values()):
+            options.append(self.second_death)
         data.draw(st.sampled_from(options))(data)
 
     @rule(data=st.data())
@@ -426,9 +450,12 @@ class TrackerMachine(RuleBasedStateMachine):
             if not gone:
                 assert [p.state.value for p in shown[job_id].partitions] == [p.state for p in job.parts]
         assert list(shown) == [j for j in self.jobs if j in shown]  # submission order
+        assert sorted(w.worker_id for w in snapshot.workers) == sorted(self.workers)  # none silently absent
         for worker in snapshot.workers:
             model = self.workers[worker.worker_id]
-            expected = "proving" if model.current else "finalizing" if model.finalizing else "idle"
+            expected = model.down or (
+                "proving" if model.current else "finalizing" if model.finalizing else "idle"
+            )
             assert worker.state.value == expected
             assert worker.current_token == model.current
             assert [f.token for f in worker.finalizing] == model.finalizing
@@ -436,6 +463,25 @@ class TrackerMachine(RuleBasedStateMachine):
         counters = snapshot.counters
         assert counters.total_completed + counters.total_failed + counters.total_cancelled == len(ended)
         assert snapshot.synthesis.active == len(self.parts("synthesizing"))
+
+    @invariant()
+    def health_and_worker_counts_agree_with_the_model(self) -> None:
+        devices: dict[str, list[ModelWorker]] = {}
+        for worker_id, model in self.workers.items():
+            devices.setdefault(f"cpu{int(worker_id[1:]) % 2}", []).append(model)
+        down = sorted(d for d, models in devices.items() if all(m.down for m in models))
+        health = self.tracker.health()
+        assert sorted(health.devices_down) == down
+        assert health.ok == (bool(self.workers) and not down)
+        assert self.tracker.health("queue stalled").ok is False
+        by_state = self.tracker.totals().workers_by_state
+        for state in ("restarting", "lost"):
+            assert by_state[state] == sum(m.down == state for m in self.workers.values())
+        assert sum(by_state.values()) == len(self.workers)
+        shown = {d.device: d for d in self.tracker.snapshot().devices}
+        for name, models in devices.items():
+            live = sum(m.down is None for m in models)
+            assert (shown[name].workers, shown[name].workers_down) == (live, len(models) - live)
 
 
 TrackerMachine.TestCase.settings = settings(

@@ -1,19 +1,20 @@
 """The status tracker's private records: jobs, partitions, leases, workers, and the memory ledger.
 
-These are live, mutable state: only :class:`prooflane.status.StatusTracker` touches them, on the event loop
-(no locks), and they never leave it: readers get frozen copies from :mod:`prooflane._snapshot`.
+These are live, mutable state: only :class:`prooflane.status.StatusTracker` writes them, on the event loop
+(no locks). The read-out (:mod:`prooflane._readout`) and the invariant check (:mod:`prooflane.invariants`)
+read them on the same loop and hand out frozen copies (:mod:`prooflane._snapshot`) or words.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import assert_never
 
 from . import events as ev
-from ._snapshot import AllocationStatus, PartitionStatus
-from ._stats import DeviceBusy
-from .states import LIVE_PARTITION_STATES, JobState, PartitionState, WorkerState
+from ._snapshot import AllocationStatus, PartitionStatus, RecentPartition
+from ._stats import DeviceBusy, MinuteHistory, PhaseHistogram
+from .states import JobState, PartitionState, WorkerState
 
 __all__ = [
     "IllegalEvent",
@@ -22,9 +23,29 @@ __all__ = [
     "MemoryEvent",
     "MemoryLedger",
     "Partition",
+    "Records",
     "StaleEvent",
+    "TrackerConfig",
     "Worker",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class TrackerConfig:
+    """The status tracker's settings (``prooflane.status.TrackerConfig``).
+
+    Memory total and synthesis size may also arrive later as events.
+    """
+
+    retention_secs: float = 60.0
+    memory_total_bytes: int = 0
+    synthesis_max_concurrent: int = 0
+    recent_jobs: int = 50
+    recent_partitions: int = 256
+    history_minutes: int = 60
+    feed_capacity: int = 4096
+    feed_subscriber_queue: int = 1024
+    sample_rss: bool = True
 
 
 class StaleEvent(Exception):
@@ -55,43 +76,6 @@ class Job:
     version: int = 0  # bumped on every partition move: keys the cached partition views
     views: tuple[int, tuple[PartitionStatus, ...], str] | None = None  # version, views, their JSON
 
-    def problems(self, current: Counter[ev.LeaseToken], finalizing: Counter[ev.LeaseToken]) -> list[str]:
-        """Broken invariants of this job, given how many workers hold each lease as current / finalizing."""
-        P = PartitionState
-        problems = []
-        done = live = 0
-        for p in self.partitions:  # one pass: this runs for every partition at every new seq
-            state = p.state
-            if state is P.DONE:
-                done += 1
-            elif state is P.PROVING:
-                live += 1
-                if p.lease is None or current[p.lease] != 1:
-                    holders = current[p.lease] if p.lease is not None else 0
-                    problems.append(
-                        f"partition {p.name} is proving but the current lease of {holders} workers"
-                    )
-                continue
-            elif state is P.FINALIZING:
-                live += 1
-                if p.lease is None or finalizing[p.lease] != 1:
-                    problems.append(f"partition {p.name} is finalizing but no single worker finalizes it")
-                continue
-            elif state in LIVE_PARTITION_STATES:
-                live += 1
-            if p.lease is not None:
-                problems.append(f"partition {p.name} is {state.value} but holds lease {p.lease}")
-        if self.done != done:
-            problems.append(f"job {self.job_id} counts {self.done} partitions done, recount {done}")
-        ended = self.outcome is not None
-        if ended and (self.ended_at is None or not self.counted):
-            problems.append(f"job {self.job_id} ended without an end time or without being counted")
-        if ended and live:
-            problems.append(f"job {self.job_id} ended with live partitions")
-        if not ended and self.counted:
-            problems.append(f"job {self.job_id} is counted but has not ended")
-        return problems
-
 
 @dataclass(slots=True, eq=False)
 class Partition:
@@ -112,6 +96,11 @@ class Partition:
     def name(self) -> str:
         """``job_id/index``, for messages."""
         return f"{self.job.job_id}/{self.index}"
+
+    def recent(self) -> RecentPartition:
+        """Its phase times, for the history of partitions done."""
+        job, index = self.job, self.index
+        return RecentPartition(job.job_id, job.kind, index, self.synth_ms, self.prove_ms, self.finalize_ms)
 
     def status(self) -> PartitionStatus:
         """A frozen copy."""
@@ -139,19 +128,77 @@ class Lease:
 
 @dataclass(slots=True, eq=False)
 class Worker:
-    """A registered worker. Its state is computed from its leases, never stored."""
+    """A registered worker, listed from its first registration on. Its state is computed, never stored.
+
+    ``down`` is the fact about its processes: None while they live, restarting after they died, lost when
+    they cannot come back. Invariant: a worker that is down holds no lease (``current`` None, no
+    ``finalizing``).
+    """
 
     worker_id: str
     device: DeviceBusy
+    node: str | None = None
     current: ev.LeaseToken | None = None
     finalizing: dict[ev.LeaseToken, None] = field(default_factory=dict)  # an ordered set
+    down: WorkerState | None = None  # None, RESTARTING or LOST
+    last_error: str | None = None  # why its processes last died
+    restarts: int = 0  # deaths after which its processes were (or are being) replaced
+
+    @property
+    def live(self) -> bool:
+        """True unless its processes died (restarting) or cannot come back (lost)."""
+        return self.down is None
 
     @property
     def state(self) -> WorkerState:
-        """proving with a current lease, else finalizing with finalizing leases, else idle."""
+        """restarting or lost while down; else proving with a current lease, finalizing with finalizing
+        leases, idle otherwise."""
+        if self.down is not None:
+            return self.down
         if self.current is not None:
             return WorkerState.PROVING
         return WorkerState.FINALIZING if self.finalizing else WorkerState.IDLE
+
+
+@dataclass(slots=True, eq=False)
+class Records:
+    """Everything the tracker knows, written only by its fold. Invariants are written beside the fields."""
+
+    memory: MemoryLedger
+    synth_max: int
+    history: MinuteHistory
+    recent_jobs: deque[Job]
+    recent_partitions: deque[RecentPartition]
+    seq: int = 0  # the id of the last event received (applied or dropped)
+    stale: int = 0
+    illegal: int = 0
+    jobs: dict[str, Job] = field(default_factory=dict)  # the live view, in submission order
+    ended: deque[Job] = field(default_factory=deque)  # terminal jobs still in the live view, by end
+    workers: dict[str, Worker] = field(default_factory=dict)  # every worker ever listed, never removed
+    devices: dict[str, DeviceBusy] = field(default_factory=dict)
+    leases: dict[ev.LeaseToken, Lease] = field(default_factory=dict)  # live leases: current or finalizing
+    max_token: int = 0  # tokens are granted in increasing order: one not above this is old
+    states: Counter[PartitionState] = field(default_factory=Counter)  # == live-view partitions per state
+    pending_by_priority: Counter[str] = field(default_factory=Counter)
+    partitions_total: Counter[tuple[str, str]] = field(default_factory=Counter)  # (kind, outcome)
+    jobs_total: Counter[tuple[str, str]] = field(default_factory=Counter)  # (kind, outcome): once per job
+    pruned: Counter[JobState] = field(default_factory=Counter)  # terminal jobs that left the live view
+    busy_total: dict[str, float] = field(default_factory=dict)  # worker -> closed device-section seconds
+    retries: int = 0
+    phases: dict[str, PhaseHistogram] = field(
+        default_factory=lambda: {name: PhaseHistogram() for name in ("synth", "prove", "finalize")}
+    )
+
+    @classmethod
+    def new(cls, config: TrackerConfig) -> Records:
+        """Empty records sized by ``config``."""
+        return cls(
+            memory=MemoryLedger(config.memory_total_bytes),
+            synth_max=config.synthesis_max_concurrent,
+            history=MinuteHistory(config.history_minutes),
+            recent_jobs=deque(maxlen=config.recent_jobs),
+            recent_partitions=deque(maxlen=config.recent_partitions),
+        )
 
 
 MemoryEvent = (
@@ -227,12 +274,9 @@ class MemoryLedger:
             case _:
                 assert_never(event)
 
-    def problems(self) -> list[str]:
-        """Broken memory invariants, in words."""
-        live = sum(self._reservations.values())
-        if self.reserved_bytes != live:
-            return [f"reserved {self.reserved_bytes} bytes != sum of live reservations {live}"]
-        return []
+    def live_reservation_bytes(self) -> int:
+        """The sum of the live reservations, counted afresh (``reserved_bytes`` must equal it)."""
+        return sum(self._reservations.values())
 
     def allocations(self, now: float) -> tuple[AllocationStatus, ...]:
         """Frozen copies of the cached allocations."""

@@ -27,7 +27,7 @@ The life of one partition, as the engine reports it::
     JobDone                          once every partition is done
 
 Failure, cancellation and retry: :class:`PartitionFailed`, :class:`PartitionSkipped`, :class:`JobFailed`,
-:class:`JobCancelled`, :class:`WorkerDied`, :class:`PartitionRetried`. The tracker itself emits
+:class:`JobCancelled`, :class:`WorkerDied`, :class:`WorkerLost`, :class:`PartitionRetried`. The tracker emits
 :class:`JobExpired` when an ended job leaves the live view. Memory: :class:`BudgetSet`,
 :class:`ReservationMade`, :class:`ReservationShrunk`, :class:`ReservationReleased`, and the cached proving
 keys :class:`AllocationCached`, :class:`AllocationUsed`, :class:`AllocationEvicted`.
@@ -71,6 +71,7 @@ __all__ = [
     "SynthesisPoolSized",
     "SynthesisStarted",
     "WorkerDied",
+    "WorkerLost",
     "WorkerRegistered",
     "event_from_dict",
     "event_name",
@@ -269,19 +270,43 @@ class PartitionRetried(EventBase):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkerRegistered(EventBase):
-    """A worker of ``device`` (of kind ``device_kind``: "cpu" or "cuda") is ready for work."""
+    """A worker of ``device`` (of kind ``device_kind``: "cpu" or "cuda") is ready for work (idle).
+
+    The same ``worker_id`` again after :class:`WorkerDied` or :class:`WorkerLost` means its processes were
+    replaced: it is live again. ``node``: the machine it runs on, where there are several (None: this one).
+    """
 
     worker_id: str
     device: str
     device_kind: str = "cpu"
+    node: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkerDied(EventBase):
-    """The worker is gone. Its leases end and the partitions they covered go back to pending."""
+    """The worker's processes died and are being replaced: it stays listed, ``restarting``.
+
+    Its leases end and the partitions they covered go back to pending. A :class:`WorkerRegistered` with the
+    same ``worker_id`` makes it live again; a :class:`WorkerLost` says it will not come back.
+    """
 
     worker_id: str
     reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerLost(EventBase):
+    """The worker's processes cannot be brought back: it stays listed, ``lost`` (registering revives it).
+
+    A live worker's leases end as with :class:`WorkerDied`. For a worker that never registered (its first
+    start failed), give its ``device`` (and ``device_kind``, ``node``) so it is listed all the same.
+    """
+
+    worker_id: str
+    reason: str
+    device: str | None = None
+    device_kind: str = "cpu"
+    node: str | None = None
 
 
 # --- memory ----------------------------------------------------------------------------------------
@@ -358,6 +383,7 @@ Event: TypeAlias = (
     | PartitionRetried
     | WorkerRegistered
     | WorkerDied
+    | WorkerLost
     | BudgetSet
     | ReservationMade
     | ReservationShrunk
@@ -393,6 +419,7 @@ EVENT_TYPES: dict[str, type[EventBase]] = {
         PartitionRetried,
         WorkerRegistered,
         WorkerDied,
+        WorkerLost,
         BudgetSet,
         ReservationMade,
         ReservationShrunk,

@@ -44,7 +44,8 @@ def render_totals(t: TrackerTotals) -> str:
             "Seconds each worker spent holding a current lease (its device section).",
             [("prooflane_worker_busy_seconds_total", (("worker", w),), s)
              for w, s in sorted(t.worker_busy_seconds.items())])  # fmt: skip
-    _family(out, "prooflane_workers", "gauge", "Live workers by state (idle, proving, finalizing).",
+    _family(out, "prooflane_workers", "gauge",
+            "Listed workers by state (idle, proving, finalizing; restarting and lost: their processes died).",
             [("prooflane_workers", (("state", s),), n) for s, n in t.workers_by_state.items()])  # fmt: skip
     _family(out, "prooflane_device_busy_ratio", "gauge",
             "Share of the last minute each device was busy (0 to 1).",
@@ -67,6 +68,8 @@ def render_totals(t: TrackerTotals) -> str:
          t.retries),
         ("prooflane_invariant_violations", "gauge",
          "Status invariants broken now (0 when the status tells the truth).", t.invariant_violations),
+        ("prooflane_up", "gauge",
+         "1 when the daemon can work (every device has a live worker, health ok), else 0.", int(t.health.ok)),
     ):  # fmt: skip
         _family(out, name, kind, help_text, [(name, (), value)])
     return "".join(out)

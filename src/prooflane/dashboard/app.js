@@ -33,9 +33,11 @@
     "synthesis_finished",
     "synthesis_failed", "synthesis_pool_sized", "lease_granted", "device_section_finished",
     "finalize_finished", "partition_failed", "partition_skipped", "partition_retried", "worker_registered",
-    "worker_died", "budget_set", "reservation_made", "reservation_shrunk", "reservation_released",
+    "worker_died", "worker_lost", "budget_set", "reservation_made", "reservation_shrunk", "reservation_released",
     "allocation_cached", "allocation_used", "allocation_evicted", "snapshot", "message",
   ];
+  // Worker states whose processes died: restarting (being replaced) and lost (cannot come back).
+  const DOWN_STATES = new Set(["restarting", "lost"]);
 
   const $ = (sel, root) => (root || document).querySelector(sel);
   const byTestId = (id, root) => $(`[data-testid="${id}"]`, root);
@@ -376,7 +378,8 @@
       const frac = Math.min(1, Math.max(0, Number(d.busy_fraction_1m) || 0));
       setText($(".device-name", el), d.device);
       const workers = d.workers === undefined ? "" : `, ${d.workers} worker${d.workers === 1 ? "" : "s"}`;
-      setText($(".device-meta", el), `${d.kind ?? ""}${workers}`);
+      const down = d.workers_down ? ` (${d.workers_down} down)` : "";
+      setText($(".device-meta", el), `${d.kind ?? ""}${workers}${down}`);
       $(".busy-fill", el).style.width = `${(frac * 100).toFixed(1)}%`;
       setText($(".device-busy", el), `${fmtPct(frac)} busy (1 min)`);
     });
@@ -419,6 +422,11 @@
     setText(byTestId("worker-device", card), w.device ?? "");
     setText(byTestId("worker-state", card), stale ? "unknown (stale)" : w.state);
     setText(byTestId("worker-last-known", card), stale ? `last known (snapshot #${state.seq}): ${w.state}` : "");
+    if (!stale && DOWN_STATES.has(w.state)) {
+      // A dead worker is never shown idle: it says it is down, why, and how often it was restarted.
+      const restarts = w.restarts ? ` (restarts: ${w.restarts})` : "";
+      setText(byTestId("worker-last-known", card), `${w.last_error || "its processes died"}${restarts}`);
+    }
     const job = byTestId("worker-job", card);
     setText(job, w.current_job ?? "—");
     setAttr(job, "data-value", w.current_job ?? "");
@@ -441,8 +449,9 @@
   }
 
   function tickWorker(card, w) {
-    const busy = (w.busy_secs ?? 0) + (w.state !== "idle" ? liveExtra() : 0);
-    setText(byTestId("worker-busy", card), w.state === "idle" && !isStale() ? "—" : fmtSecs(busy));
+    const resting = w.state === "idle" || DOWN_STATES.has(w.state);
+    const busy = (w.busy_secs ?? 0) + (resting ? 0 : liveExtra());
+    setText(byTestId("worker-busy", card), resting && !isStale() ? "—" : fmtSecs(busy));
   }
 
   // ------------------------------------------------------------------ pipelines

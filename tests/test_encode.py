@@ -1,0 +1,78 @@
+"""The one JSON encoder of the frozen views: field order, enums, mappings, tuples, skipped and cached text."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum, StrEnum
+from types import MappingProxyType
+
+import pytest
+
+from prooflane._encode import NOT_JSON, json_text_in, to_json, to_json_text
+
+
+class Colour(StrEnum):
+    RED = "red"
+
+
+class Size(Enum):
+    BIG = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Leaf:
+    name: str
+    colour: Colour
+    size: Size | None
+
+
+@dataclass(frozen=True, slots=True)
+class Branch:
+    zeta: int
+    leaves: tuple[Leaf, ...]
+    counts: Mapping[str, int]
+    alpha: float | None
+    cache: str | None = field(default=None, metadata=NOT_JSON)
+
+
+@dataclass(frozen=True, slots=True)
+class Tree:
+    name: str
+    branches: tuple[Branch, ...] = field(kw_only=True, metadata=json_text_in("branches_text"))
+    branches_text: str | None = field(default=None, metadata=NOT_JSON)
+
+
+LEAF = Leaf("a", Colour.RED, Size.BIG)
+BRANCH = Branch(2, (LEAF, Leaf("b", Colour.RED, None)), MappingProxyType({"x": 1}), None, cache="not shown")
+
+
+def test_fields_in_declaration_order_with_enums_mappings_and_tuples_made_plain() -> None:
+    doc = to_json(BRANCH)
+    assert list(doc) == ["zeta", "leaves", "counts", "alpha"]
+    assert doc == {
+        "zeta": 2,
+        "leaves": [{"name": "a", "colour": "red", "size": 3}, {"name": "b", "colour": "red", "size": None}],
+        "counts": {"x": 1},
+        "alpha": None,
+    }
+    assert type(doc["leaves"]) is list and type(doc["counts"]) is dict
+    assert type(doc["leaves"][0]["colour"]) is str
+
+
+def test_text_is_the_compact_json_of_the_plain_document() -> None:
+    tree = Tree("t", branches=(BRANCH, BRANCH))
+    assert to_json_text(tree) == json.dumps(to_json(tree), separators=(",", ":"))
+    assert to_json_text((LEAF, LEAF)) == json.dumps([to_json(LEAF)] * 2, separators=(",", ":"))
+
+
+def test_cached_text_is_spliced_in_as_it_is() -> None:
+    tree = Tree("t", branches=(BRANCH,), branches_text='["cached"]')
+    assert to_json_text(tree) == '{"name":"t","branches":["cached"]}'
+    assert to_json(tree)["branches"][0]["zeta"] == 2  # the document itself never reads the cache
+
+
+def test_a_value_it_cannot_encode_is_refused() -> None:
+    with pytest.raises(TypeError, match="set"):
+        to_json({"a": {1, 2}})
