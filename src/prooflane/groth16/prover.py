@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..errors import InvalidWitnessError, KeyMismatchError
 from ._native import G1, G2, backend
 from ._ntt import coset_h
 from .curves import Curve
+from .errors import InvalidWitnessError, KeyMismatchError
 from .field import FieldVector, from_ints, to_ints
 from .proof import Proof
 from .r1cs import R1CS, SparseMatrix

@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from ..errors import FormatError
 from ._binfile import Reader, read_sections, section, write_sections
 from ._native import G1, G2, _on_curve_g1
 from .curves import Curve, curve_by_prime
+from .errors import FormatError
 from .field import FieldVector
 from .proof import VerificationKey
 
