@@ -28,15 +28,19 @@ PROGRESS_AFTER_S = 1.0  # `prove` shows its stages on stderr once it has run thi
 
 
 class _Stages:
-    """Times the stages of one command; once it has run ``after`` seconds, names each stage on stderr as
-    it begins (and the one under way at that moment), so a short run prints nothing."""
+    """Times the stages of one command (a context manager around it); once it has run ``after`` seconds,
+    names each stage on stderr as it begins (and the one under way at that moment), so a short run prints
+    nothing."""
 
     def __init__(self, after: float) -> None:
         self.start = time.perf_counter()
         self.times: dict[str, float] = {}
+        self.total = 0.0  # set when the command ends
         self._current: tuple[str, float] | None = None
         self._lock = threading.Lock()  # the timer thread and the command's thread both print
         self._shown = False
+        self._printed: tuple[str, float] | None = None
+        self._stream = sys.stderr  # the timer thread prints too: both to the stream of the command's start
         self._timer = threading.Timer(after, self._show)
         self._timer.daemon = True
         self._timer.start()
@@ -50,16 +54,19 @@ class _Stages:
             if self._shown:
                 self._print(name, now)
 
-    def finish(self) -> float:
-        """End the last stage and stop showing; return the total seconds."""
+    def __enter__(self) -> _Stages:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        """End the last stage and stop showing (saying "done" only when the command succeeded)."""
         self._timer.cancel()
         now = time.perf_counter()
         with self._lock:
             self._end(now)
             self._current = None
-            if self._shown:
-                typer.echo(f"{now - self.start:6.2f} s  done", err=True)
-        return now - self.start
+            self.total = now - self.start
+            if self._shown and kind is None:
+                print(f"{self.total:6.2f} s  done", file=self._stream, flush=True)
 
     def _end(self, now: float) -> None:
         if self._current is not None:
@@ -73,8 +80,10 @@ class _Stages:
                 self._print(*self._current)
 
     def _print(self, name: str, began: float) -> None:
-        typer.echo(f"{began - self.start:6.2f} s  {name}", err=True)
-        sys.stderr.flush()
+        if self._printed == (name, began):
+            return
+        self._printed = (name, began)
+        print(f"{began - self.start:6.2f} s  {name}", file=self._stream, flush=True)
 
 
 @contextlib.contextmanager
@@ -171,7 +180,7 @@ def prove_command(
     from .groth16._parallel import prestart
 
     stages = _Stages(PROGRESS_AFTER_S)
-    with _bad_input():
+    with _bad_input(), stages:
         stages("reading the key")
         zkey = read_zkey(key)
         if processes == 0:
@@ -190,7 +199,7 @@ def prove_command(
         stages("writing the proof")
         _write_json(proof, result.to_json())
         _write_json(public, result.public_json())
-    total = stages.finish()
+    total = stages.total
     if as_json:
         be = backend(zkey.curve)
         report = {
