@@ -4,11 +4,11 @@ BN254: the shared square-chain key and witness (../shared/bench/square_chain-650
 else a square chain of the same size with a development key. BLS12-381: a square chain of 65,000
 constraints with a development key (made once, cached under benchmarks/results/). For each:
 
-- whole processes, cold, as a user runs them: `prooflane prove` (its own --json timings too), `snarkjs
-  groth16 prove`, and groth16py (BN254, when installed: a fresh interpreter that imports the .zkey and
-  proves the .wtns); `prooflane prove` once more with an empty memory of checked points (the first time a
-  key is ever seen: its subgroup checks run); and a fresh process that only reads the key and builds all
-  its library points in one process (the key load);
+- whole processes, cold, as a user runs them, in turns (one of each per round): `prooflane prove` (its own
+  --json timings too), `snarkjs groth16 prove`, and groth16py (BN254, when installed: a fresh interpreter that
+  imports the .zkey and proves the .wtns); wall and CPU seconds; `prooflane prove` once more with an empty
+  memory of checked points (the first time a key is ever seen: its subgroup checks run); and a fresh process
+  that only reads the key and builds all its library points in one process (the key load);
 - in this process: key read, cold load of the library points (both processes of the two-core path, side
   by side), synthesize, prove_start and prove_finish (one process, warm), prove with two processes (warm),
   verify, peak RSS.
@@ -148,31 +148,47 @@ def run(cmd: list[str], env: dict[str, str] | None = None) -> subprocess.Complet
     return subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
 
 
+def timed_process(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
+    """(wall seconds, CPU seconds of the process and the children it waited for, its stdout)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = run(cmd, env)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return wall, cpu, done.stdout
+
+
 def whole_processes(zkey: Path, wtns: Path, curve: Curve, repeat: int) -> dict[str, Any]:
-    """Cold whole-process times: prooflane's CLI, snarkjs, groth16py, and a fresh key load."""
-    out: dict[str, Any] = {"snarkjs_prove_s": None, "groth16py_prove_s": None}
+    """Cold whole-process times of prooflane's CLI, snarkjs and groth16py, taken in turns (one of each per
+    round, so that other load on the machine falls on all of them alike), and of a fresh key load."""
     proof, public = RESULTS / "proof.json", RESULTS / "public.json"
     cli = [str(PROOFLANE), "prove", str(zkey), str(wtns), "--proof", str(proof), "--public", str(public)]
+    provers = {"cli": [*cli, "--json"]}
+    if SNARKJS.exists():
+        provers["snarkjs"] = [str(SNARKJS), "groth16", "prove", str(zkey), str(wtns), str(proof), str(public)]
+    if curve.name == "bn128" and importlib.util.find_spec("groth16py") is not None:
+        provers["groth16py"] = [sys.executable, "-c", GROTH16PY, str(zkey), str(wtns)]
+    out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="prooflane-point-checks-") as unseen:
-        start = time.perf_counter()  # the first time this key is ever seen: its subgroup checks run
-        run([*cli, "--json"], env=dict(os.environ, PROOFLANE_POINT_CHECKS=unseen))
-        out["cli_unseen_key_s"] = time.perf_counter() - start
-    runs = [timed(lambda: run([*cli, "--json"])) for _ in range(repeat)]
-    out["cli_cold_s"] = statistics.median(t for t, _ in runs)
-    out["cli_cold_stages_s"] = json.loads(sorted(runs, key=lambda r: r[0])[len(runs) // 2][1].stdout)[
-        "timings_s"
-    ]
+        # The first time this key is ever seen: its subgroup checks run (once).
+        wall, cpu, _ = timed_process(provers["cli"], dict(os.environ, PROOFLANE_POINT_CHECKS=unseen))
+        out.update(cli_unseen_key_s=wall, cli_unseen_key_cpu_s=cpu)
+    runs: dict[str, list[tuple[float, float, str]]] = {name: [] for name in provers}
+    for _ in range(repeat):
+        for name, cmd in provers.items():
+            runs[name].append(timed_process(cmd))
+    for name, results in runs.items():
+        key = "cli_cold" if name == "cli" else f"{name}_prove"
+        out[f"{key}_s"] = statistics.median(r[0] for r in results)
+        out[f"{key}_cpu_s"] = statistics.median(r[1] for r in results)
+    middle = sorted(runs["cli"])[len(runs["cli"]) // 2]
+    out["cli_cold_stages_s"] = json.loads(middle[2])["timings_s"]
     loads = [json.loads(run([sys.executable, "-c", KEY_LOAD, str(zkey)]).stdout) for _ in range(repeat)]
     for field in ("import_s", "read_s", "build_s"):
         out[f"fresh_key_{field}"] = statistics.median(load[field] for load in loads)
-    out["fresh_key_load_s"] = out["fresh_key_read_s"] + out["fresh_key_build_s"]
+    out["fresh_key_load_s"] = statistics.median(load["read_s"] + load["build_s"] for load in loads)
     out["bases_loader"] = loads[0]["loader"]
-    if SNARKJS.exists():
-        cmd = [str(SNARKJS), "groth16", "prove", str(zkey), str(wtns), str(proof), str(public)]
-        out["snarkjs_prove_s"] = median(repeat, lambda: run(cmd))
-    if curve.name == "bn128" and importlib.util.find_spec("groth16py") is not None:
-        cmd = [sys.executable, "-c", GROTH16PY, str(zkey), str(wtns)]
-        out["groth16py_prove_s"] = median(repeat, lambda: run(cmd))
     return out
 
 
@@ -196,7 +212,7 @@ def bench(curve: Curve, constraints: int, repeat: int) -> dict[str, Any]:
     row.update(read_zkey_s=read_s, load_cold_2proc_s=cold2_s, load_cold_1proc_extra_s=cold1_s)
     row.update(whole_processes(zkey_path, wtns_path, curve, repeat))
     for peer in ("snarkjs_prove_s", "groth16py_prove_s"):
-        if row[peer]:
+        if row.get(peer):
             name = peer.removesuffix("_prove_s")
             row[f"{name}_ratio"] = row[peer] / row["prove_2proc_s"]
             row[f"{name}_cold_ratio"] = row[peer] / row["cli_cold_s"]
@@ -209,9 +225,12 @@ COLD_COLUMNS = [
     ("curve", "curve"),
     ("fresh_key_load_s", "key load"),
     ("cli_cold_s", "prooflane prove"),
+    ("cli_cold_cpu_s", "CPU-s"),
     ("cli_unseen_key_s", "unseen key"),
     ("snarkjs_prove_s", "snarkjs"),
+    ("snarkjs_prove_cpu_s", "CPU-s"),
     ("groth16py_prove_s", "groth16py"),
+    ("groth16py_prove_cpu_s", "CPU-s"),
     ("snarkjs_cold_ratio", "x snarkjs"),
     ("groth16py_cold_ratio", "x g16py"),
 ]
@@ -246,7 +265,8 @@ def main() -> None:
         )
     print(
         "seconds, medians. cold: whole processes as a user runs them (key load: read + build all points in a "
-        "fresh process; unseen key: one run with an empty memory of checked points); warm: prove 2p = "
+        "fresh process; unseen key: one run with an empty memory of checked points; CPU-s: user+system of "
+        "the whole process tree; the provers run in turns); warm: prove 2p = "
         "synthesize + two-core prove; x = peer time / prooflane time"
     )
     write_json("bench_prove", {"repeat": args.repeat, "results": rows})
