@@ -2,22 +2,32 @@
 
 BN254: the shared square-chain key and witness (../shared/bench/square_chain-65000-bn128) when present,
 else a square chain of the same size with a development key. BLS12-381: a square chain of 65,000
-constraints with a development key (made once, cached under benchmarks/results/). For each: key read,
-cold load of the library points (both processes of the two-core path, side by side), synthesize,
-prove_start and prove_finish (one process, warm), prove with two processes (warm: the figure to compare),
-verify, peak RSS; then `snarkjs groth16 prove` and groth16py's `prove_wtns` (BN254, when installed) on the
-same .zkey and .wtns. Medians of --repeat runs. Prints a table; writes benchmarks/results/bench_prove.json.
+constraints with a development key (made once, cached under benchmarks/results/). For each:
+
+- whole processes, cold, as a user runs them, in turns (one of each per round): `prooflane prove` (its own
+  --json timings too), `snarkjs groth16 prove`, and groth16py (BN254, when installed: a fresh interpreter that
+  imports the .zkey and proves the .wtns); wall and CPU seconds; `prooflane prove` once more with an empty
+  memory of checked points (the first time a key is ever seen: its subgroup checks run); and a fresh process
+  that only reads the key and builds all its library points in one process (the key load);
+- in this process: key read, cold load of the library points (both processes of the two-core path, side
+  by side), synthesize, prove_start and prove_finish (one process, warm), prove with two processes (warm),
+  verify, peak RSS.
+
+Medians of --repeat runs. Prints a table; writes benchmarks/results/bench_prove.json.
 Usage: ``python benchmarks/bench_prove.py [--repeat N] [--curves bn128,bls12381] [--constraints N]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import importlib.util
+import json
+import os
 import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -52,6 +62,30 @@ from prooflane.groth16 import (
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "bench" / "square_chain-65000-bn128"
 SNARKJS = ROOT / "node_modules" / ".bin" / "snarkjs"
+PROOFLANE = Path(sys.executable).parent / "prooflane"
+
+# A fresh interpreter that reads a key and builds all its library points in one process.
+KEY_LOAD = """
+import json, sys, time
+start = time.perf_counter()
+from prooflane.groth16 import preload, read_zkey
+from prooflane.groth16._native import backend
+imported = time.perf_counter()
+key = read_zkey(sys.argv[1])
+read = time.perf_counter()
+preload(key)
+done = time.perf_counter()
+be = backend(key.curve)
+print(json.dumps({"import_s": imported - start, "read_s": read - imported, "build_s": done - read,
+                  "loader": [be.loader(1), be.loader(2)]}))
+"""
+# groth16py's whole process: import the .zkey, prove the .wtns (GPL-3.0: run, never imported here).
+GROTH16PY = """
+import sys, groth16py
+imported = groth16py.import_zkey(sys.argv[1])
+pk = imported[0] if isinstance(imported, tuple) else imported
+groth16py.prove_wtns(pk, sys.argv[2])
+"""
 
 
 def square_chain(curve: Curve, n: int, x: int = 3, y: int = 5) -> tuple[R1CS, Witness]:
@@ -110,20 +144,51 @@ def median(repeat: int, fn: Callable[[], Any]) -> float:
     return statistics.median(timed(fn)[0] for _ in range(repeat))
 
 
-def peers(zkey: Path, wtns: Path, curve: Curve, repeat: int) -> dict[str, float | None]:
-    out: dict[str, float | None] = {"snarkjs_prove_s": None, "groth16py_prove_s": None}
+def run(cmd: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+
+
+def timed_process(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
+    """(wall seconds, CPU seconds of the process and the children it waited for, its stdout)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = run(cmd, env)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return wall, cpu, done.stdout
+
+
+def whole_processes(zkey: Path, wtns: Path, curve: Curve, repeat: int) -> dict[str, Any]:
+    """Cold whole-process times of prooflane's CLI, snarkjs and groth16py, taken in turns (one of each per
+    round, so that other load on the machine falls on all of them alike), and of a fresh key load."""
+    proof, public = RESULTS / "proof.json", RESULTS / "public.json"
+    cli = [str(PROOFLANE), "prove", str(zkey), str(wtns), "--proof", str(proof), "--public", str(public)]
+    provers = {"cli": [*cli, "--json"]}
     if SNARKJS.exists():
-        proof, public = RESULTS / "snarkjs_proof.json", RESULTS / "snarkjs_public.json"
-        cmd = [str(SNARKJS), "groth16", "prove", str(zkey), str(wtns), str(proof), str(public)]
-        out["snarkjs_prove_s"] = median(repeat, lambda: subprocess.run(cmd, check=True, capture_output=True))
-    try:
-        g16 = importlib.import_module("groth16py")  # GPL-3.0: a peer measured here, never used by prooflane
-    except ImportError:
-        return out
-    if curve.name == "bn128":
-        imported = g16.import_zkey(str(zkey))  # (proving key, verifying key)
-        pk = imported[0] if isinstance(imported, tuple) else imported
-        out["groth16py_prove_s"] = median(repeat, lambda: g16.prove_wtns(pk, str(wtns)))
+        provers["snarkjs"] = [str(SNARKJS), "groth16", "prove", str(zkey), str(wtns), str(proof), str(public)]
+    if curve.name == "bn128" and importlib.util.find_spec("groth16py") is not None:
+        provers["groth16py"] = [sys.executable, "-c", GROTH16PY, str(zkey), str(wtns)]
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="prooflane-point-checks-") as unseen:
+        # The first time this key is ever seen: its subgroup checks run (once).
+        wall, cpu, _ = timed_process(provers["cli"], dict(os.environ, PROOFLANE_POINT_CHECKS=unseen))
+        out.update(cli_unseen_key_s=wall, cli_unseen_key_cpu_s=cpu)
+    runs: dict[str, list[tuple[float, float, str]]] = {name: [] for name in provers}
+    for _ in range(repeat):
+        for name, cmd in provers.items():
+            runs[name].append(timed_process(cmd))
+    for name, results in runs.items():
+        key = "cli_cold" if name == "cli" else f"{name}_prove"
+        out[f"{key}_s"] = statistics.median(r[0] for r in results)
+        out[f"{key}_cpu_s"] = statistics.median(r[1] for r in results)
+    middle = sorted(runs["cli"])[len(runs["cli"]) // 2]
+    out["cli_cold_stages_s"] = json.loads(middle[2])["timings_s"]
+    loads = [json.loads(run([sys.executable, "-c", KEY_LOAD, str(zkey)]).stdout) for _ in range(repeat)]
+    for field in ("import_s", "read_s", "build_s"):
+        out[f"fresh_key_{field}"] = statistics.median(load[field] for load in loads)
+    out["fresh_key_load_s"] = statistics.median(load["read_s"] + load["build_s"] for load in loads)
+    out["bases_loader"] = loads[0]["loader"]
     return out
 
 
@@ -145,26 +210,39 @@ def bench(curve: Curve, constraints: int, repeat: int) -> dict[str, Any]:
     assert verify(vk, proof.public, proof)
     row["verify_s"] = median(repeat, lambda: verify(vk, proof.public, proof))
     row.update(read_zkey_s=read_s, load_cold_2proc_s=cold2_s, load_cold_1proc_extra_s=cold1_s)
-    row.update(peers(zkey_path, wtns_path, curve, repeat))
+    row.update(whole_processes(zkey_path, wtns_path, curve, repeat))
     for peer in ("snarkjs_prove_s", "groth16py_prove_s"):
-        if row[peer]:
-            row[peer.replace("_prove_s", "_ratio")] = row[peer] / row["prove_2proc_s"]
+        if row.get(peer):
+            name = peer.removesuffix("_prove_s")
+            row[f"{name}_ratio"] = row[peer] / row["prove_2proc_s"]
+            row[f"{name}_cold_ratio"] = row[peer] / row["cli_cold_s"]
     row["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     row["children_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     return row
 
 
-COLUMNS = [
+COLD_COLUMNS = [
+    ("curve", "curve"),
+    ("fresh_key_load_s", "key load"),
+    ("cli_cold_s", "prooflane prove"),
+    ("cli_cold_cpu_s", "CPU-s"),
+    ("cli_unseen_key_s", "unseen key"),
+    ("snarkjs_prove_s", "snarkjs"),
+    ("snarkjs_prove_cpu_s", "CPU-s"),
+    ("groth16py_prove_s", "groth16py"),
+    ("groth16py_prove_cpu_s", "CPU-s"),
+    ("snarkjs_cold_ratio", "x snarkjs"),
+    ("groth16py_cold_ratio", "x g16py"),
+]
+WARM_COLUMNS = [
     ("curve", "curve"),
     ("read_zkey_s", "read"),
-    ("load_cold_2proc_s", "load cold"),
+    ("load_cold_2proc_s", "load 2p"),
     ("synthesize_s", "synth"),
     ("prove_start_s", "start"),
     ("prove_finish_s", "finish"),
     ("prove_2proc_s", "prove 2p"),
     ("verify_s", "verify"),
-    ("snarkjs_prove_s", "snarkjs"),
-    ("groth16py_prove_s", "groth16py"),
     ("snarkjs_ratio", "x snarkjs"),
     ("groth16py_ratio", "x g16py"),
     ("peak_rss_mib", "RSS MiB"),
@@ -177,13 +255,19 @@ def main() -> None:
     parser.add_argument("--curves", default="bn128,bls12381")
     parser.add_argument("--constraints", type=int, default=65000)
     args = parser.parse_args()
+    RESULTS.mkdir(parents=True, exist_ok=True)  # the peers write their proofs here
     rows = [bench(curve_by_name(c), args.constraints, args.repeat) for c in args.curves.split(",")]
-    print_table(
-        [c[1] for c in COLUMNS],
-        [[row.get(k) if row.get(k) is not None else "-" for k, _ in COLUMNS] for row in rows],
-    )
+    for title, columns in (("cold, whole processes", COLD_COLUMNS), ("warm, in this process", WARM_COLUMNS)):
+        print(f"\n{title}")
+        print_table(
+            [c[1] for c in columns],
+            [[row.get(k) if row.get(k) is not None else "-" for k, _ in columns] for row in rows],
+        )
     print(
-        "times in seconds (medians); prove 2p = synthesize + two-core prove, warm; x = peer time / prove 2p"
+        "seconds, medians. cold: whole processes as a user runs them (key load: read + build all points in a "
+        "fresh process; unseen key: one run with an empty memory of checked points; CPU-s: user+system of "
+        "the whole process tree; the provers run in turns); warm: prove 2p = "
+        "synthesize + two-core prove; x = peer time / prooflane time"
     )
     write_json("bench_prove", {"repeat": args.repeat, "results": rows})
 

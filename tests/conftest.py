@@ -62,3 +62,5 @@ def output_dir(request: pytest.FixtureRequest) -> Path:
 
 
 os.environ.setdefault("PROOFLANE_TEST", "1")
+# Keys whose points passed the subgroup checks are remembered here, not in the user's cache folder.
+os.environ.setdefault("PROOFLANE_POINT_CHECKS", str(ROOT / "test-output" / "point-checks"))

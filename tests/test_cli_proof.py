@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from groth16_samples import square_chain
+from prooflane import _cli_proof
 from prooflane.cli import app
 from prooflane.groth16 import BLS12381, BN128, Curve, write_r1cs, write_wtns
 
@@ -117,3 +118,38 @@ def test_wrong_number_of_public_signals_exits_2(tmp_path: Path) -> None:
     p["public.json"].write_text(json.dumps(json.loads(p["public.json"].read_text())[:1]))
     done = invoke("verify", p["vk.json"], p["public.json"], p["proof.json"])
     assert done.exit_code == 2 and "public.json: 1 public signals" in done.output
+
+
+def test_prove_json_prints_the_timings_of_each_stage(tmp_path: Path) -> None:
+    p = _prove(tmp_path)
+    done = invoke("prove", p["k.zkey"], p["wtns"], *_outputs(tmp_path), "--processes", "1", "--json")
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    assert report["curve"] == "bn128" and report["processes"] == 1
+    assert report["bases_loader"] == {"g1": "raw", "g2": "raw"}
+    timings = report["timings_s"]
+    assert set(timings) >= {
+        "reading the key",
+        "reading the witness",
+        "synthesis",
+        "MSMs",
+        "assembly",
+        "total",
+    }
+    assert timings["total"] >= sum(v for k, v in timings.items() if k != "total") - 1e-3
+    assert json.loads((tmp_path / "out-proof.json").read_text())["protocol"] == "groth16"
+
+
+def test_prove_shows_its_stages_on_stderr_once_it_runs_long(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = _prove(tmp_path)
+    quiet = invoke("prove", p["k.zkey"], p["wtns"], *_outputs(tmp_path), "--processes", "1")
+    assert quiet.exit_code == 0 and quiet.stderr == ""  # a tiny key proves well within a second
+    monkeypatch.setattr(_cli_proof, "PROGRESS_AFTER_S", 0.0)
+    shown = invoke("prove", p["k.zkey"], p["wtns"], *_outputs(tmp_path), "--processes", "1")
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stderr.splitlines()
+    names = [line.split(" s  ", 1)[1] for line in lines]
+    assert names[-3:] == ["assembly", "writing the proof", "done"] and len(set(names)) == len(names)
+    assert any("synthesis" in line for line in lines) and shown.stdout.startswith("wrote ")

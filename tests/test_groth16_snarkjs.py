@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -138,6 +140,25 @@ def test_a_snarkjs_key_proves_in_prooflane_and_snarkjs_verifies(sample: Sample) 
     assert sample.snarkjs_accepts(sample.vkey, sample.public, path)
     tampered = {**proof.to_json(), "pi_c": proof.to_json()["pi_a"]}
     assert not sample.snarkjs_accepts(sample.vkey, sample.public, _write(sample.folder / "t.json", tampered))
+
+
+def test_a_cold_prove_process_proves_with_a_snarkjs_key_and_snarkjs_verifies(
+    sample: Sample, tmp_path: Path
+) -> None:
+    env = dict(os.environ, PROOFLANE_POINT_CHECKS=str(tmp_path / "point-checks"))  # a key never seen here
+    for run in ("unseen key", "remembered key"):
+        proof, public = tmp_path / f"{run}-proof.json", tmp_path / f"{run}-public.json"
+        done = subprocess.run(
+            [sys.executable, "-c", "from prooflane.cli import main; main()", "prove", sample.zkey,
+             sample.wtns, "--processes", "2", "--proof", proof, "--public", public, "--json"],
+            capture_output=True, text=True, env=env, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["bases_loader"] == {"g1": "raw", "g2": "raw"}
+        assert sample.snarkjs_accepts(sample.vkey, public, proof), run
+        assert any((tmp_path / "point-checks").iterdir())  # the subgroup checks were remembered
+    tampered = {**_json(proof), "pi_a": _json(proof)["pi_c"]}
+    assert not sample.snarkjs_accepts(sample.vkey, public, _write(tmp_path / "tampered.json", tampered))
 
 
 def test_synthesis_from_circom_r1cs_matches_the_snarkjs_key(sample: Sample) -> None:

@@ -2,8 +2,8 @@
 
 The public API: ``Client`` (talk to a daemon), ``Engine`` and ``Config`` (run the pipeline in-process),
 ``ProoflaneError`` (the base of every error prooflane raises); the proving core is ``prooflane.groth16`` and
-the circuits are ``prooflane.circuits``. ``Engine`` and ``Config`` are imported on first use, so that
-``import prooflane`` for the client stays light.
+the circuits are ``prooflane.circuits``. ``Client``, ``Engine`` and ``Config`` are imported on first use,
+so that ``import prooflane.groth16`` (a prover's helper process, the ``prove`` command) stays light.
 """
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from .client import Client  # after __version__: the modules it imports may read it
 from .errors import ProoflaneError
 
 if TYPE_CHECKING:
+    from .client import Client
     from .config import Config
     from .engine import Engine
 
 __all__ = ["Client", "Config", "Engine", "ProoflaneError", "__version__"]
 
-_LAZY = {"Config": "config", "Engine": "engine"}
+_LAZY = {"Client": "client", "Config": "config", "Engine": "engine"}
 
 
 def __getattr__(name: str) -> Any:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +24,66 @@ from .errors import FormatError, ProoflaneError
 BAD_INPUT = 2
 INVALID = 1
 AUTO_TWO_CORES_DOMAIN = 1 << 12  # below this, starting the helper costs more than the second core saves
+PROGRESS_AFTER_S = 1.0  # `prove` shows its stages on stderr once it has run this long
+
+
+class _Stages:
+    """Times the stages of one command (a context manager around it); once it has run ``after`` seconds,
+    names each stage on stderr as it begins (and the one under way at that moment), so a short run prints
+    nothing."""
+
+    def __init__(self, after: float) -> None:
+        self.start = time.perf_counter()
+        self.times: dict[str, float] = {}
+        self.total = 0.0  # set when the command ends
+        self._current: tuple[str, float] | None = None
+        self._lock = threading.Lock()  # the timer thread and the command's thread both print
+        self._shown = False
+        self._printed: tuple[str, float] | None = None
+        self._stream = sys.stderr  # the timer thread prints too: both to the stream of the command's start
+        self._timer = threading.Timer(after, self._show)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def __call__(self, name: str) -> None:
+        """Begin stage ``name`` (ending the one before)."""
+        now = time.perf_counter()
+        with self._lock:
+            self._end(now)
+            self._current = (name, now)
+            if self._shown:
+                self._print(name, now)
+
+    def __enter__(self) -> _Stages:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        """End the last stage and stop showing (saying "done" only when the command succeeded)."""
+        self._timer.cancel()
+        now = time.perf_counter()
+        with self._lock:
+            self._end(now)
+            self._current = None
+            self.total = now - self.start
+            if self._shown and kind is None:
+                print(f"{self.total:6.2f} s  done", file=self._stream, flush=True)
+
+    def _end(self, now: float) -> None:
+        if self._current is not None:
+            name, began = self._current
+            self.times[name] = self.times.get(name, 0.0) + now - began
+
+    def _show(self) -> None:
+        with self._lock:
+            self._shown = True
+            if self._current is not None:
+                self._print(*self._current)
+
+    def _print(self, name: str, began: float) -> None:
+        if self._printed == (name, began):
+            return
+        self._printed = (name, began)
+        print(f"{began - self.start:6.2f} s  {name}", file=self._stream, flush=True)
 
 
 @contextlib.contextmanager
@@ -107,25 +169,51 @@ def prove_command(
     processes: Annotated[
         int, typer.Option("--processes", min=0, max=2, help="Cores for the MSMs (0: 2 for large keys).")
     ] = 0,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the stages' timings as JSON on stdout.")
+    ] = False,
 ) -> None:
-    """Prove a witness with a key; writes snarkjs-compatible proof.json and public.json."""
+    """Prove a witness with a key; writes snarkjs-compatible proof.json and public.json. Runs longer than a
+    second show their stages on stderr."""
     from .groth16 import prove, read_wtns, read_zkey
+    from .groth16._native import backend
+    from .groth16._parallel import prestart
 
-    with _bad_input():
-        start = time.perf_counter()
-        zkey, wtns = read_zkey(key), read_wtns(witness)
+    stages = _Stages(PROGRESS_AFTER_S)
+    with _bad_input(), stages:
+        stages("reading the key")
+        zkey = read_zkey(key)
+        if processes == 0:
+            processes = 2 if zkey.domain_size >= AUTO_TWO_CORES_DOMAIN else 1
+        if processes > 1:
+            prestart(zkey.curve)  # the helper's interpreter starts while this process reads on
+        stages("reading the witness")
+        wtns = read_wtns(witness)
         if wtns.curve != zkey.curve:
             raise FormatError(
                 witness, f"the witness is over {wtns.curve.name}, the key over {zkey.curve.name}"
             )
         if len(wtns) != zkey.n_vars:
             raise FormatError(witness, f"{len(wtns)} values, but the key {key} expects {zkey.n_vars}")
-        if processes == 0:
-            processes = 2 if zkey.domain_size >= AUTO_TWO_CORES_DOMAIN else 1
-        result = prove(zkey, wtns, processes=processes)
+        result = prove(zkey, wtns, processes=processes, on_stage=stages)
+        stages("writing the proof")
         _write_json(proof, result.to_json())
         _write_json(public, result.public_json())
-    typer.echo(f"wrote {proof} and {public} ({time.perf_counter() - start:.2f} s)")
+    total = stages.total
+    if as_json:
+        be = backend(zkey.curve)
+        report = {
+            "proof": str(proof),
+            "public": str(public),
+            "curve": zkey.curve.name,
+            "domain": zkey.domain_size,
+            "processes": processes,
+            "bases_loader": {"g1": be.loader(1), "g2": be.loader(2)},
+            "timings_s": {name: round(t, 4) for name, t in stages.times.items()} | {"total": round(total, 4)},
+        }
+        typer.echo(json.dumps(report, indent=1))
+    else:
+        typer.echo(f"wrote {proof} and {public} ({total:.2f} s)")
 
 
 @app.command("verify")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from .groth16.errors import FormatError, Groth16Error, InvalidWitnessError, KeyMismatchError
 
 __all__ = [
     "CircuitError",
@@ -10,6 +10,7 @@ __all__ = [
     "DaemonError",
     "DaemonUnreachable",
     "FormatError",
+    "Groth16Error",
     "IllegalTransition",
     "InvalidWitnessError",
     "JobRejected",
@@ -23,6 +24,14 @@ __all__ = [
 
 class ProoflaneError(Exception):
     """Raised when prooflane cannot do what was asked; the base of every prooflane error."""
+
+    __slots__ = ()  # the layout of Exception, so that it can stand above Groth16Error (below)
+
+
+# The Groth16 core has its own errors and imports nothing of prooflane's; here its base is placed under
+# ProoflaneError, so that ``except ProoflaneError`` catches FormatError, InvalidWitnessError and
+# KeyMismatchError wherever the core raises them, and they stay the very classes the core raises.
+Groth16Error.__bases__ = (ProoflaneError,)
 
 
 class CircuitError(ProoflaneError):
@@ -62,23 +71,6 @@ class WorkerDied(ProoflaneError):
 
 class IllegalTransition(ProoflaneError):
     """Raised when the status tracker in strict mode gets an event its state forbids."""
-
-
-class FormatError(ProoflaneError):
-    """Raised when a file is not in the format it should be in (bad magic, truncated section, bad field)."""
-
-    def __init__(self, path: str | Path, problem: str) -> None:
-        self.path = str(path)
-        self.problem = problem
-        super().__init__(f"{self.path}: {problem}")
-
-
-class InvalidWitnessError(ProoflaneError):
-    """Raised when a witness does not fit a circuit: wrong length or curve, or an unsatisfied constraint."""
-
-
-class KeyMismatchError(ProoflaneError):
-    """Raised when a key, a circuit, a witness or a proof belong to different curves or circuits."""
 
 
 class DaemonError(ProoflaneError):

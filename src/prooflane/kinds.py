@@ -177,10 +177,13 @@ def prepare_builtin(kind: str, profile: str, curve: str, keys_dir: str) -> Circu
 
 
 def inspect_zkey(key_name: str, path: str) -> CircuitMeta:
-    """Read a .zkey and describe it (raises the groth16 reader's error when it is not a Groth16 .zkey)."""
+    """Read a .zkey, validate its points in full (remembered, so workers load it fast) and describe it
+    (raises the groth16 reader's error when it is not a Groth16 .zkey or a point is bad)."""
     from .groth16 import read_zkey
+    from .groth16.prover import check_points
 
     key = read_zkey(path)
+    check_points(key)
     constraints = int(key.coefficients.row.max()) + 1 - (key.n_public + 1) if key.coefficients.row.size else 0
     return _meta(key_name, path, key, max(constraints, 0))
 

@@ -10,8 +10,8 @@ import struct
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..errors import FormatError
 from .curves import Curve, curve_by_prime
+from .errors import FormatError
 
 __all__ = ["Reader", "read_sections", "write_sections"]
 

@@ -3,8 +3,12 @@
 BN254 runs on zksnake (arkworks underneath; its MSM holds the GIL). BLS12-381 runs on
 py-arkworks-bls12381 for points, MSM and pairing (its MSM releases the GIL) and zksnake for the FFT.
 Points cross prooflane's boundaries as affine integer tuples (``G1 = (x, y)``, ``G2 = (x0, x1, y0, y1)``,
-the point at infinity all zeros) or as rows of plain little-endian coordinate bytes; library point objects
-never leave a process.
+the point at infinity all zeros) or as rows of little-endian Montgomery-form coordinate bytes (a .zkey's
+own); library point objects never leave a process.
+
+A key's bases are built by writing those rows straight into library point objects (``_rawpoints``) once
+this process has checked that the library's layout is the one expected; otherwise, and for single points,
+through the libraries' validating constructors.
 """
 
 from __future__ import annotations
@@ -15,10 +19,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ._rawpoints import RawWriter
 from .curves import BLS12381, BN128, Curve
 from .field import FieldVector, to_ints
 
-__all__ = ["G1", "G2", "Backend", "backend"]
+__all__ = ["G1", "G2", "Backend", "backend", "mont_row"]
 
 G1 = tuple[int, int]
 G2 = tuple[int, int, int, int]
@@ -31,6 +36,10 @@ class Backend:
     curve: Curve
     g1_gen: G1
     g2_gen: G2
+
+    def __init__(self) -> None:
+        self._writers: dict[int, RawWriter | None] = {}
+        self._reasons: dict[int, str | None] = {}
 
     # -- points -------------------------------------------------------------------------------------------
     def g1(self, xy: G1, *, trusted: bool = False) -> Point:
@@ -50,16 +59,60 @@ class Backend:
         raise NotImplementedError
 
     def bases(self, rows: NDArray[np.uint8], group: int) -> list[Point]:
-        """Library points for rows of plain LE coordinates (none of them at infinity); trusted input."""
-        n8 = self.curve.n8q
-        raw = rows.tobytes()
-        width = 2 * n8 * group
-        out = []
-        for i in range(rows.shape[0]):
-            chunk = raw[i * width : (i + 1) * width]
-            coords = tuple(int.from_bytes(chunk[k * n8 : (k + 1) * n8], "little") for k in range(2 * group))
-            out.append(self.g1(coords, trusted=True) if group == 1 else self.g2(coords, trusted=True))  # type: ignore[arg-type]
-        return out
+        """Library points for rows of Montgomery-form coordinates, none of them at infinity.
+
+        Written raw when this process's self-check passed: no validation here (``_pointcheck`` does it);
+        otherwise built by the validating constructors (ValueError names the first bad row).
+        """
+        writer = self.writer(group)
+        if writer is not None:
+            return writer.build(rows)
+        make = self.g1 if group == 1 else self.g2
+        points = []
+        for i, coords in enumerate(plain_coordinates(self.curve, rows)):
+            try:
+                points.append(make(coords))  # type: ignore[arg-type]
+            except ValueError:
+                raise ValueError(f"point {i} is not a point of G{group}") from None
+        return points
+
+    def writer(self, group: int) -> RawWriter | None:
+        """This process's raw writer for ``group``, or None when its self-check failed (see ``loader``)."""
+        if group not in self._writers:
+            writer = self._raw_writer(group)
+            try:
+                reason = self._self_check(writer, group)
+            except Exception as exc:  # any surprise from the library means: do not write raw
+                reason = f"{type(exc).__name__}: {exc}"
+            self._writers[group] = writer if reason is None else None
+            self._reasons[group] = reason
+        return self._writers[group]
+
+    def loader(self, group: int) -> str:
+        """How this process builds bases of ``group``: "raw", or "checked (why raw is not used)"."""
+        self.writer(group)
+        reason = self._reasons[group]
+        return "raw" if reason is None else f"checked ({reason})"
+
+    def _self_check(self, writer: RawWriter, group: int) -> str | None:
+        gen = self.g1(self.g1_gen) if group == 1 else self.g2(self.g2_gen)
+        xy = self.g1_xy if group == 1 else self.g2_xy
+        ks = [2, 3, 5, 0x1234567, self.curve.r - 2]
+        checked = [self.mul(gen, k) for k in ks]
+        rows = np.stack([mont_row(self.curve, xy(p)) for p in checked])
+        one = (1 << (8 * self.curve.n8q)) % self.curve.q
+        z = (one,) if group == 1 else (one, 0)
+        template = mont_row(self.curve, xy(gen)).tobytes() + b"".join(
+            c.to_bytes(self.curve.n8q, "little") for c in z
+        )
+        return writer.self_check(checked, rows, template, lambda pts, ks: self.msm(pts, _fv(ks), group))
+
+    def _raw_writer(self, group: int) -> RawWriter:
+        raise NotImplementedError
+
+    def outside_subgroup(self, points: Sequence[Point], group: int) -> int | None:
+        """Index of the first point (on the curve) outside the subgroup of order r, or None."""
+        raise NotImplementedError
 
     # -- arithmetic ---------------------------------------------------------------------------------------
     def msm(self, points: Sequence[Point], scalars: FieldVector, group: int) -> Point:
@@ -112,10 +165,34 @@ def _on_curve_g2(curve: Curve, xy: G2, b: tuple[int, int]) -> bool:
     return lhs == ((x3[0] + b[0]) % q, (x3[1] + b[1]) % q)
 
 
+def mont_row(curve: Curve, coords: Sequence[int]) -> NDArray[np.uint8]:
+    """One row of Montgomery-form little-endian coordinates (the .zkey layout) for plain ``coords``."""
+    n8, q = curve.n8q, curve.q
+    r_mod = pow(2, 8 * n8, q)
+    raw = b"".join((c * r_mod % q).to_bytes(n8, "little") for c in coords)
+    return np.frombuffer(raw, dtype=np.uint8).copy()
+
+
+def plain_coordinates(curve: Curve, rows: NDArray[np.uint8]) -> list[tuple[int, ...]]:
+    """The plain coordinates of rows of Montgomery-form coordinates."""
+    n8, q = curve.n8q, curve.q
+    r_inv = pow(pow(2, 8 * n8, q), -1, q)
+    raw, width, frm = np.ascontiguousarray(rows).tobytes(), rows.shape[1], int.from_bytes
+    return [
+        tuple(frm(raw[i + k : i + k + n8], "little") * r_inv % q for k in range(0, width, n8))
+        for i in range(0, len(raw), width)
+    ]
+
+
+def _fv(ints: Sequence[int]) -> FieldVector:
+    return np.frombuffer(b"".join(k.to_bytes(32, "little") for k in ints), dtype="<u8").reshape(-1, 4)
+
+
 class _BN254(Backend):
     def __init__(self) -> None:
         from zksnake._algebra import ec_bn254, polynomial_bn254
 
+        super().__init__()
         self.curve = BN128
         self._ec, self._poly = ec_bn254, polynomial_bn254
         self.g1_gen = (1, 2)
@@ -140,6 +217,18 @@ class _BN254(Backend):
             if type(exc).__name__ == "PanicException":
                 raise ValueError("not a point of G2") from None
             raise
+
+    def _raw_writer(self, group: int) -> RawWriter:
+        return RawWriter(self._ec.g1 if group == 1 else self._ec.g2, self.curve.n8q, group)
+
+    def outside_subgroup(self, points: Sequence[Point], group: int) -> int | None:
+        if group == 1:
+            return None  # BN254 G1 has cofactor 1: on the curve is in the group
+        r_minus_1 = self.curve.r - 1  # (r - 1)·P + P: the library reduces a scalar r itself to zero
+        for i, p in enumerate(points):
+            if not (p * r_minus_1 + p).is_zero():
+                return i
+        return None
 
     def g1_xy(self, point: Point) -> G1:
         return (0, 0) if point.is_zero() else (int(point.x), int(point.y))
@@ -176,6 +265,7 @@ class _BLS12381(Backend):
         import py_arkworks_bls12381 as ark
         from zksnake._algebra import polynomial_bls12_381
 
+        super().__init__()
         self.curve = BLS12381
         self._ark, self._poly = ark, polynomial_bls12_381
         self.g1_gen = self.g1_xy(ark.G1Point())
@@ -213,12 +303,14 @@ class _BLS12381(Backend):
         c = [int.from_bytes(raw[48 * k : 48 * (k + 1)], "little") for k in range(4)]
         return (c[0], c[1], c[2], c[3])
 
-    def bases(self, rows: NDArray[np.uint8], group: int) -> list[Point]:
-        cls = self._ark.G1Point if group == 1 else self._ark.G2Point
-        width = 96 * group
-        raw = rows.tobytes()
-        make = cls.from_xy_bytes_unchecked_le
-        return [make(raw[i : i + width]) for i in range(0, len(raw), width)]
+    def _raw_writer(self, group: int) -> RawWriter:
+        return RawWriter(self._ark.G1Point if group == 1 else self._ark.G2Point, self.curve.n8q, group)
+
+    def outside_subgroup(self, points: Sequence[Point], group: int) -> int | None:
+        for i, p in enumerate(points):
+            if not p.is_in_subgroup():
+                return i
+        return None
 
     def msm(self, points: Sequence[Point], scalars: FieldVector, group: int) -> Point:
         raw = np.ascontiguousarray(scalars, dtype="<u8").tobytes()

@@ -4,8 +4,11 @@
 MSMs: the section a device lock covers) -> ``prove_finish`` (the G2 MSM and assembly). Every value that
 crosses a process boundary holds numpy arrays and a few integers only.
 
-Library point objects are slow to build (~100 µs per BN254 G1 point, they validate) and cannot be pickled,
-so each process builds a key's bases once and keeps them in a cache keyed by the key's digest.
+Library point objects cannot be pickled, so each process builds a key's bases once (written raw from the
+key's bytes, see ``_rawpoints``) and keeps them in a cache keyed by the key's digest. Building validates:
+every G1 point of BN254 is checked on the curve at every load (cofactor 1: that is membership of G1);
+sections whose group has a cofactor (BN254 G2, BLS12-381 G1 and G2) are checked on the curve and in the
+subgroup of order r the first time a key is seen, and remembered (``_pointcheck``).
 """
 
 from __future__ import annotations
@@ -13,16 +16,18 @@ from __future__ import annotations
 import secrets
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ..errors import InvalidWitnessError, KeyMismatchError
+from . import _pointcheck
 from ._native import G1, G2, backend
 from ._ntt import coset_h
 from .curves import Curve
+from .errors import FormatError, InvalidWitnessError, KeyMismatchError
 from .field import FieldVector, from_ints, to_ints
 from .proof import Proof
 from .r1cs import R1CS, SparseMatrix
@@ -33,6 +38,8 @@ __all__ = [
     "BASES",
     "ProvingState",
     "Synthesized",
+    "check_points",
+    "loaded",
     "preload",
     "prove",
     "prove_finish",
@@ -176,7 +183,7 @@ def _bases(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8] | None)
     if rows is None:
         raise LookupError(f"bases {name} of key {digest[:12]} are not loaded in this process")
     index = np.flatnonzero(rows.any(axis=1))
-    made = _Bases(index, backend(curve).bases(rows[index], 2 if name.startswith("b2") else 1))
+    made = _Bases(index, _checked_points(curve, digest, name, rows, index))
     with _CACHE_LOCK:
         _CACHE[(digest, name)] = made
         while len({d for d, _ in _CACHE}) > _CACHED_KEYS:
@@ -184,6 +191,46 @@ def _bases(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8] | None)
             for k in [k for k in _CACHE if k[0] == oldest]:
                 del _CACHE[k]
     return made
+
+
+def _checked_points(
+    curve: Curve, digest: str, name: str, rows: NDArray[np.uint8], index: NDArray[np.int64]
+) -> list[Any]:
+    """Library points of ``rows[index]``, validated (see the module's docstring); FormatError names the
+    first bad point by its row in the key's section."""
+    group = 2 if name.startswith("b2") else 1
+    be, picked = backend(curve), rows[index]
+    remembered = _pointcheck.known(digest, name)
+    cofactor_one = group == 1 and curve.name == "bn128"
+
+    def bad(i: int, problem: str) -> FormatError:
+        row = int(index[i]) + (int(name.split("[")[1].split(":")[0]) if "[" in name else 0)
+        return FormatError(
+            f"proving key {digest[:12]}", f"section {name.split('[')[0]}: point {row} {problem}"
+        )
+
+    if cofactor_one or not remembered:
+        off = _pointcheck.first_off_curve(curve, picked, group)
+        if off is not None:
+            raise bad(off, "is not on the curve")
+    try:
+        points = be.bases(picked, group)
+    except ValueError as exc:  # the validating fallback names the row in its message
+        raise FormatError(f"proving key {digest[:12]}", f"section {name}: {exc}") from None
+    if not (cofactor_one or remembered):
+        outside = be.outside_subgroup(points, group)
+        if outside is not None:
+            raise bad(outside, f"is not in the subgroup of order r of G{group}")
+        _pointcheck.remember(digest, name)
+    return points
+
+
+def check_points(key: ProvingKey) -> None:
+    """Validate every base point of ``key`` in full now and remember it, without keeping the points (what
+    the first load of each section would do; a daemon runs it when a circuit is registered)."""
+    for name in BASES:
+        rows = _rows(key, name)
+        _checked_points(key.curve, key.digest, name, rows, np.flatnonzero(rows.any(axis=1)))
 
 
 def preload(key: ProvingKey, parts: tuple[str, ...] = BASES, *, processes: int = 1) -> None:
@@ -286,16 +333,41 @@ def prove(
     *,
     processes: int = 1,
     randomness: tuple[int, int] | None = None,
+    on_stage: Callable[[str], None] | None = None,
 ) -> Proof:
     """Synthesize (from the key's A and B) and prove. ``processes=2`` runs the MSMs on two cores: a helper
     process (BN254) or thread (BLS12-381, whose MSM releases the GIL) takes B2, C and part of B1, starting
-    before this process synthesizes."""
+    before this process synthesizes. ``on_stage`` is called with each stage's name as it begins:
+    "loading bases" (only when this process has not built them yet), "synthesis", "MSMs", "assembly"."""
+    stage = on_stage or _no_stage
     if processes > 1:
         from ._parallel import prove_parallel
 
-        return prove_parallel(key, witness, randomness=_blinding(key.curve, randomness))
+        return prove_parallel(key, witness, randomness=_blinding(key.curve, randomness), on_stage=stage)
+    if not loaded(key):
+        stage("loading bases")
+        preload(key)
+    stage("synthesis")
     synthesized = witness if isinstance(witness, Synthesized) else synthesize(key, witness)
-    return prove_finish(prove_start(key, synthesized, randomness=randomness))
+    stage("MSMs")
+    state = prove_start(key, synthesized, randomness=randomness)
+    b2 = _msm(key.curve, key.digest, "b2", key.b2_points, state.witness)
+    stage("assembly")
+    return _assemble(state, backend(key.curve).g2_xy(b2))
+
+
+def _no_stage(name: str) -> None:
+    """The default ``on_stage``: stages are not reported."""
+
+
+def loaded(key: ProvingKey, parts: tuple[str, ...] = BASES) -> bool:
+    """Whether this process holds the library points of ``parts`` of ``key``."""
+    return all(_cached(key.digest, name) for name in parts)
+
+
+def _cached(digest: str, name: str) -> bool:
+    with _CACHE_LOCK:
+        return (digest, name) in _CACHE
 
 
 def _state(

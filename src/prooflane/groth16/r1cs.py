@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from ..errors import FormatError
 from ._binfile import read_sections, scalar_field_header, section, write_sections
 from .curves import Curve
+from .errors import FormatError
 from .field import FieldVector
 
 __all__ = ["R1CS", "SparseMatrix", "read_r1cs", "write_r1cs"]

@@ -20,7 +20,9 @@ from numpy.typing import NDArray
 
 from ._native import Backend, backend
 from ._ntt import root_of_unity
+from ._pointcheck import remember
 from .field import from_ints, to_ints
+from .prover import BASES
 from .r1cs import R1CS
 from .zkey import Coefficients, ProvingKey
 
@@ -52,7 +54,7 @@ def setup(r1cs: R1CS, *, seed: bytes | None = None) -> ProvingKey:
     be = backend(curve)
     g1 = _multiplier(be, 1)
     g2 = _multiplier(be, 2)
-    return ProvingKey(
+    key = ProvingKey(
         curve=curve,
         n_vars=r1cs.n_wires,
         n_public=n_pub,
@@ -65,12 +67,15 @@ def setup(r1cs: R1CS, *, seed: bytes | None = None) -> ProvingKey:
         delta2=be.g2_xy(be.mul(be.g2(be.g2_gen), delta)),
         ic=tuple(be.g1_xy(be.mul(be.g1(be.g1_gen), x * inv_gamma)) for x in mixed[: n_pub + 1]),
         coefficients=_coefficients(r1cs),
-        a_points=_rows(g1, u, curve.n8q * 2),
-        b1_points=_rows(g1, v, curve.n8q * 2),
-        b2_points=_rows(g2, v, curve.n8q * 4),
-        c_points=_rows(g1, [x * inv_delta % r for x in mixed[n_pub + 1 :]], curve.n8q * 2),
-        h_points=_rows(g1, [lag2[2 * i + 1] * inv_delta % r for i in range(n)], curve.n8q * 2),
+        a_points=_rows(g1, u, curve.n8q * 2, curve.q),
+        b1_points=_rows(g1, v, curve.n8q * 2, curve.q),
+        b2_points=_rows(g2, v, curve.n8q * 4, curve.q),
+        c_points=_rows(g1, [x * inv_delta % r for x in mixed[n_pub + 1 :]], curve.n8q * 2, curve.q),
+        h_points=_rows(g1, [lag2[2 * i + 1] * inv_delta % r for i in range(n)], curve.n8q * 2, curve.q),
     )
+    for section in BASES:  # multiples of the generator, made by the library: in the group by construction
+        remember(key.digest, section)
+    return key
 
 
 def _sampler(r: int, seed: bytes | None) -> Callable[[], int]:
@@ -165,9 +170,13 @@ class _FixedBase:
         return acc
 
 
-def _rows(times: Callable[[int], tuple[int, ...]], scalars: Sequence[int], width: int) -> NDArray[np.uint8]:
+def _rows(
+    times: Callable[[int], tuple[int, ...]], scalars: Sequence[int], width: int, q: int
+) -> NDArray[np.uint8]:
+    """Rows of Montgomery-form coordinates (the .zkey layout) of ``k·G`` for each ``k``."""
     n8 = width // len(times(1))
-    raw = b"".join(c.to_bytes(n8, "little") for k in scalars for c in times(k))
+    r_mod = pow(2, 8 * n8, q)
+    raw = b"".join((c * r_mod % q).to_bytes(n8, "little") for k in scalars for c in times(k))
     return np.frombuffer(raw, dtype=np.uint8).reshape(len(scalars), width).copy()
 
 

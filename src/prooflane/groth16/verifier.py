@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import KeyMismatchError
 from ._native import backend
+from .errors import KeyMismatchError
 from .proof import Proof, VerificationKey
 
 __all__ = ["verify"]

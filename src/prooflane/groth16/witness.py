@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import FormatError
 from ._binfile import read_sections, scalar_field_header, section, write_sections
 from .curves import Curve
+from .errors import FormatError
 from .field import FieldVector
 
 __all__ = ["Witness", "read_wtns", "write_wtns"]

@@ -6,8 +6,10 @@ as ``coef * R^2 mod r`` with ``R = 2^256``; one extra A row ``nConstraints + i``
 ``i`` in ``0..nPublic``), 5 A, 6 B1, 7 B2, 8 C (private wires only), 9 H, 10 the ceremony's contributions.
 Points are stored little-endian in Montgomery form with ``R = 2^(8*n8q)``; infinity is all-zero bytes.
 
-A ``ProvingKey`` holds the bases as rows of plain (not Montgomery) little-endian coordinates in numpy
-arrays, so it pickles as a few memory copies.
+A ``ProvingKey`` holds the bases as the file stores them (rows of little-endian Montgomery-form
+coordinates) in numpy arrays, so reading costs no conversion and a key pickles as a few memory copies. The
+bases' points are validated when a process builds them (``prover``: on the curve at every load, in the
+subgroup once per key); ``read_zkey`` checks the header's points in full.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from ..errors import FormatError
 from ._binfile import Reader, read_sections, section, write_sections
-from ._native import G1, G2, _on_curve_g1
+from ._native import G1, G2, _on_curve_g1, backend
 from .curves import Curve, curve_by_prime
+from .errors import FormatError
 from .field import FieldVector
 from .proof import VerificationKey
 
@@ -47,7 +49,8 @@ class Coefficients:
 @dataclass(frozen=True, eq=False)
 class ProvingKey:
     """A parsed Groth16 proving key. Bases are ``(n, 2*n8q)`` (G1) or ``(n, 4*n8q)`` (G2) uint8 rows of
-    plain little-endian affine coordinates; a zero row is the point at infinity."""
+    little-endian affine coordinates in Montgomery form (``x·2^(8*n8q) mod q``, as in the .zkey); a zero
+    row is the point at infinity."""
 
     curve: Curve
     n_vars: int
@@ -85,7 +88,8 @@ class ProvingKey:
 
     @cached_property
     def digest(self) -> str:
-        """A content hash, the key of the per-process cache of library points."""
+        """A content hash of every point and count: the key of the per-process cache of library points
+        and of the memory of checked points."""
         h = hashlib.sha256(f"{self.curve.name}:{self.n_vars}:{self.n_public}:{self.domain_size}".encode())
         h.update(repr((self.alpha1, self.beta2, self.delta1, self.delta2, self.ic)).encode())
         for a in (self.a_points, self.b1_points, self.b2_points, self.c_points, self.h_points):
@@ -116,20 +120,30 @@ def read_zkey(path: str | Path) -> ProvingKey:
     g1s = [conv.g1(hdr.take(2 * n8q)) for _ in range(2)]
     beta2, gamma2 = conv.g2(hdr.take(4 * n8q)), conv.g2(hdr.take(4 * n8q))
     delta1, delta2 = conv.g1(hdr.take(2 * n8q)), conv.g2(hdr.take(4 * n8q))
+    be = backend(curve)
     for name, p in (("alpha1", g1s[0]), ("beta1", g1s[1]), ("delta1", delta1)):
-        if p != (0, 0) and not _on_curve_g1(curve, p, 3 if curve.name == "bn128" else 4):
-            raise FormatError(path, f"{name} is not a point of G1")
+        try:
+            be.g1(p)
+        except ValueError:
+            raise FormatError(path, f"{name} is not a point of G1") from None
+    for name, p2 in (("beta2", beta2), ("gamma2", gamma2), ("delta2", delta2)):
+        try:
+            be.g2(p2)
+        except ValueError:
+            raise FormatError(path, f"{name} is not a point of G2") from None
 
     def points(kind: int, name: str, count: int, group: int) -> NDArray[np.uint8]:
         raw = section(path, sections, kind, name)
         width = 2 * group * n8q
         if len(raw) != count * width:
             raise FormatError(path, f"section {kind} ({name}) has {len(raw)} bytes: expected {count * width}")
-        rows = conv.plain(raw).reshape(count, width)
-        _sample_check(path, curve, rows, group, name)
-        return rows
+        return np.frombuffer(raw, dtype=np.uint8).reshape(count, width)
 
-    ic_rows = points(3, "IC", n_public + 1, 1)
+    ic = conv.plain(points(3, "IC", n_public + 1, 1).tobytes()).reshape(n_public + 1, 2 * n8q)
+    for i, row in enumerate(ic):
+        p = _row_g1(row, n8q)
+        if p != (0, 0) and not _on_curve_g1(curve, p, 3 if curve.name == "bn128" else 4):
+            raise FormatError(path, f"IC point {i} is not on the curve")
     key = ProvingKey(
         curve=curve,
         n_vars=n_vars,
@@ -141,7 +155,7 @@ def read_zkey(path: str | Path) -> ProvingKey:
         gamma2=gamma2,
         delta1=delta1,
         delta2=delta2,
-        ic=tuple(_row_g1(r, n8q) for r in ic_rows),
+        ic=tuple(_row_g1(r, n8q) for r in ic),
         coefficients=_read_coefficients(path, section(path, sections, 4, "coefficients"), curve),
         a_points=points(5, "A", n_vars, 1),
         b1_points=points(6, "B1", n_vars, 1),
@@ -168,11 +182,11 @@ def write_zkey(path: str | Path, key: ProvingKey) -> None:
         (2, hdr),
         (3, conv.mont(ic)),
         (4, _coefficient_bytes(key)),
-        (5, conv.mont(key.a_points.tobytes())),
-        (6, conv.mont(key.b1_points.tobytes())),
-        (7, conv.mont(key.b2_points.tobytes())),
-        (8, conv.mont(key.c_points.tobytes())),
-        (9, conv.mont(key.h_points.tobytes())),
+        (5, key.a_points.tobytes()),
+        (6, key.b1_points.tobytes()),
+        (7, key.b2_points.tobytes()),
+        (8, key.c_points.tobytes()),
+        (9, key.h_points.tobytes()),
         (10, key.contributions),
     ]
     write_sections(path, b"zkey", 1, sections)
@@ -217,18 +231,6 @@ def _row_g1(row: NDArray[np.uint8], n8: int) -> G1:
 
 def _coords_bytes(p: tuple[int, ...], n8: int) -> bytes:
     return b"".join(c.to_bytes(n8, "little") for c in p)
-
-
-def _sample_check(path: str | Path, curve: Curve, rows: NDArray[np.uint8], group: int, name: str) -> None:
-    """Bases are later loaded without per-point validation: check a spread of rows here (G1: on the curve;
-    G2 rows are validated when the library builds them)."""
-    if group != 1 or rows.shape[0] == 0:
-        return
-    b = 3 if curve.name == "bn128" else 4
-    for i in sorted({0, rows.shape[0] - 1, *range(0, rows.shape[0], max(1, rows.shape[0] // 16))}):
-        p = _row_g1(rows[i], curve.n8q)
-        if p != (0, 0) and not _on_curve_g1(curve, p, b):
-            raise FormatError(path, f"section {name}: point {i} is not on the curve (corrupt key?)")
 
 
 def _read_coefficients(path: str | Path, raw: memoryview, curve: Curve) -> Coefficients:
