@@ -117,7 +117,7 @@ async def test_a_daemon_that_never_answers_does_not_hold_up_the_others(
         await _until(f"seq {n}", lambda n=n: _entry(fleet, "a")["snapshot"]["seq"] == n)  # type: ignore[misc]
         assert _entry(fleet, "a")["health"] == "up"
     assert fleet.health() == {"ok": True, "version": fleet.status()["version"], "daemons": 2, "reachable": 1,
-                              "up": 1, "unreachable": ["hung"]}  # fmt: skip
+                              "up": 1, "unreachable": ["hung"], "ssh_masters": 0}  # fmt: skip
     totals = fleet.status()["totals"]
     assert totals["counted"] == ["a"] and totals["not_counted"] == ["hung"]
 

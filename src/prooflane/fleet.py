@@ -320,6 +320,7 @@ class Fleet:
             "reachable": sum(1 for e in entries if e["reachable"]),
             "up": sum(1 for e in entries if e["health"] == "up"),
             "unreachable": [e["name"] for e in entries if not e["reachable"]],
+            "ssh_masters": self.tunnels.masters(),
         }
 
     def _spawn(self, spec: DaemonSpec) -> None:
