@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import stat
 import tomllib
 from pathlib import Path
@@ -93,3 +94,11 @@ def test_strings_that_need_escaping_survive(tmp_path: Path) -> None:
     config = FleetConfig(daemons=(spec,))
     config.save(tmp_path / "f.toml")
     assert FleetConfig.load(tmp_path / "f.toml").daemons[0].token == 'a"b\\c\nd'
+
+
+@pytest.mark.parametrize("doc", ["config.md", "fleet.md"])
+def test_every_key_is_documented(doc: str) -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / doc).read_text()
+    for cls in (FleetConfig, DaemonSpec):
+        for f in dataclasses.fields(cls):
+            assert f"| `{f.name}` |" in text, f"{f.name} is missing from docs/{doc}"
