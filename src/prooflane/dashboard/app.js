@@ -28,7 +28,7 @@
   const HISTORY_POLL_MS = 15000;
   const HISTORY_FETCH_LIMIT = 200; // the journal lists oldest first: take enough to keep the newest
   const RESTART_NOTICE_MS = 10000;
-  const FINISHED_TAIL = 5; // finished jobs shown in the live view; the history table below has more
+  const FINISHED_TAIL = 4; // finished jobs shown in the live view; the history table below has more
   const TERMINAL_JOB = new Set(["done", "failed", "cancelled"]);
   const PRIORITIES = ["critical", "high", "normal"];
   // Event names of the tracker's feed (prooflane.events.EVENT_TYPES), plus the feed's own control events.
