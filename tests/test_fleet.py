@@ -204,3 +204,8 @@ async def test_daemon_panel_is_the_dashboard_fed_by_the_fleet(
         assert 'prooflane_fleet_daemon_up{daemon="hung"} 0.0' in metrics.text
         assert 'prooflane_memory_budget_bytes{daemon="a"}' in metrics.text
         assert (await http.get("/")).status_code == 200
+        rows = (await http.get("/fleet/status", params={"snapshots": "false"})).json()
+        assert [("snapshot" in e, e["summary"] is not None) for e in rows["daemons"]] == [
+            (False, True),
+            (False, False),
+        ]

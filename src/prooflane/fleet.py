@@ -282,9 +282,12 @@ class Fleet:
             await self.tunnels.forget(spec)
         return True
 
-    def status(self) -> dict[str, Any]:
-        """``GET /fleet/status``: every daemon's entry and the fleet's totals, from stored facts only."""
+    def status(self, *, snapshots: bool = True) -> dict[str, Any]:
+        """``GET /fleet/status``: every daemon's entry and the fleet's totals, from stored facts only.
+        Without ``snapshots``, the entries leave out the daemons' whole snapshots (the page needs rows)."""
         entries = self.entries()
+        if not snapshots:
+            entries = [{k: v for k, v in e.items() if k != "snapshot"} for e in entries]
         return {
             "version": __version__,
             "taken_at": time.time(),
@@ -366,9 +369,10 @@ def _add_fleet_routes(app: FastAPI, fleet: Fleet) -> None:
                                 headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
 
     @app.get("/fleet/status")
-    async def status() -> JSONResponse:
-        """Every daemon's last snapshot, its age and health, and the fleet's totals."""
-        return JSONResponse(fleet.status())
+    async def status(snapshots: bool = True) -> JSONResponse:
+        """Every daemon's last snapshot, its age and health, and the fleet's totals;
+        `?snapshots=false` leaves the snapshots out."""
+        return JSONResponse(fleet.status(snapshots=snapshots))
 
     @app.get("/fleet/metrics", response_class=PlainTextResponse)
     async def metrics() -> PlainTextResponse:

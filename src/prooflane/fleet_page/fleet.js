@@ -1,4 +1,4 @@
-// prooflane fleet page: one row per daemon from GET /fleet/status (polled every second), and each daemon's own
+// prooflane fleet page: one row per daemon from GET /fleet/status?snapshots=false (polled every second), and each daemon's own
 // dashboard (the daemon dashboard's code, served by the fleet at /d/<name>/) on click. Plain JS, no build step.
 //
 // Rules this page keeps:
@@ -11,7 +11,7 @@
 "use strict";
 
 (function () {
-  const STATUS_URL = "fleet/status";
+  const STATUS_URL = "fleet/status?snapshots=false"; // rows need the summaries, not whole snapshots
   const POLL_MS = 1000;
   const FETCH_TIMEOUT_MS = 3000;
   const STALE_AFTER_MS = 3000;
