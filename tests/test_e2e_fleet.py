@@ -392,6 +392,7 @@ def test_fleet_page_at_1280_and_1920(
             page.click('tr.daemon[data-name="beta"]')
             frame = page.frame_locator('[data-testid="detail-frame"]')
             frame.locator('body[data-stale="false"]').wait_for()
+            frame.locator('body[data-connection="live"]').wait_for()  # the fleet's event stream for it
             beta_boot = daemons.status("beta")["boot_id"]
             assert frame.locator('[data-testid="boot-id"]').inner_text() == beta_boot
             assert frame.locator('[data-testid="worker-card"]').count() == 1

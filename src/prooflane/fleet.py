@@ -20,12 +20,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hmac
 import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import httpx
 from fastapi import FastAPI, Header, HTTPException, Request, Response
@@ -208,7 +210,7 @@ class DaemonFollower:
         self.received_wall = time.time()
         self.failures = 0
         if news:
-            self._notify()
+            self.notify()
 
     def _bad(self, exc: BaseException) -> None:
         self.failures += 1
@@ -216,9 +218,10 @@ class DaemonFollower:
         self.last_error_wall = time.time()
         if self.spec.ssh and isinstance(exc, httpx.TransportError):
             self._socket = None  # the forward may be gone with its master: ask the tunnels again
-        self._notify()
+        self.notify()
 
-    def _notify(self) -> None:
+    def notify(self) -> None:
+        """Wake whoever waits in :meth:`changed` (a new snapshot, a failure, or the end of following)."""
         self._changed.set()
         self._changed = asyncio.Event()
 
@@ -333,8 +336,10 @@ class Fleet:
 
     async def _stop(self, name: str) -> None:
         task = self._tasks.pop(name)
-        self.followers.pop(name, None)
+        follower = self.followers.pop(name, None)
         task.cancel()
+        if follower is not None:
+            follower.notify()  # ends the dashboard event streams that follow it
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
@@ -364,7 +369,8 @@ def _add_fleet_routes(app: FastAPI, fleet: Fleet) -> None:
     def require_token(authorization: str | None) -> None:
         if not fleet.config.token:
             raise HTTPException(403, "the fleet config sets no token: set `token` to change daemons here")
-        if authorization != f"Bearer {fleet.config.token}":
+        expected = f"Bearer {fleet.config.token}".encode()
+        if not hmac.compare_digest((authorization or "").encode(), expected):
             raise HTTPException(401, "this route needs 'Authorization: Bearer <token>' (the fleet's token)",
                                 headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
 
@@ -449,7 +455,7 @@ def _add_panel_routes(app: FastAPI, fleet: Fleet) -> None:
 
     @app.get("/d/{name}/v1/events")
     async def events(name: str) -> StreamingResponse:
-        stream = _panel_events(follower(name), fleet.closing)
+        stream = _panel_events(fleet, follower(name))
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 
@@ -463,7 +469,7 @@ def _add_panel_routes(app: FastAPI, fleet: Fleet) -> None:
 
     @app.get("/d/{name}/v1/jobs/{job_id}")
     async def job(name: str, job_id: str) -> Response:
-        return await _relay(follower(name), f"/v1/jobs/{job_id}", {})
+        return await _relay(follower(name), f"/v1/jobs/{quote(job_id, safe='')}", {})
 
     @app.get("/assets/{asset}")
     async def shared_asset(asset: str) -> FileResponse:
@@ -490,13 +496,14 @@ async def _relay(found: DaemonFollower, path: str, params: dict[str, str]) -> Re
     return Response(answer.content, status_code=answer.status_code, media_type=kind)
 
 
-async def _panel_events(found: DaemonFollower, closing: asyncio.Event) -> AsyncGenerator[str, None]:
+async def _panel_events(fleet: Fleet, found: DaemonFollower) -> AsyncGenerator[str, None]:
     """One ``snapshot`` event each time the fleet has a new snapshot of the daemon (the page then fetches
-    ``status``), and a heartbeat comment while nothing changes."""
+    ``status``), and a heartbeat comment while nothing changes; ends when the fleet closes or stops
+    following the daemon."""
     yield ": prooflane fleet panel events\nretry: 1000\n\n"
-    closed = asyncio.ensure_future(closing.wait())
+    closed = asyncio.ensure_future(fleet.closing.wait())
     try:
-        while not closing.is_set():
+        while fleet.followers.get(found.spec.name) is found:
             changed = asyncio.ensure_future(found.changed())
             done, _ = await asyncio.wait({changed, closed}, timeout=_PANEL_HEARTBEAT_SECS,
                                          return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
