@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any, ClassVar
 
 import httpx
+import psutil
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 from prometheus_client.parser import text_string_to_metric_families
@@ -488,11 +489,37 @@ def test_daemons_reached_through_ssh_share_one_connection(
             wait_until(f"{name} current", partial(_same_through, fleet, daemons, name, daemon))
         health = httpx.get(f"{fleet.url}/healthz", timeout=10).json()
         assert health["ssh_masters"] == 1  # one connection for the host, two forwards over it
+
+        # The connection drops (its ssh process dies): the fleet starts a new one and both daemons answer
+        # through it again (it may be quick enough that no poll ever fails in between).
+        (master,) = _ssh_masters(fleet)
+        master.kill()
+        killed_at = time.time()
+        wait_until("a new master connection", partial(_new_master, fleet, master.pid), timeout=60)
+        for name in names:
+            wait_until(
+                f"{name} answering after the drop", partial(_fresh_since, fleet, name, killed_at), timeout=60
+            )
     finally:
         for name in names:
             httpx.delete(f"{fleet.url}/fleet/daemons/{name}", headers=auth, timeout=10)
     wait_until("the master to end with its last forward",
                lambda: httpx.get(f"{fleet.url}/healthz", timeout=10).json()["ssh_masters"] == 0)  # fmt: skip
+
+
+def _ssh_masters(fleet: FleetProcess) -> list[psutil.Process]:
+    """The fleet's master ssh connections: its child processes started with ControlMaster=yes."""
+    children = psutil.Process(fleet.process.pid).children()
+    return [c for c in children if "ControlMaster=yes" in c.cmdline()]
+
+
+def _new_master(fleet: FleetProcess, old: int) -> bool:
+    return [m.pid for m in _ssh_masters(fleet)] not in ([], [old])
+
+
+def _fresh_since(fleet: FleetProcess, name: str, moment: float) -> bool:
+    entry = fleet.entry(name)
+    return bool(entry["health"] == "up" and entry["snapshot_received_at"] > moment)
 
 
 def _same_through(fleet: FleetProcess, daemons: Daemons, name: str, daemon: str) -> bool:
