@@ -6,6 +6,7 @@ PY := $(VENV)/bin/python
 PYSTAMP := $(VENV)/.installed
 NODESTAMP := node_modules/.installed
 BROWSERSTAMP := $(VENV)/.browser
+SSHSTAMP := $(VENV)/.sshd
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
 .PHONY: help setup demo test check lint typecheck fast-test bench clean
@@ -34,7 +35,16 @@ $(BROWSERSTAMP): $(PYSTAMP)
 	fi
 	touch $@
 
-setup: $(PYSTAMP) $(NODESTAMP) $(BROWSERSTAMP)
+# The fleet's SSH test starts Debian's sshd on a loopback port (with throwaway keys); the fleet itself needs only
+# the ssh client.
+$(SSHSTAMP): $(PYSTAMP)
+	@if [ ! -x /usr/sbin/sshd ] || ! command -v ssh >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-client openssh-server >/dev/null; \
+	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-client openssh-server >/dev/null; fi; \
+	fi
+	touch $@
+
+setup: $(PYSTAMP) $(NODESTAMP) $(BROWSERSTAMP) $(SSHSTAMP)
 
 demo: $(PYSTAMP)
 	$(VENV)/bin/prooflane demo

@@ -21,15 +21,25 @@ TIMEOUT = 240.0  # seconds any one wait may take before the test fails (never as
 
 
 def start_daemon(
-    factory: pytest.TempPathFactory, name: str, *, token: str = "", data_dir: Path | None = None
+    factory: pytest.TempPathFactory,
+    name: str,
+    *,
+    token: str = "",
+    data_dir: Path | None = None,
+    port: int = 0,
+    extra_config: str = "",
 ) -> DaemonProcess:
-    """Start a tiny-profile daemon in a fresh data folder, reusing the dev keys an earlier daemon made."""
+    """Start a tiny-profile daemon in a fresh data folder, reusing the dev keys an earlier daemon made.
+
+    ``extra_config`` is TOML added to the daemon's config file; ``port`` 0 takes a free one."""
     data = data_dir or factory.mktemp(name) / "data"
     seed_keys(factory, data)
     cache = factory.getbasetemp() / KEYS_CACHE
     config = data.parent / "prooflane.toml"
-    config.write_text(f"token = {json.dumps(token)}\n")
-    daemon = DaemonProcess(data, profile="tiny", config_file=config, log_path=data.parent / "daemon.log")
+    config.write_text(f"token = {json.dumps(token)}\n{extra_config}")
+    daemon = DaemonProcess(
+        data, profile="tiny", config_file=config, log_path=data.parent / "daemon.log", port=port
+    )
     try:
         daemon.start(timeout=TIMEOUT)
     except Exception:

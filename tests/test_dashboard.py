@@ -7,6 +7,7 @@ registered circom circuit) and reads the page while the engine proves.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -494,3 +495,72 @@ def test_killed_daemon_shows_stale_banner_and_restart_is_picked_up(
     assert all(card["state"] != "unknown" for card in read["cards"])
     page.screenshot(path=str(output_dir / "restarted.png"), full_page=True)
     _close(page)
+
+
+# --- order and height ----------------------------------------------------------------------------
+
+FINISHED_COPIES = 100
+
+
+def _reshaped(snapshot: dict[str, Any], finished: dict[str, Any]) -> dict[str, Any]:
+    """The daemon's own snapshot with its devices renamed cpu:10 and cpu:2 and listed (with their workers)
+    in the order a daemon sees them first, not in id order, and 100 finished jobs in the live view."""
+    names = {"cpu:0": "cpu:10", "cpu:1": "cpu:2"}
+    devices = [d | {"device": names.get(d["device"], d["device"])} for d in snapshot["devices"]]
+    workers = []
+    for w in snapshot["workers"]:
+        device = names.get(w["device"], w["device"])
+        workers.append(w | {"device": device, "worker_id": device + w["worker_id"].removeprefix(w["device"])})
+    live = [j for j in snapshot["pipelines"] if j["state"] not in ("done", "failed", "cancelled")][:2]
+    done = [
+        finished | {"job_id": f"finished-{n:03d}", "started_secs_ago": 500.0 - n}
+        for n in range(FINISHED_COPIES)
+    ]
+    return snapshot | {"devices": devices[::-1], "workers": workers[::-1], "pipelines": live + done}
+
+
+def test_cards_in_id_order_and_finished_tail_keeps_the_live_view_on_one_screen(
+    daemon: LiveDaemon, browser: Browser, output_dir: Path
+) -> None:
+    daemon.submit_storage_jobs(["winning-post"], first_seed=600)
+
+    def finished_job() -> dict[str, Any] | None:
+        return next((j for j in daemon.status()["pipelines"] if j["state"] == "done"), None)
+
+    deadline = time.monotonic() + READY_TIMEOUT_SECS
+    while (job := finished_job()) is None:
+        assert time.monotonic() < deadline, "no job finished"
+        time.sleep(0.2)
+    shaped = _reshaped(daemon.status(), job)
+    assert len(shaped["devices"]) >= 2, "the test needs two devices (two cores)"
+    body = json.dumps(shaped)
+    page = browser.new_page(viewport={"width": 1920, "height": 1080})
+    page.route(
+        "**/status", lambda route: route.fulfill(status=200, content_type="application/json", body=body)
+    )
+    page.route("**/v1/events*", lambda route: route.abort())
+    page.goto(f"{daemon.url}/")
+    page.wait_for_function("document.body.dataset.stale === 'false' && document.body.dataset.seq !== ''")
+
+    devices = page.eval_on_selector_all('[data-testid="device"]', "els => els.map((e) => e.dataset.key)")
+    assert devices[:2] == ["cpu:2", "cpu:10"], devices  # 2 before 10, whatever order they came in
+    cards = page.eval_on_selector_all(WORKERS, "els => els.map((e) => e.dataset.workerId)")
+    per_device = len(cards) // len(shaped["devices"])
+    assert cards == [f"cpu:{d}/w{w}" for d in (2, 10) for w in range(per_device)], cards
+
+    rows = page.locator('[data-testid="pipelines-finished"] [data-testid="pipeline-row"]')
+    assert rows.count() == 4  # the newest four of the hundred
+    assert rows.evaluate_all("els => els.map((e) => e.dataset.jobId)") == [
+        f"finished-{n:03d}" for n in range(FINISHED_COPIES - 4, FINISHED_COPIES)
+    ]
+    title = page.locator('[data-testid="finished-title"]').text_content() or ""
+    assert f"the newest 4 of {FINISHED_COPIES}" in title
+    # Memory, workers and pipelines, finished tail included, fit the first screen at 1920x1080.
+    bottom = page.evaluate(
+        "document.querySelector('#h-pipelines').closest('section').getBoundingClientRect().bottom + scrollY"
+    )
+    page.screenshot(path=str(output_dir / "dashboard-1920-finished-tail.png"), full_page=True)
+    assert bottom <= 1080, bottom
+    page.locator('[data-testid="finished-title"]').click()  # collapsible
+    assert not rows.first.is_visible()
+    page.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 # Each module adds its commands to `app`; import order is the order of `prooflane --help`.
 from . import (
     _cli_daemon,  # noqa: F401  (serve, submit, status, bench, demo, circuits)
+    _cli_fleet,  # noqa: F401  (fleet)
     _cli_proof,  # noqa: F401  (setup, export-vkey, prove, verify)
     _cli_sector,  # noqa: F401  (sector new)
 )

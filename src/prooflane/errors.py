@@ -17,6 +17,7 @@ __all__ = [
     "KeyMismatchError",
     "ProoflaneError",
     "SectorError",
+    "TunnelError",
     "UnsatisfiedConstraint",
     "WorkerDied",
 ]
@@ -84,3 +85,7 @@ class DaemonError(ProoflaneError):
 
 class DaemonUnreachable(ProoflaneError):
     """Raised when no prooflane daemon answers at the given URL (not running, wrong address or port)."""
+
+
+class TunnelError(ProoflaneError):
+    """Raised when the fleet service cannot open an SSH tunnel to a daemon; carries ssh's own message."""

@@ -14,9 +14,12 @@
 "use strict";
 
 (function () {
-  const STATUS_URL = "/status";
-  const EVENTS_URL = "/v1/events";
-  const JOBS_URL = "/v1/jobs";
+  // Relative, so the same page works at a daemon's / and at a fleet's /d/<name>/.
+  const STATUS_URL = "status";
+  const EVENTS_URL = "v1/events";
+  const JOBS_URL = "v1/jobs";
+  // Who the page shows, for the banner: the daemon's address, or what the fleet that serves it says.
+  const WHERE = document.body.dataset.daemon || `the daemon at ${location.host}`;
   const POLL_MS = 1500;
   const STALE_AFTER_MS = 3000;
   const FETCH_TIMEOUT_MS = 3000;
@@ -25,6 +28,7 @@
   const HISTORY_POLL_MS = 15000;
   const HISTORY_FETCH_LIMIT = 200; // the journal lists oldest first: take enough to keep the newest
   const RESTART_NOTICE_MS = 10000;
+  const FINISHED_TAIL = 4; // finished jobs shown in the live view; the history table below has more
   const TERMINAL_JOB = new Set(["done", "failed", "cancelled"]);
   const PRIORITIES = ["critical", "high", "normal"];
   // Event names of the tracker's feed (prooflane.events.EVENT_TYPES), plus the feed's own control events.
@@ -130,12 +134,12 @@
     } else {
       banner.hidden = false;
       if (!state.snapshot) {
-        setText(banner, `No data yet: waiting for the daemon at ${location.host} to answer ${STATUS_URL}. ` +
+        setText(banner, `No data yet: waiting for ${WHERE} to answer ${STATUS_URL}. ` +
           "Worker states are unknown.");
         setAttr(banner, "data-age", "");
       } else {
         const age = ageMs() / 1000;
-        setText(banner, `Data is ${age.toFixed(1)} s old: the daemon at ${location.host} is not answering ` +
+        setText(banner, `Data is ${age.toFixed(1)} s old: ${WHERE} is not answering ` +
           `(last snapshot #${state.seq} at ${clock(state.receivedAt)}). Retrying every ` +
           `${POLL_MS / 1000} s; worker states are unknown until it answers.`);
         setAttr(banner, "data-age", age.toFixed(1));
@@ -363,8 +367,12 @@
 
   // ------------------------------------------------------------------ devices
 
+  /** Natural order of ids: cpu:2 before cpu:10, cpu:1/w0 before cpu:1/w1. */
+  const ID_ORDER = new Intl.Collator("en", { numeric: true, sensitivity: "variant" });
+  const byId = (key) => (a, b) => ID_ORDER.compare(String(key(a)), String(key(b)));
+
   function renderDevices(s) {
-    const list = s.devices || [];
+    const list = [...(s.devices || [])].sort(byId((d) => d.device));
     byTestId("devices-empty").hidden = list.length > 0;
     syncKeyed(byTestId("devices"), list, (d) => d.device, () => h("div", { "data-testid": "device" }, [
       h("div", { class: "device-head" }, [
@@ -388,7 +396,7 @@
   // ------------------------------------------------------------------ workers
 
   function renderWorkers(s) {
-    const list = s.workers || [];
+    const list = [...(s.workers || [])].sort(byId((w) => w.worker_id));
     byTestId("workers-empty").hidden = list.length > 0;
     syncKeyed(byTestId("workers"), list, (w) => w.worker_id, createWorkerCard, updateWorkerCard);
   }
@@ -457,14 +465,28 @@
   // ------------------------------------------------------------------ pipelines
 
   function renderPipelines(s) {
-    // Queued and running jobs first, each in submission order; finished ones (kept a while) below.
+    // Queued and running jobs first, each in submission order; below them a short, collapsible tail of the
+    // finished ones the daemon still keeps in its live view (the newest FINISHED_TAIL, in submission order).
     const list = s.pipelines || [];
     const live = list.filter((j) => !TERMINAL_JOB.has(j.state));
     const finished = list.filter((j) => TERMINAL_JOB.has(j.state));
+    const tail = newestFinished(finished, FINISHED_TAIL);
     byTestId("pipelines-empty").hidden = live.length > 0;
-    byTestId("finished-title").hidden = finished.length === 0;
+    const box = byTestId("finished-box");
+    box.hidden = finished.length === 0;
+    setAttr(box, "data-count", finished.length);
+    setText(byTestId("finished-title"), finished.length > tail.length
+      ? `Finished: the newest ${tail.length} of ${finished.length} still in the live view (all in Recently finished)`
+      : `Finished: ${finished.length} still in the live view`);
     syncKeyed(byTestId("pipelines"), live, (j) => j.job_id, createJobRow, updateJobRow);
-    syncKeyed(byTestId("pipelines-finished"), finished, (j) => j.job_id, createJobRow, updateJobRow);
+    syncKeyed(byTestId("pipelines-finished"), tail, (j) => j.job_id, createJobRow, updateJobRow);
+  }
+
+  /** The `n` jobs that ended last, kept in submission order. */
+  function newestFinished(finished, n) {
+    const endedAgo = (j) => (Number(j.started_secs_ago) || 0) - (Number(j.elapsed_secs) || 0);
+    const keep = new Set([...finished].sort((a, b) => endedAgo(a) - endedAgo(b)).slice(0, n));
+    return finished.filter((j) => keep.has(j));
   }
 
   function createJobRow() {

@@ -1,0 +1,259 @@
+"""What the fleet shows, computed from facts: each daemon's last snapshot, when it came, what failed since.
+
+Pure functions over plain data, so the rules are tested without a network:
+
+- A daemon's health is ``connecting`` (no answer yet), ``unreachable`` (its last attempt failed), ``stale``
+  (its last good snapshot is older than ``stale_after_secs``) or ``up``. Only ``up`` daemons have live
+  numbers; the others keep their last snapshot and the time since it, and are never counted as idle or zero.
+- Fleet totals add up the ``up`` daemons and name the ones left out.
+- Proofs per hour come from the snapshot's per-minute history; cost per proof is cost per hour divided by
+  proofs per hour (none while no proof was made).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = [
+    "DaemonFacts",
+    "Health",
+    "daemon_entry",
+    "fleet_totals",
+    "health",
+    "natural_key",
+    "proofs_per_hour",
+    "relabel_metrics",
+    "summarize",
+]
+
+Health = Literal["connecting", "up", "stale", "unreachable"]
+_TERMINAL = frozenset({"done", "failed", "cancelled"})
+
+
+@dataclass(frozen=True)
+class DaemonFacts:
+    """What the fleet knows of one daemon at one moment (times in seconds on one clock)."""
+
+    name: str
+    where: str
+    snapshot: Mapping[str, Any] | None
+    received_at: float | None  # when the last good snapshot arrived
+    received_wall: float | None  # the same moment as a Unix time, for people
+    failures: int  # failed attempts since the last good one
+    last_error: str | None
+    last_error_wall: float | None
+    feed: str  # "events" while the daemon's event stream is open, else "polling"
+    cost_per_hour: float | None
+
+
+def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key ordering numbers by value: ``cpu:2`` before ``cpu:10``, ``cpu:1/w0`` before ``cpu:1/w1``."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
+
+
+def health(facts: DaemonFacts, now: float, stale_after_secs: float) -> Health:
+    """The daemon's health at ``now``, from stored facts only."""
+    if facts.failures > 0:
+        return "unreachable"
+    if facts.received_at is None:
+        return "connecting"
+    if now - facts.received_at > stale_after_secs:
+        return "stale"
+    return "up"
+
+
+def proofs_per_hour(snapshot: Mapping[str, Any]) -> float:
+    """Proofs completed over the snapshot's history window (up to an hour), as a rate per hour.
+
+    The window is the history's length, or the daemon's uptime when that is shorter, and at least one bucket.
+    """
+    history = snapshot.get("history") or {}
+    counts = [float(x) for x in history.get("proofs_per_minute") or []]
+    bucket = float(history.get("minute_secs") or 60.0)
+    if not counts:
+        return 0.0
+    uptime = float(snapshot.get("uptime_secs") or 0.0)
+    window = max(min(len(counts) * bucket, uptime), bucket)
+    return sum(counts) * 3600.0 / window
+
+
+def summarize(snapshot: Mapping[str, Any], cost_per_hour: float | None) -> dict[str, Any]:
+    """The numbers of one daemon's row, from its snapshot."""
+    workers = sorted(snapshot.get("workers") or [], key=lambda w: natural_key(str(w.get("worker_id", ""))))
+    devices = sorted(snapshot.get("devices") or [], key=lambda d: natural_key(str(d.get("device", ""))))
+    proving_devices = {w.get("device") for w in workers if w.get("state") == "proving"}
+    by_state: dict[str, int] = {}
+    for w in workers:
+        by_state[str(w.get("state"))] = by_state.get(str(w.get("state")), 0) + 1
+    fractions = [float(d.get("busy_fraction_1m") or 0.0) for d in devices]
+    counters = snapshot.get("counters") or {}
+    memory = snapshot.get("memory") or {}
+    pph = proofs_per_hour(snapshot)
+    return {
+        "version": snapshot.get("version"),
+        "boot_id": snapshot.get("boot_id"),
+        "seq": snapshot.get("seq"),
+        "uptime_secs": snapshot.get("uptime_secs"),
+        "invariants_ok": snapshot.get("invariants_ok"),
+        "devices": len(devices),
+        "devices_busy": sum(1 for d in devices if d.get("device") in proving_devices),
+        "devices_idle": sum(1 for d in devices if d.get("device") not in proving_devices),
+        "busy_fraction_1m": sum(fractions) / len(fractions) if fractions else None,
+        "workers": len(workers),
+        "workers_proving": by_state.get("proving", 0),
+        "workers_by_state": by_state,
+        "jobs_running": sum(1 for j in snapshot.get("pipelines") or [] if j.get("state") not in _TERMINAL),
+        "queue_depth": int(counters.get("queue_depth") or 0),
+        "device_queue_depth": int(counters.get("device_queue_depth") or 0),
+        "total_completed": int(counters.get("total_completed") or 0),
+        "total_failed": int(counters.get("total_failed") or 0),
+        "memory_reserved_bytes": int(memory.get("reserved_bytes") or 0),
+        "memory_total_bytes": int(memory.get("total_bytes") or 0),
+        "process_rss_bytes": memory.get("process_rss_bytes"),
+        "proofs_per_hour": pph,
+        "cost_per_hour": cost_per_hour,
+        "cost_per_proof": _per_proof(cost_per_hour, pph),
+        "last_error": last_error(snapshot),
+        "ray": ray_info(snapshot),
+    }
+
+
+def last_error(snapshot: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The newest failed job's id and reason, from the snapshot's recent jobs and live pipelines."""
+    failed = [j for j in snapshot.get("recent_jobs") or [] if j.get("outcome", j.get("state")) == "failed"]
+    failed += [j for j in snapshot.get("pipelines") or [] if j.get("state") == "failed"]
+    if not failed:
+        return None
+    newest = min(failed, key=lambda j: float(j.get("ended_secs_ago") or 0.0))
+    reason = str(newest.get("reason") or newest.get("error") or "")
+    return {"job_id": newest.get("job_id"), "reason": reason, "ended_secs_ago": newest.get("ended_secs_ago")}
+
+
+def ray_info(snapshot: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Whether it runs on a Ray cluster, and its nodes, when its snapshot says so (``ray``, ``nodes``)."""
+    ray = snapshot.get("ray")
+    nodes = snapshot.get("nodes")
+    if not ray and not nodes:
+        return None
+    info = dict(ray) if isinstance(ray, Mapping) else {"enabled": bool(ray)}
+    if nodes is not None and "nodes" not in info:
+        info["nodes"] = nodes
+    return info
+
+
+def daemon_entry(facts: DaemonFacts, now: float, stale_after_secs: float) -> dict[str, Any]:
+    """One daemon in ``GET /fleet/status``: health, its last snapshot whole, when it came, and its row."""
+    state = health(facts, now, stale_after_secs)
+    age = None if facts.received_at is None else max(0.0, now - facts.received_at)
+    snapshot = dict(facts.snapshot) if facts.snapshot is not None else None
+    return {
+        "name": facts.name,
+        "where": facts.where,
+        "health": state,
+        "reachable": state in ("up", "stale"),
+        "fresh": state == "up",
+        "feed": facts.feed if state == "up" else None,
+        "snapshot_age_secs": age,
+        "snapshot_received_at": facts.received_wall,
+        "failures": facts.failures,
+        "last_error": facts.last_error,
+        "last_error_at": facts.last_error_wall,
+        "cost_per_hour": facts.cost_per_hour,
+        "summary": summarize(snapshot, facts.cost_per_hour) if snapshot is not None else None,
+        "snapshot": snapshot,
+    }
+
+
+def fleet_totals(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Totals over the ``up`` daemons; the others are named, never added as zeros."""
+    counted = [e for e in entries if e["health"] == "up" and e["summary"] is not None]
+    keys = ("devices", "devices_busy", "devices_idle", "workers", "workers_proving", "jobs_running",
+            "queue_depth", "device_queue_depth", "memory_reserved_bytes", "memory_total_bytes")  # fmt: skip
+    totals: dict[str, Any] = {key: sum(int(e["summary"][key]) for e in counted) for key in keys}
+    pph = sum(float(e["summary"]["proofs_per_hour"]) for e in counted)
+    costs = [e["cost_per_hour"] for e in entries if e["cost_per_hour"] is not None]
+    cost = sum(costs) if costs else None  # every declared machine costs money, reachable or not
+    totals.update(
+        daemons=len(entries),
+        reachable=sum(1 for e in entries if e["reachable"]),
+        counted=[e["name"] for e in counted],
+        not_counted=[e["name"] for e in entries if e["name"] not in {c["name"] for c in counted}],
+        proofs_per_hour=pph,
+        cost_per_hour=cost,
+        cost_per_proof=_per_proof(cost, pph),
+        cost_declared_by=[e["name"] for e in entries if e["cost_per_hour"] is not None],
+    )
+    return totals
+
+
+def _per_proof(cost_per_hour: float | None, pph: float) -> float | None:
+    if cost_per_hour is None or pph <= 0:
+        return None
+    return cost_per_hour / pph
+
+
+# --- Prometheus ----------------------------------------------------------------------------------
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(.*)$")
+
+
+def relabel_metrics(texts: Iterable[tuple[str, str]]) -> str:
+    """Merge several daemons' Prometheus texts into one, each sample labelled ``daemon="<name>"``.
+
+    ``texts`` holds (daemon name, its ``/metrics`` text). One ``# HELP``/``# TYPE`` per family is kept (the
+    first seen); the samples of a family stay together, as the text format requires.
+    """
+    families: dict[str, list[str]] = {}
+    headers: dict[str, list[str]] = {}
+    for name, text in texts:
+        family = ""
+        for line in text.splitlines():
+            if line.startswith("# HELP ") or line.startswith("# TYPE "):
+                family = line.split()[2]
+                families.setdefault(family, [])
+                kept = headers.setdefault(family, [])
+                if not any(h.split()[1] == line.split()[1] for h in kept):
+                    kept.append(line)
+                continue
+            match = _SAMPLE.match(line)
+            if line.startswith("#") or match is None:
+                continue
+            metric, labels, rest = match.groups()
+            inner = labels[1:-1] if labels else ""
+            label = f'daemon="{_escape(name)}"' + (f",{inner}" if inner.strip() else "")
+            families.setdefault(family or metric, []).append(f"{metric}{{{label}}} {rest}")
+    out: list[str] = []
+    for family, samples in families.items():
+        out += headers.get(family, [])
+        out += samples
+    return "\n".join(out) + ("\n" if out else "")
+
+
+def fleet_metrics(entries: Sequence[Mapping[str, Any]]) -> str:
+    """The fleet's own gauges per daemon: up, snapshot age, proofs per hour, cost per hour."""
+    lines: list[str] = []
+
+    def family(metric: str, help_text: str, values: list[tuple[str, float | None]]) -> None:
+        lines.extend([f"# HELP {metric} {help_text}", f"# TYPE {metric} gauge"])
+        for name, value in values:
+            if value is not None and math.isfinite(value):
+                lines.append(f'{metric}{{daemon="{_escape(name)}"}} {value!r}')
+
+    family("prooflane_fleet_daemon_up", "1 when the daemon answered within stale_after_secs, else 0.",
+           [(e["name"], 1.0 if e["health"] == "up" else 0.0) for e in entries])  # fmt: skip
+    family("prooflane_fleet_snapshot_age_seconds", "Seconds since the daemon's last good snapshot.",
+           [(e["name"], e["snapshot_age_secs"]) for e in entries])  # fmt: skip
+    family("prooflane_fleet_proofs_per_hour", "Proofs per hour over the daemon's history window (up only).",
+           [(e["name"], e["summary"]["proofs_per_hour"] if e["health"] == "up" else None)
+            for e in entries])  # fmt: skip
+    family("prooflane_fleet_cost_per_hour", "What the daemon's machine costs per hour, as declared.",
+           [(e["name"], e["cost_per_hour"]) for e in entries])  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
