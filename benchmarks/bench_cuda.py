@@ -170,9 +170,8 @@ def main() -> None:
     from prooflane.groth16.cuda import gpu_available, unavailable_reason
 
     if not gpu_available():
-        print(
-            f"bench_cuda: skipped, no GPU to run the kernels on ({unavailable_reason() or 'simulator only'})"
-        )
+        why = unavailable_reason() or "NUMBA_ENABLE_CUDASIM=1: the simulator is no GPU"
+        print(f"bench_cuda: skipped, no GPU to run the kernels on ({why})")
         sys.exit(1 if args.require_gpu else 0)
     cores = len(os.sched_getaffinity(0))
     gpu = cuda_run(curve, sizes, args.constraints, args.repeat)
@@ -212,23 +211,23 @@ def report(
     ]
     print_table(headers, rows)
     print(f"kernels compiled in {gpu['compile_s']:.1f} s; two-process cpu prove: {every.get('prove_2proc')}")
-    device = cuda.get_current_device()
+    gpu_name: Any = getattr(cuda.get_current_device(), "name", "")
     write_json(
         "bench_cuda",
         {
             "curve": curve.name,
-            "gpu": device.name.decode() if isinstance(device.name, bytes) else str(device.name),
+            "gpu": gpu_name.decode() if isinstance(gpu_name, bytes) else str(gpu_name),
             "cores": cores,
             "constraints": args.constraints,
             "repeat": args.repeat,
             "cuda": gpu,
             "cpu_1_core": one,
             f"cpu_{cores}_cores": every,
-            "mismatches": mismatches,
+            "mismatches": sorted(set(mismatches)),
         },
     )
     if mismatches:
-        raise SystemExit(f"cuda and cpu results differ: {mismatches}")
+        raise SystemExit(f"cuda and cpu results differ: {sorted(set(mismatches))}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The cuda G1 MSM (Pippenger's bucket method) against the cpu primitive: its parts (the cutting of
 buckets into runs, the bucket reduction) and whole MSMs on random and awkward inputs. In numba's CUDA
 simulator when no GPU is visible (a few points: the simulator runs every field operation in Python);
-at 2^10 to 2^20 points on a GPU."""
+at 2^4 to 2^16 points on a GPU (the benchmark compares 2^16 to 2^22)."""
 
 from __future__ import annotations
 
@@ -94,7 +94,14 @@ def test_msm_of_a_point_and_its_negation_is_infinity() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("curve", "n"), [(BN128, 4), (BLS12381, 4), (BN128, 16)])
+@pytest.mark.parametrize(
+    ("curve", "n"),
+    [
+        pytest.param(BN128, 4, id="bn128-4"),
+        pytest.param(BLS12381, 4, id="bls12381-4"),
+        pytest.param(BN128, 16, id="bn128-16"),
+    ],
+)
 def test_msm_matches_the_cpu_primitive_on_full_scalars(curve: Curve, n: int) -> None:
     rng = random.Random(n)
     points = random_points(curve, n, rng)
@@ -105,7 +112,7 @@ def test_msm_matches_the_cpu_primitive_on_full_scalars(curve: Curve, n: int) -> 
 
 @gpu
 @pytest.mark.parametrize("curve", CURVES)
-@pytest.mark.parametrize("log_n", [4, 10, 16, 20])
+@pytest.mark.parametrize("log_n", [4, 10, 16])
 def test_msm_matches_the_cpu_primitive_on_a_gpu(curve: Curve, log_n: int) -> None:
     rng = random.Random(log_n)
     be = backend(curve)

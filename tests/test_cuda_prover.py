@@ -23,6 +23,8 @@ def test_the_package_offers_the_device_section_primitives() -> None:
     }  # fmt: skip
     assert all(callable(getattr(gpu_path, name)) for name in gpu_path.__all__)
     assert gpu_path.unavailable_reason() is None  # the simulator or a GPU is here
+    free, total = gpu_path.device_memory()
+    assert 0 <= free <= total and (total > 0) == gpu_path.gpu_available()
     with pytest.raises(AttributeError, match="no_such_thing"):
         _ = gpu_path.no_such_thing
 
@@ -44,7 +46,7 @@ def test_device_bases_are_cached_per_key_section_and_released() -> None:
         msm_g1(BN128, key.digest, "h", None, from_ints([1] * key.domain_size))
 
 
-@pytest.mark.parametrize("curve", [BN128, BLS12381])
+@pytest.mark.parametrize("curve", [pytest.param(BN128, id="bn128"), pytest.param(BLS12381, id="bls12381")])
 def test_device_memory_needs_grow_with_the_key(curve: Curve) -> None:
     small = setup(square_chain(curve, 2)[0], seed=b"m")
     large = setup(square_chain(curve, 40)[0], seed=b"m")
@@ -72,6 +74,6 @@ def test_a_proof_with_the_device_section_on_the_kernels_verifies() -> None:
 
 
 @gpu
-@pytest.mark.parametrize("curve", [BN128, BLS12381])
+@pytest.mark.parametrize("curve", [pytest.param(BN128, id="bn128"), pytest.param(BLS12381, id="bls12381")])
 def test_a_proof_with_the_device_section_on_a_gpu_verifies(curve: Curve) -> None:
     _check_proof(curve, 1000)

@@ -81,7 +81,9 @@ def select_device(index: int) -> None:
 
 
 def device_memory() -> tuple[int, int]:
-    """(free, total) bytes of the current device's memory."""
+    """(free, total) bytes of the current device's memory; (0, 0) in the simulator, which has none."""
+    if simulated():
+        return 0, 0
     cuda: Any = _numba_cuda()
     free, total = cuda.current_context().get_memory_info()
     return int(free), int(total)

@@ -21,6 +21,12 @@ from ._runtime import simulated
 
 cuda: Any = _cuda  # numba's types do not describe its kernel API; the simulator swaps this name
 
+# The reductions launch small grids on purpose, and callers may hand kernels host arrays: numba warns of
+# both, and where warnings are errors (the tests) that would fail correct launches.
+_numba_config: Any = cuda.config
+_numba_config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+_numba_config.CUDA_WARN_ON_IMPLICIT_COPY = 0
+
 __all__ = ["Field", "device_function", "field", "from_limbs", "to_limbs"]
 
 MASK = np.uint64(0xFFFFFFFF)
