@@ -31,7 +31,7 @@ if [ -n "${WHEELS:-}" ]; then
 else
   $py -m pip install -q -e '.[dev,cuda]'
 fi
-unset NUMBA_ENABLE_CUDASIM
+export NUMBA_ENABLE_CUDASIM=0  # the real GPU, whatever the device nodes look like
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/tests${PYTHONPATH:+:$PYTHONPATH}"
 status=0
 $py tests/cuda_ptx.py --all 2>&1 | tee "$out/cuda_ptx.log" || status=1
