@@ -12,6 +12,10 @@ ROOT = Path(__file__).resolve().parent.parent
 NODE_BIN = ROOT / "node_modules" / ".bin"
 SHARED_BENCH = ROOT.parent / "shared" / "bench"
 
+# The cuda kernels run in numba's CUDA simulator where no NVIDIA driver is (numba reads this once, on import).
+if "NUMBA_ENABLE_CUDASIM" not in os.environ and not Path("/dev/nvidiactl").exists():
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+
 # The smallest circom circuit with a public output: c = a * b.
 MUL_CIRCOM = """pragma circom 2.0.0;
 template Mul() {

@@ -1,0 +1,120 @@
+"""The device section of a Groth16 proof on a CUDA GPU: H by NTT and the four G1 MSMs.
+
+The twin of ``prover.prove_start``: the same checks, the same ``ProvingState``, so the cpu path's
+``prove_finish`` (the G2 MSM and assembly, outside the device lock) completes it unchanged. Each process
+keeps the G1 bases of its last few keys in device memory, keyed like the cpu path's cache of library
+points by the key's digest and the section's name.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._native import G1
+from ..curves import Curve
+from ..field import FieldVector
+from ..prover import ProvingState, Synthesized, _blinding, _check, _rows, _scalars
+from ..zkey import ProvingKey
+from ._msm import DeviceG1Bases, default_window, msm_kernels
+from ._ntt import ntt_kernels
+
+__all__ = [
+    "G1_SECTIONS",
+    "coset_h",
+    "key_device_bytes",
+    "msm_g1",
+    "partition_device_bytes",
+    "preload",
+    "prove_start",
+    "release",
+]
+
+G1_SECTIONS = ("a", "b1", "c", "h")
+_CACHED_KEYS = 2  # keys whose G1 bases one process keeps in device memory
+
+_CACHE: OrderedDict[tuple[str, str], DeviceG1Bases] = OrderedDict()
+_CACHE_LOCK = threading.Lock()  # two workers of one process may load bases at once
+
+
+def coset_h(curve: Curve, a: FieldVector, b: FieldVector, c: FieldVector, n: int) -> FieldVector:
+    """``a*b - c`` on the odd coset, as ``_ntt.coset_h(backend(curve), a, b, c, n)`` computes it."""
+    return ntt_kernels(curve.r).coset_h(a, b, c, n)
+
+
+def _device_bases(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8] | None) -> DeviceG1Bases:
+    with _CACHE_LOCK:
+        found = _CACHE.get((digest, name))
+        if found is not None:
+            _CACHE.move_to_end((digest, name))
+            return found
+    if rows is None:
+        raise LookupError(f"bases {name} of key {digest[:12]} are not in device memory")
+    made = msm_kernels(curve.q).upload(rows)
+    with _CACHE_LOCK:
+        _CACHE[(digest, name)] = made
+        while len({d for d, _ in _CACHE}) > _CACHED_KEYS:
+            oldest = next(iter(_CACHE))[0]
+            for k in [k for k in _CACHE if k[0] == oldest]:
+                del _CACHE[k]
+    return made
+
+
+def msm_g1(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8] | None, scalars: FieldVector) -> G1:
+    """MSM over one G1 base section, as ``prover._msm`` computes it (affine result; ``rows=None`` means
+    "must be in device memory already")."""
+    bases = _device_bases(curve, digest, name, rows)
+    return msm_kernels(curve.q).msm(bases, scalars)
+
+
+def preload(key: ProvingKey) -> None:
+    """Upload ``key``'s G1 bases to this process's device now (otherwise the first proof pays for it)."""
+    for name in G1_SECTIONS:
+        _device_bases(key.curve, key.digest, name, _rows(key, name))
+
+
+def release(key: ProvingKey) -> None:
+    """Free ``key``'s G1 bases in this process's device memory."""
+    with _CACHE_LOCK:
+        for k in [k for k in _CACHE if k[0] == key.digest]:
+            del _CACHE[k]
+
+
+def key_device_bytes(key: ProvingKey) -> int:
+    """Device bytes that ``key``'s G1 bases take once uploaded (Montgomery limbs, no padding)."""
+    limbs = (key.curve.q.bit_length() + 31) // 32
+    rows = sum(_rows(key, name).shape[0] for name in G1_SECTIONS)
+    return int(rows * 2 * limbs * 4)
+
+
+def partition_device_bytes(key: ProvingKey) -> int:
+    """Device bytes one ``prove_start`` needs beside the key's bases, at most: three NTT vectors and the
+    domain's tables, and the largest MSM's workspace (digits, the sorted entries, partial sums, buckets)."""
+    n, fr_limbs = key.domain_size, 8
+    q_limbs = (key.curve.q.bit_length() + 31) // 32
+    ntt = 3 * n * fr_limbs * 4 + (n // 2 * 2 + n) * fr_limbs * 4 + n * 4
+    m = max(key.n_vars, n)
+    c = default_window(m)
+    windows = (256 + c - 1) // c
+    point = 3 * q_limbs * 4
+    msm = windows * m * 4 * 3 + (windows * m // 32 + windows * (1 << c)) * point + m * fr_limbs * 4
+    return ntt + msm
+
+
+def prove_start(
+    key: ProvingKey, synthesized: Synthesized, *, randomness: tuple[int, int] | None = None
+) -> ProvingState:
+    """H by NTT and the G1 MSMs (A, B1, C, H) on the GPU; ``prover.prove_finish`` completes the proof."""
+    _check(key, synthesized)
+    h = coset_h(key.curve, synthesized.a, synthesized.b, synthesized.c, key.domain_size)
+    out = {}
+    for name in G1_SECTIONS:
+        scalars = _scalars(key, name, synthesized.witness, h)
+        out[name] = msm_g1(key.curve, key.digest, name, _rows(key, name), scalars)
+    r, s = _blinding(key.curve, randomness)
+    return ProvingState(
+        key, synthesized.witness, synthesized.public, r, s, out["a"], out["b1"], out["c"], out["h"]
+    )

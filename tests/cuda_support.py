@@ -1,0 +1,50 @@
+"""What the cuda tests share: the skip without numba-cuda, the ``gpu`` mark, random points and the key's
+row layout.
+
+Without a visible NVIDIA driver the kernels run in numba's CUDA simulator (conftest sets
+``NUMBA_ENABLE_CUDASIM=1``), slowly, so those tests stay at a few points; the ``gpu`` mark's need a GPU.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+pytest.importorskip("numba.cuda", reason="numba-cuda is not installed: pip install 'prooflane[cuda]'")
+
+from prooflane.groth16 import Curve
+from prooflane.groth16._native import G1, backend
+from prooflane.groth16.cuda import gpu_available, unavailable_reason
+
+REASON = unavailable_reason()
+gpu = pytest.mark.skipif(not gpu_available(), reason=f"needs an NVIDIA GPU: {REASON or 'simulator only'}")
+
+
+def random_points(curve: Curve, count: int, rng: random.Random) -> list[G1]:
+    """``count`` random points of G1 (affine), none at infinity."""
+    be = backend(curve)
+    gen = be.g1(be.g1_gen)
+    return [be.g1_xy(be.mul(gen, rng.randrange(1, curve.r))) for _ in range(count)]
+
+
+def rows(curve: Curve, points: list[G1]) -> Any:
+    """The key's row layout of ``points``: plain little-endian x then y, ``n8q`` bytes each."""
+    import numpy as np
+
+    n8 = curve.n8q
+    raw = b"".join(x.to_bytes(n8, "little") + y.to_bytes(n8, "little") for x, y in points)
+    return np.frombuffer(raw, dtype=np.uint8).reshape(len(points), 2 * n8).copy()
+
+
+def cpu_msm(curve: Curve, points: list[G1], scalars: list[int]) -> G1:
+    """The cpu primitive's MSM (skipping points at infinity, as the prover does)."""
+    from prooflane.groth16 import from_ints
+
+    be = backend(curve)
+    keep = [i for i, p in enumerate(points) if p != (0, 0)]
+    if not keep:
+        return (0, 0)
+    total = be.msm([be.g1(points[i]) for i in keep], from_ints([scalars[i] for i in keep]), 1)
+    return be.g1_xy(total)
