@@ -9,8 +9,8 @@ from typing import Annotated
 
 import typer
 
-from ._fleet_config import FleetConfig
 from ._cli_app import app
+from ._fleet_config import FleetConfig
 
 FLEET_READY_PREFIX = "prooflane fleet listening on "
 """`prooflane fleet` prints this, then its URL, on standard output once it serves."""
