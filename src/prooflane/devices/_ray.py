@@ -29,10 +29,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import math
 import os
+import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -80,9 +82,12 @@ class RayBackend(DeviceBackend):
 
     name = "ray"
 
-    def __init__(self, settings: RaySettings, *, workers_per_device: int, niceness: int = 0) -> None:
+    def __init__(
+        self, settings: RaySettings, *, workers_per_device: int, niceness: int = 0, local_cpus: float = 0
+    ) -> None:
         super().__init__()
         self.settings = settings
+        self._local_cpus = local_cpus  # logical CPUs of a "local" instance (0: Ray counts the cores)
         self._workers_per_device = workers_per_device
         self._niceness = niceness
         self._owns_ray = False
@@ -99,10 +104,17 @@ class RayBackend(DeviceBackend):
     @classmethod
     def from_config(cls, config: Any) -> RayBackend:
         """The backend a :class:`~prooflane.config.Config` with ``ray_address`` set asks for."""
+        settings = RaySettings.from_config(config)
+        resolved = config.resolved()
+        # A local instance gets logical CPUs for every device and every synthesis slot, so the config's
+        # devices and synthesis all fit (the operating system shares the cores, as with processes).
+        local_cpus = len(resolved.devices) * settings.device_cpus
+        local_cpus += resolved.synthesis_workers * settings.synthesis_cpus
         return cls(
-            RaySettings.from_config(config),
+            settings,
             workers_per_device=config.workers_per_device,
             niceness=config.worker_niceness,
+            local_cpus=local_cpus,
         )
 
     async def start(self) -> None:
@@ -111,9 +123,12 @@ class RayBackend(DeviceBackend):
             options: dict[str, Any] = {"log_to_driver": False}
             if self.settings.address == "local":
                 options["include_dashboard"] = self.settings.include_dashboard
+                if self._local_cpus:
+                    options["num_cpus"] = math.ceil(self._local_cpus)
             else:
                 options["address"] = self.settings.address
-            ray.init(**options)
+            with _signal_handlers_kept():  # ray.init sets its own SIGTERM handler; the daemon's stays
+                ray.init(**options)
             self._owns_ray = True
         self._task_options = {
             "num_cpus": self.settings.synthesis_cpus,
@@ -297,6 +312,21 @@ def _ray() -> Any:
     except ImportError:
         raise RayUnavailable("the ray backend needs Ray: pip install 'prooflane[ray]'") from None
     return ray
+
+
+@contextlib.contextmanager
+def _signal_handlers_kept() -> Iterator[None]:
+    """Put back the SIGINT and SIGTERM handlers as they were (the daemon's orderly shutdown)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    kept = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in kept.items():
+            if handler is not None:
+                signal.signal(sig, handler)
 
 
 def _first_line(exc: BaseException) -> str:
