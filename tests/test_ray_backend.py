@@ -178,3 +178,10 @@ def test_settings_come_from_the_config(tmp_path: Path) -> None:
     settings = RaySettings.from_config(config)
     assert settings.address == "ray://head:10001" and settings.device_cpus == 2.0
     assert settings.include_dashboard is False
+
+
+def test_synthesis_is_the_call_whose_data_stays_in_the_object_store() -> None:
+    from prooflane.devices._ray import KEEP_REMOTE
+    from prooflane.kinds import synthesize_partition
+
+    assert f"{synthesize_partition.__module__}.{synthesize_partition.__qualname__}" in KEEP_REMOTE
