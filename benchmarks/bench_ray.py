@@ -11,7 +11,7 @@ Printed: throughput of each (partitions/hour), the ratio, the extra wall-clock t
 actor call) for scale, with the machine's load average before and after. Writes
 benchmarks/results/bench_ray-<profile>.json. Asserts nothing.
 
-Usage: python benchmarks/bench_ray.py [--profile small] [--rounds 2]
+Usage: python benchmarks/bench_ray.py [--profile small] [--rounds 2] [--ray-first]
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ def _parse() -> argparse.Namespace:
     parser.add_argument(
         "--rounds", type=int, default=2, help="jobs of each kind in the timed run (default 2)"
     )
+    parser.add_argument("--ray-first", action="store_true", help="run on Ray first, then embedded")
     return parser.parse_args()
 
 
@@ -114,16 +115,27 @@ def main() -> None:
     keys.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-ray-") as tmp:
-        embedded = asyncio.run(_run(_config(Path(tmp) / "embedded", keys, profile.name), None, args.rounds))
-        import ray
 
-        ray.init(num_cpus=2 * (os.cpu_count() or 1), include_dashboard=False, log_to_driver=False)
-        try:
-            config = _config(Path(tmp) / "ray", keys, profile.name)
-            on_ray = asyncio.run(_run(config, RayBackend.from_config(config), args.rounds))
-            trips = asyncio.run(_ray_round_trips())
-        finally:
-            ray.shutdown()
+        def run_embedded() -> dict[str, Any]:
+            return asyncio.run(_run(_config(Path(tmp) / "embedded", keys, profile.name), None, args.rounds))
+
+        def run_on_ray() -> tuple[dict[str, Any], dict[str, float]]:
+            import ray
+
+            ray.init(num_cpus=2 * (os.cpu_count() or 1), include_dashboard=False, log_to_driver=False)
+            try:
+                config = _config(Path(tmp) / "ray", keys, profile.name)
+                result = asyncio.run(_run(config, RayBackend.from_config(config), args.rounds))
+                return result, asyncio.run(_ray_round_trips())
+            finally:
+                ray.shutdown()
+
+        if args.ray_first:
+            on_ray, trips = run_on_ray()
+            embedded = run_embedded()
+        else:
+            embedded = run_embedded()
+            on_ray, trips = run_on_ray()
     load_after = os.getloadavg()
     ratio = on_ray["partitions_per_hour"] / embedded["partitions_per_hour"]
     overhead_ms = (on_ray["wall_secs"] - embedded["wall_secs"]) / on_ray["partitions"] * 1000
@@ -141,9 +153,10 @@ def main() -> None:
           f"{load_before[0]:.2f} / {load_after[0]:.2f}"]],
     )  # fmt: skip
     write_json(
-        f"bench_ray-{profile.name}",
+        f"bench_ray-{profile.name}" + ("-ray-first" if args.ray_first else ""),
         {
             "profile": profile.name,
+            "order": "ray first" if args.ray_first else "embedded first",
             "embedded": embedded,
             "ray": on_ray,
             "ratio": ratio,
