@@ -52,3 +52,35 @@ def test_bad_config_names_the_key(tmp_path: Path, text: str, named: str) -> None
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         Config.load(tmp_path / "nope.toml")
+
+
+def test_the_ray_table_maps_to_flat_ray_keys(tmp_path: Path) -> None:
+    path = tmp_path / "ray.toml"
+    path.write_text('[ray]\naddress = "auto"\ndevice_cpus = 2\ninclude_dashboard = true\n')
+    config = Config.load(path)
+    assert config.ray_address == "auto" and config.ray_device_cpus == 2.0 and config.ray_include_dashboard
+    assert Config.load(None, ray_address="local").ray_address == "local"
+    assert Config().ray_address == "" and not Config().ray_include_dashboard
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("[ray]\nadress = 'auto'", "unknown key 'ray_adress'"),
+        ("ray = 1", "key 'ray': expected a table"),
+        ("[ray]\ninclude_dashboard = 1", "key 'ray_include_dashboard': expected bool"),
+        ("[ray]\nsynthesis_cpus = 0", "key 'ray_synthesis_cpus'"),
+        ("ray_address = 'auto'\n[ray]\naddress = 'local'", "also given as 'ray_address'"),
+    ],
+)
+def test_bad_ray_table_names_the_key(tmp_path: Path, text: str, named: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(text + "\n")
+    with pytest.raises(ConfigError, match=named):
+        Config.load(path)
+
+
+def test_an_explicit_ray_address_wins_over_the_ray_table(tmp_path: Path) -> None:
+    path = tmp_path / "ray.toml"
+    path.write_text('[ray]\naddress = "auto"\n')
+    assert Config.load(path, ray_address="ray://head:10001").ray_address == "ray://head:10001"

@@ -68,6 +68,10 @@ def serve(
     profile: Annotated[
         str | None, typer.Option("--profile", help="Circuit sizes: tiny, small or medium.")
     ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option("--ray", help="Run on a Ray cluster: auto, local or ray://HOST:PORT (docs/ray.md)."),
+    ] = None,
 ) -> None:
     """Run the daemon: the engine and its HTTP API, until SIGINT or SIGTERM."""
     from .server import serve as run
@@ -80,6 +84,7 @@ def serve(
             "data_dir": str(data) if data else None,
             "profile": profile,
             "host": host,
+            "ray_address": ray,
         }
         if port:
             overrides["port"] = port

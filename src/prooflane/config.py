@@ -54,6 +54,14 @@ class Config:
     max_attempts: int = 3
     live_retention_secs: float = 60.0
     max_request_bytes: int = 1 << 20
+    # [ray]: run synthesis and the device workers on a Ray cluster (docs/ray.md); "" = this machine only.
+    ray_address: str = ""
+    ray_synthesis_cpus: float = 1.0
+    ray_synthesis_memory_bytes: int = 512 << 20
+    ray_device_cpus: float = 1.0
+    ray_worker_memory_bytes: int = 0
+    ray_include_dashboard: bool = False
+    ray_start_timeout_secs: float = 120.0
 
     def __post_init__(self) -> None:
         # Profiles and curves have their homes in the circuits and the prover (imported here: heavy to load).
@@ -71,6 +79,11 @@ class Config:
         _check(self.max_attempts >= 1, "max_attempts", "expected at least 1")
         _check(self.live_retention_secs >= 0, "live_retention_secs", "expected a number of seconds >= 0")
         _check(self.max_request_bytes >= 1024, "max_request_bytes", "expected at least 1024")
+        _check(self.ray_synthesis_cpus > 0, "ray_synthesis_cpus", "expected a positive number of CPUs")
+        _check(self.ray_device_cpus >= 0, "ray_device_cpus", "expected a number of CPUs >= 0")
+        for key in ("ray_synthesis_memory_bytes", "ray_worker_memory_bytes"):
+            _check(getattr(self, key) >= 0, key, "expected 0 (none declared) or a positive number")
+        _check(self.ray_start_timeout_secs > 0, "ray_start_timeout_secs", "expected a positive number")
         for device in self.devices:
             _check(device.split(":")[0] == "cpu", "devices", f"unknown device {device!r}: expected 'cpu[:N]'")
 
@@ -85,15 +98,17 @@ class Config:
                 raise ConfigError(f"{path}: cannot read the config file ({exc.strerror})") from None
             except tomllib.TOMLDecodeError as exc:
                 raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+        source = str(path) if path else "config"
+        values = _flatten_tables(values, source)
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls.from_dict(values, source=str(path) if path else "config")
+        return cls.from_dict(values, source=source)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any], *, source: str = "config") -> Config:
         """Build a Config from plain values (as TOML gives them), naming ``source`` in errors."""
         known = {f.name: f for f in dataclasses.fields(cls)}
         kwargs: dict[str, Any] = {}
-        for key, value in values.items():
+        for key, value in _flatten_tables(values, source).items():
             if key not in known:
                 raise ConfigError(f"{source}: unknown key {key!r} (see docs/config.md for the keys)")
             kwargs[key] = _coerce(source, key, known[key].type, value)
@@ -131,11 +146,26 @@ def _check(ok: bool, key: str, problem: str) -> None:
         raise ConfigError(f"key {key!r}: {problem}")
 
 
+def _flatten_tables(values: dict[str, Any], source: str) -> dict[str, Any]:
+    """The one nested table, ``[ray]``: its ``address`` becomes the flat key ``ray_address``, and so on."""
+    flat = {k: v for k, v in values.items() if k != "ray"}
+    table = values.get("ray", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: key 'ray': expected a table ([ray]), got {type(table).__name__}")
+    for key, value in table.items():
+        if f"ray_{key}" in flat:
+            raise ConfigError(f"{source}: 'ray.{key}' is also given as 'ray_{key}'")
+        flat[f"ray_{key}"] = value
+    return flat
+
+
 def _coerce(source: str, key: str, annotation: Any, value: Any) -> Any:
     kind = str(annotation)
     ok: bool
     if kind in ("Path", "Path | None"):
         ok, value = isinstance(value, str), Path(str(value)).expanduser()
+    elif kind == "bool":
+        ok = isinstance(value, bool)
     elif kind == "int":
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif kind == "float":

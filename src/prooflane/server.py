@@ -20,6 +20,7 @@ import uvicorn
 
 from .api import close_streams, create_app
 from .config import Config
+from .devices import RayBackend
 from .engine import Engine
 from .errors import ConfigError
 
@@ -65,7 +66,8 @@ async def run_daemon(
     stop = stop or asyncio.Event()
     host, port = sock.getsockname()[:2]
     url = f"http://{host}:{port}"
-    engine = Engine(config)
+    backend = RayBackend.from_config(config) if config.ray_address else None
+    engine = Engine(config, backend=backend)
     app = create_app(engine, config)
     server = _Server(
         uvicorn.Config(

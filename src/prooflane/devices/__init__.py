@@ -16,10 +16,12 @@ held and asks the backend for a new worker. Backends:
 
 - ``process`` (:class:`ProcessBackend`): a prover and a finalizer process per worker, a process pool for
   synthesis. The default.
+- ``ray`` (:class:`RayBackend`): synthesis as Ray tasks, each worker a prover and a finalizer actor on a
+  Ray cluster's node; large data through Ray's object store (the ``ray`` extra; docs/ray.md).
 - ``inprocess`` (:class:`InProcessBackend`): everything in the daemon's own process, one step at a time on the
   event loop, deterministic: for fast tests, with hooks to pause steps and kill workers.
 
-A new backend (Ray actors, CUDA devices) subclasses :class:`DeviceBackend` and :class:`DeviceWorker`; the
+A new backend (CUDA devices, ...) subclasses :class:`DeviceBackend` and :class:`DeviceWorker`; the
 engine does not change. See docs/engine.md.
 """
 
@@ -201,5 +203,6 @@ class DeviceBackend(ABC):
 # The backends, at the end: they subclass the interface above.
 from ._inprocess import InProcessBackend, Step  # noqa: E402
 from ._process import ProcessBackend  # noqa: E402
+from ._ray import RayBackend, RaySettings  # noqa: E402  (imports Ray only when started)
 
-__all__ += ["InProcessBackend", "ProcessBackend", "Step"]
+__all__ += ["InProcessBackend", "ProcessBackend", "RayBackend", "RaySettings", "Step"]
