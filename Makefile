@@ -17,7 +17,7 @@ help:
 	@echo "make check  ruff, mypy --strict and the fast tests (run before every commit)"
 	@echo "make bench  run the benchmarks under benchmarks/ (tables on stdout, JSON in benchmarks/results/)"
 
-$(PYSTAMP): pyproject.toml
+$(PYSTAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,ray]'

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+
+from engine_support import Harness, running, tiny_config
+from prooflane.circuits import Sector
+from prooflane.config import Config
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE_BIN = ROOT / "node_modules" / ".bin"
@@ -55,6 +60,31 @@ def anyio_backend() -> str:
 def keys_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Proving keys shared by every engine of the session (made once, like a daemon's cache)."""
     return tmp_path_factory.mktemp("keys")
+
+
+@pytest.fixture(scope="session")
+def sector(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny-profile sector folder (256 bytes), shared by the session's tests (read only)."""
+    path = tmp_path_factory.mktemp("sector") / "s"
+    Sector.create(path, 256, seed=7)
+    return path
+
+
+@pytest.fixture
+def engine_config(tmp_path: Path, keys_dir: Path) -> Callable[..., Config]:
+    """Configs of a one-worker tiny-profile engine in this test's folder; keyword arguments change keys."""
+
+    def config(**overrides: object) -> Config:
+        return tiny_config(tmp_path / "data", keys_dir, **overrides)
+
+    return config
+
+
+@pytest.fixture
+async def h(engine_config: Callable[..., Config]) -> AsyncIterator[Harness]:
+    """A started engine on the in-process backend (see engine_support), stopped after the test."""
+    async with running(engine_config()) as harness:
+        yield harness
 
 
 @pytest.fixture

@@ -41,13 +41,6 @@ WAIT = 120.0  # seconds any single condition may take before the test fails
 
 
 @pytest.fixture(scope="session")
-def sector(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("sector") / "s"
-    Sector.create(path, 256, seed=7)
-    return path
-
-
-@pytest.fixture(scope="session")
 def circom_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A snarkjs .zkey and three .wtns files: two good witnesses and one that breaks a constraint."""
     folder = tmp_path_factory.mktemp("circom")

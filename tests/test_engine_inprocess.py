@@ -7,146 +7,24 @@ happens in a known order and a hook can hold, fail or kill any of them. Nothing 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from engine_support import WAIT, Harness, running, synthesis_of
 from prooflane.config import Config
 from prooflane.devices import Device, InProcessBackend, PoolProcessDied, Step
 from prooflane.devices._inprocess import InProcessWorker
 from prooflane.engine import Engine
 from prooflane.errors import JobRejected
 from prooflane.groth16 import Proof, VerificationKey, verify
-from prooflane.kinds import CircuitMeta, SynthesisTask
+from prooflane.kinds import CircuitMeta
 from prooflane.models import InlineSector, JobRequest
-from prooflane.states import JobState, WorkerState
+from prooflane.states import JobState
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
-WAIT = 60.0  # the most any one condition may take before the test fails
-
-
-@dataclass
-class Hold:
-    """Steps matching ``match`` wait here until ``release`` is set; ``reached`` is set by the first."""
-
-    match: Callable[[Step], bool]
-    release: asyncio.Event = field(default_factory=asyncio.Event)
-    reached: asyncio.Event = field(default_factory=asyncio.Event)
-    action: Callable[[Step], None] | None = None  # run instead of holding (kill a worker, raise...)
-    times: int = 1  # how many matching steps it acts on
-
-
-class Gate:
-    """The backend's hook: holds, fails or kills steps by rule."""
-
-    def __init__(self) -> None:
-        self.rules: list[Hold] = []
-
-    def hold(self, match: Callable[[Step], bool]) -> Hold:
-        rule = Hold(match)
-        self.rules.append(rule)
-        return rule
-
-    def act(self, match: Callable[[Step], bool], action: Callable[[Step], None], times: int = 1) -> Hold:
-        rule = Hold(match, action=action, times=times)
-        self.rules.append(rule)
-        return rule
-
-    async def __call__(self, step: Step) -> None:
-        for rule in self.rules:
-            if rule.times <= 0 or not rule.match(step):
-                continue
-            rule.reached.set()
-            if rule.action is not None:
-                rule.times -= 1
-                rule.action(step)
-            elif not rule.release.is_set():
-                await rule.release.wait()
-
-
-def synthesis_of(step: Step) -> tuple[str, int] | None:
-    """(job id, partition) of a synthesis step, else None."""
-    if step.call == "synthesize_partition":
-        task = step.args[0]
-        assert isinstance(task, SynthesisTask)
-        return task.job_id, task.partition
-    return None
-
-
-@dataclass
-class Harness:
-    engine: Engine
-    backend: InProcessBackend
-    gate: Gate
-
-    def synthesized(self) -> list[tuple[str, int]]:
-        return [s for s in map(synthesis_of, self.backend.steps) if s is not None]
-
-    async def submit(self, kind: str = "winning-post", **fields: Any) -> str:
-        request = {"kind": kind, "sector": {"size": 256, "seed": "07"}} | fields
-        return await self.engine.submit(JobRequest.model_validate(request))
-
-    async def done(self, job_id: str) -> JobState:
-        """Wait for the job to end; its final state."""
-        with contextlib.suppress(JobRejected):  # 409: it failed or was cancelled
-            await self.engine.wait_proof(job_id, WAIT)
-        return self.state(job_id)
-
-    def state(self, job_id: str) -> JobState:
-        view = self.engine.job(job_id)
-        assert view is not None
-        return view.state
-
-    async def assert_clean(self) -> None:
-        """Once the work still running for ended jobs returns: nothing reserved, every invariant holding,
-        every worker live and idle."""
-        budget = self.engine.budget
-        async with asyncio.timeout(WAIT):
-            while budget.reserved:
-                await budget.wait_change()
-        snapshot = self.engine.snapshot()
-        assert snapshot.invariant_violations == ()
-        assert snapshot.illegal_events == 0
-        assert snapshot.memory.reserved_bytes == 0 and snapshot.memory.reservations == 0
-        assert {w.state for w in snapshot.workers} == {WorkerState.IDLE}
-
-
-@pytest.fixture
-def make(tmp_path: Path, keys_dir: Path) -> Callable[..., Config]:
-    def config(**overrides: object) -> Config:
-        values: dict[str, object] = {
-            "data_dir": tmp_path / "data",
-            "keys_dir": keys_dir,
-            "profile": "tiny",
-            "devices": ("cpu:0",),
-            "workers_per_device": 1,
-            "synthesis_workers": 1,
-            "prefetch_partitions": 1,
-            "memory_budget_bytes": 1 << 30,
-        }
-        return Config(**(values | overrides))  # type: ignore[arg-type]
-
-    return config
-
-
-@contextlib.asynccontextmanager
-async def running(config: Config) -> AsyncIterator[Harness]:
-    """An engine on the in-process backend, stopped at the end of the block."""
-    gate = Gate()
-    backend = InProcessBackend(gate)
-    async with Engine(config, backend=backend) as engine:
-        yield Harness(engine, backend, gate)
-
-
-@pytest.fixture
-async def h(make: Callable[..., Config]) -> AsyncIterator[Harness]:
-    async with running(make()) as harness:
-        yield harness
 
 
 # -- proofs ---------------------------------------------------------------------------------------------
@@ -216,15 +94,15 @@ async def test_a_client_priority_overrides_the_kinds(h: Harness) -> None:
 
 
 async def test_the_budget_admits_one_partition_at_a_time_when_only_one_fits(
-    make: Callable[..., Config], keys_dir: Path
+    engine_config: Callable[..., Config], keys_dir: Path
 ) -> None:
-    async with running(make()):  # makes the keys, so their sizes can be read
+    async with running(engine_config()):  # makes the keys, so their sizes can be read
         pass
     meta = CircuitMeta(**json.loads((keys_dir / "porep-c2-tiny-bn128.json").read_text()))
     # One partition's reservation and a loaded key fit; a second reservation with the key headroom never does.
     part, key = meta.partition_bytes, meta.key_alloc_bytes
     budget = part + key + min(part, key) // 2
-    config = make(memory_budget_bytes=budget, synthesis_workers=2, prefetch_partitions=4)
+    config = engine_config(memory_budget_bytes=budget, synthesis_workers=2, prefetch_partitions=4)
     async with running(config) as h:
         live: list[int] = []
         budget_now = h.engine.budget
@@ -247,9 +125,9 @@ async def test_every_reservation_is_returned_exactly(h: Harness) -> None:
 
 
 async def test_a_partition_larger_than_the_whole_budget_is_refused_with_413(
-    make: Callable[..., Config],
+    engine_config: Callable[..., Config],
 ) -> None:
-    async with running(make(memory_budget_bytes=1 << 20)) as h:
+    async with running(engine_config(memory_budget_bytes=1 << 20)) as h:
         with pytest.raises(JobRejected) as refused:
             await h.submit("porep-c2")
         assert refused.value.status_code == 413 and "memory_budget_bytes" in refused.value.detail
@@ -294,8 +172,10 @@ async def test_a_dead_synthesis_process_is_retried(h: Harness) -> None:
     await h.assert_clean()
 
 
-async def test_after_max_attempts_the_job_fails_naming_the_partition(make: Callable[..., Config]) -> None:
-    async with running(make(max_attempts=2)) as h:
+async def test_after_max_attempts_the_job_fails_naming_the_partition(
+    engine_config: Callable[..., Config],
+) -> None:
+    async with running(engine_config(max_attempts=2)) as h:
         h.gate.act(lambda s: s.name == "prove_start", _kill(h), times=2)
         job_id = await h.submit("winning-post")
         assert await h.done(job_id) is JobState.FAILED
@@ -389,8 +269,10 @@ async def test_a_sector_of_the_wrong_size_is_refused_before_anything_is_journall
 # -- restart --------------------------------------------------------------------------------------------
 
 
-async def test_a_restart_resumes_unfinished_jobs_without_proving_again(make: Callable[..., Config]) -> None:
-    config = make()
+async def test_a_restart_resumes_unfinished_jobs_without_proving_again(
+    engine_config: Callable[..., Config],
+) -> None:
+    config = engine_config()
     async with running(config) as h:
         job_id = await h.submit("porep-c2")
         label = f"{job_id}/4"
@@ -423,9 +305,11 @@ class _NoMoreWorkers(InProcessBackend):
         return super().new_worker(worker_id, device)
 
 
-async def test_an_engine_that_cannot_go_on_stops_loudly_and_says_why(make: Callable[..., Config]) -> None:
+async def test_an_engine_that_cannot_go_on_stops_loudly_and_says_why(
+    engine_config: Callable[..., Config],
+) -> None:
     backend = _NoMoreWorkers()
-    async with Engine(make(), backend=backend) as engine:
+    async with Engine(engine_config(), backend=backend) as engine:
         failed = asyncio.create_task(engine.until_failed())
         backend.kill("cpu:0/w0")
         async with asyncio.timeout(WAIT):

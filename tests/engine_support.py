@@ -1,0 +1,220 @@
+"""The real engine on the in-process backend, for fast tests: a gate that holds, fails or kills steps, a
+harness around a started engine, and the same engine behind the real HTTP app and a uvicorn server.
+
+Real Groth16 proofs at the ``tiny`` profile, a real journal, the real tracker; no processes, so every step
+happens in a known order. Nothing here waits on time: every wait is on an event, bounded by ``WAIT``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import dataclasses
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import uvicorn
+
+from prooflane.api import close_streams, create_app
+from prooflane.config import Config
+from prooflane.devices import InProcessBackend, Step
+from prooflane.engine import Engine
+from prooflane.errors import JobRejected
+from prooflane.kinds import SynthesisTask
+from prooflane.models import JobRequest
+from prooflane.server import bind
+from prooflane.states import JobState, WorkerState
+
+WAIT = 60.0  # the most any one condition may take before the test fails
+INLINE_SECTOR = {"size": 256, "seed": "07"}  # a tiny-profile sector the engine creates from the request
+
+T = TypeVar("T")
+
+
+@dataclass
+class Hold:
+    """Steps matching ``match`` wait here until ``release`` is set; ``reached`` is set by the first."""
+
+    match: Callable[[Step], bool]
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    reached: asyncio.Event = field(default_factory=asyncio.Event)
+    action: Callable[[Step], None] | None = None  # run instead of holding (kill a worker, raise...)
+    times: int = 1  # how many matching steps it acts on
+
+
+class Gate:
+    """The backend's hook: holds, fails or kills steps by rule."""
+
+    def __init__(self) -> None:
+        self.rules: list[Hold] = []
+
+    def hold(self, match: Callable[[Step], bool]) -> Hold:
+        rule = Hold(match)
+        self.rules.append(rule)
+        return rule
+
+    def act(self, match: Callable[[Step], bool], action: Callable[[Step], None], times: int = 1) -> Hold:
+        rule = Hold(match, action=action, times=times)
+        self.rules.append(rule)
+        return rule
+
+    async def __call__(self, step: Step) -> None:
+        for rule in self.rules:
+            if rule.times <= 0 or not rule.match(step):
+                continue
+            rule.reached.set()
+            if rule.action is not None:
+                rule.times -= 1
+                rule.action(step)
+            elif not rule.release.is_set():
+                await rule.release.wait()
+
+
+def synthesis_of(step: Step) -> tuple[str, int] | None:
+    """(job id, partition) of a synthesis step, else None."""
+    if step.call == "synthesize_partition":
+        task = step.args[0]
+        assert isinstance(task, SynthesisTask)
+        return task.job_id, task.partition
+    return None
+
+
+def is_synthesis(step: Step) -> bool:
+    return synthesis_of(step) is not None
+
+
+@dataclass
+class Harness:
+    engine: Engine
+    backend: InProcessBackend
+    gate: Gate
+
+    def synthesized(self) -> list[tuple[str, int]]:
+        return [s for s in map(synthesis_of, self.backend.steps) if s is not None]
+
+    async def submit(self, kind: str = "winning-post", **fields: Any) -> str:
+        request = {"kind": kind, "sector": INLINE_SECTOR} | fields
+        return await self.engine.submit(JobRequest.model_validate(request))
+
+    async def done(self, job_id: str) -> JobState:
+        """Wait for the job to end; its final state."""
+        with contextlib.suppress(JobRejected):  # 409: it failed or was cancelled
+            await self.engine.wait_proof(job_id, WAIT)
+        return self.state(job_id)
+
+    def state(self, job_id: str) -> JobState:
+        view = self.engine.job(job_id)
+        assert view is not None
+        return view.state
+
+    async def assert_clean(self) -> None:
+        """Once the work still running for ended jobs returns: nothing reserved, every invariant holding,
+        every worker live and idle."""
+        budget = self.engine.budget
+        async with asyncio.timeout(WAIT):
+            while budget.reserved:
+                await budget.wait_change()
+        snapshot = self.engine.snapshot()
+        assert snapshot.invariant_violations == ()
+        assert snapshot.illegal_events == 0
+        assert snapshot.memory.reserved_bytes == 0 and snapshot.memory.reservations == 0
+        assert {w.state for w in snapshot.workers} == {WorkerState.IDLE}
+
+
+def tiny_config(data_dir: Path, keys_dir: Path, **overrides: object) -> Config:
+    """A one-worker, one-synthesis-slot engine at the tiny profile (``overrides`` change any key)."""
+    values: dict[str, object] = {
+        "data_dir": data_dir,
+        "keys_dir": keys_dir,
+        "profile": "tiny",
+        "devices": ("cpu:0",),
+        "workers_per_device": 1,
+        "synthesis_workers": 1,
+        "prefetch_partitions": 1,
+        "memory_budget_bytes": 1 << 30,
+    }
+    return Config(**(values | overrides))  # type: ignore[arg-type]
+
+
+@contextlib.asynccontextmanager
+async def running(config: Config) -> AsyncIterator[Harness]:
+    """An engine on the in-process backend, stopped at the end of the block."""
+    gate = Gate()
+    backend = InProcessBackend(gate)
+    async with Engine(config, backend=backend) as engine:
+        yield Harness(engine, backend, gate)
+
+
+def api_config(config: Config, token: str = "") -> Config:
+    """The engine's config with the API's token and a small body limit (for the limit tests)."""
+    return dataclasses.replace(config, token=token, max_request_bytes=4096)
+
+
+@dataclass
+class Served:
+    """An engine on the in-process backend behind the real app, served by uvicorn on a free port of
+    127.0.0.1, both on one event loop in a thread. The test runs code on that loop with ``run``/``call``."""
+
+    url: str
+    h: Harness
+    loop: asyncio.AbstractEventLoop
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the server's loop (where the engine lives) and return its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(WAIT)
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """Call ``fn()`` on the server's loop and return its result."""
+
+        async def call() -> T:
+            return fn()
+
+        return self.run(call())
+
+    def hold(self, match: Callable[[Step], bool] = is_synthesis) -> Hold:
+        """Hold the steps matching ``match`` (by default every synthesis) until ``release``."""
+        return self.call(lambda: self.h.gate.hold(match))
+
+    def release(self, rule: Hold) -> None:
+        self.call(rule.release.set)
+
+
+@contextlib.contextmanager
+def served(config: Config, token: str = "") -> Iterator[Served]:
+    """Start the engine, then serve ``create_app(engine)`` over real HTTP until the block ends."""
+    sock = bind("127.0.0.1", 0)  # listening already: a request made before uvicorn accepts waits in line
+    loop = asyncio.new_event_loop()
+    up: concurrent.futures.Future[Harness] = concurrent.futures.Future()
+    stop = asyncio.Event()
+
+    async def serve() -> None:
+        try:
+            async with running(config) as h:
+                app = create_app(h.engine, api_config(config, token))
+                server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning"))
+                serving = asyncio.create_task(server.serve(sockets=[sock]))
+                up.set_result(h)
+                await stop.wait()
+                close_streams(app)
+                server.should_exit = True
+                await serving
+        except BaseException as exc:
+            if not up.done():
+                up.set_exception(exc)
+            raise
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),))
+    thread.start()
+    try:
+        harness = up.result(WAIT)
+        host, port = sock.getsockname()[:2]
+        yield Served(f"http://{host}:{port}", harness, loop)
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join()
+        loop.close()
+        sock.close()
