@@ -17,6 +17,7 @@ from typing import Any
 import uvicorn
 
 from prooflane._feed import FeedItem
+from prooflane._snapshot import Health
 from prooflane.api import close_streams, create_app
 from prooflane.config import Config
 from prooflane.errors import JobRejected
@@ -227,6 +228,9 @@ class FakeEngine:
 
     def snapshot(self) -> FakeSnapshot:
         return self.tracker.snapshot()
+
+    def health(self) -> Health:
+        return Health(True, ()) if self.ready else Health(False, ("starting",))
 
     def totals(self) -> TrackerTotals:
         return self.tracker.totals()

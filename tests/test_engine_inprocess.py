@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine_support import WAIT, Harness, running, synthesis_of
+from engine_support import WAIT, Gate, Harness, running, synthesis_of
 from prooflane.config import Config
 from prooflane.devices import Device, InProcessBackend, PoolProcessDied, Step
 from prooflane.devices._inprocess import InProcessWorker
@@ -22,7 +22,7 @@ from prooflane.errors import JobRejected
 from prooflane.groth16 import Proof, VerificationKey, verify
 from prooflane.kinds import CircuitMeta
 from prooflane.models import InlineSector, JobRequest
-from prooflane.states import JobState
+from prooflane.states import JobState, WorkerState
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -319,3 +319,56 @@ async def test_an_engine_that_cannot_go_on_stops_loudly_and_says_why(
         with pytest.raises(JobRejected) as refused:
             await engine.submit(JobRequest.model_validate({"kind": "winning-post", "sector": {"size": 256}}))
         assert refused.value.status_code == 503
+
+
+class _Unstartable(InProcessBackend):
+    """After its first worker, every new worker dies as it starts (its processes cannot come up)."""
+
+    def new_worker(self, worker_id: str, device: Device) -> InProcessWorker:
+        worker = super().new_worker(worker_id, device)
+        if self.started_one:
+            worker.die("cannot start: no processes left")
+        self.started_one = True
+        return worker
+
+    started_one = False
+
+
+async def test_a_worker_that_cannot_come_back_is_shown_lost_and_health_says_so(
+    engine_config: Callable[..., Config],
+) -> None:
+    backend = _Unstartable()
+    async with Engine(engine_config(), backend=backend) as engine:
+        assert engine.health().ok
+        feed = engine.subscribe(engine.snapshot().seq)
+        backend.kill("cpu:0/w0", "killed by the test")
+        async with asyncio.timeout(WAIT):
+            async for item in feed:
+                if item.event == "worker_lost":
+                    break
+        snapshot = engine.snapshot()
+        assert [(w.worker_id, w.state) for w in snapshot.workers] == [("cpu:0/w0", WorkerState.LOST)]
+        health = engine.health()
+        assert not health.ok and health.devices_down == ("cpu:0",)
+        assert any("cpu:0" in reason for reason in health.reasons)
+        assert snapshot.invariant_violations == ()
+
+
+async def test_a_queue_that_does_not_move_while_workers_are_free_is_reported_stalled(
+    engine_config: Callable[..., Config],
+) -> None:
+    now = [1000.0]
+    gate = Gate()
+    held = gate.hold(lambda s: synthesis_of(s) is not None)
+    async with Engine(
+        engine_config(stall_secs=60), backend=InProcessBackend(gate), clock=lambda: now[0]
+    ) as engine:
+        await engine.submit(JobRequest.model_validate({"kind": "porep-c2", "sector": {"size": 256}}))
+        await held.reached.wait()  # synthesis hangs; nine partitions wait; the worker is free
+        now[0] += 59
+        assert engine.health().ok
+        now[0] += 2
+        health = engine.health()
+        assert not health.ok and health.reasons[0].startswith("queue stalled: 9 partitions wait")
+        assert engine.snapshot().health == health
+        held.release.set()

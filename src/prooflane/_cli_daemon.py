@@ -164,16 +164,16 @@ def _follow(client: Client, job_id: str) -> JobView:
 def status(
     url: Url = DEFAULT_URL,
     check: Annotated[
-        bool, typer.Option("--check", help="Exit 0 if the daemon accepts jobs, else 1.")
+        bool, typer.Option("--check", help="Exit 0 if the daemon can do its work, else 1 with the reason.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw /status JSON.")] = False,
 ) -> None:
     """Print a readable summary of the daemon's state (or, with --check, just its health)."""
     with Client(url, timeout=5.0) as client:
         if check:
-            healthy = client.health()
-            print(f"{'ok' if healthy else 'down'}: {url} {'accepts jobs' if healthy else 'does not answer'}")
-            raise typer.Exit(0 if healthy else 1)
+            problem = client.health_reason()
+            print(f"ok: {url} can do its work" if problem is None else f"down: {url} {problem}")
+            raise typer.Exit(0 if problem is None else 1)
         with _errors():
             snapshot = client.status()
         if as_json:

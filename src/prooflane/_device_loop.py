@@ -59,6 +59,13 @@ class DeviceLoop:
                 failures += 1
                 if failures >= MAX_FAILED_STARTS and not registered.is_set():
                     raise RuntimeError(f"worker {worker_id} cannot start: {exc}") from None
+                if failures == MAX_FAILED_STARTS:  # shown lost; tried again, less and less often
+                    self._pipeline.post(
+                        ev.WorkerLost(
+                            at=self._pipeline.clock(), worker_id=worker_id, reason=str(exc),
+                            device=device.name, device_kind=device.kind, node=device.node,
+                        )
+                    )  # fmt: skip
                 await asyncio.sleep(min(MAX_BACKOFF_SECS, 0.25 * 2**failures))
                 continue
             failures = 0
@@ -68,10 +75,16 @@ class DeviceLoop:
                     worker_id=worker_id,
                     device=device.name,
                     device_kind=device.kind,
+                    node=device.node,
                 )
             )
             registered.set()
             self._worker_died(worker, await self._run(worker))
+
+    def busy(self) -> tuple[int, int]:
+        """(workers holding a partition, live workers)."""
+        live = [w for w in self.workers.values() if not w.dead]
+        return sum(bool(self._held.get(w)) for w in live), len(live)
 
     async def _run(self, worker: DeviceWorker) -> str:
         """Feed the worker until it dies; return why. An error of the engine's own is raised."""

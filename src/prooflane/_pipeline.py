@@ -46,6 +46,7 @@ class Pipeline:
         self.ready: WorkQueue[PartitionRun] = WorkQueue()
         self.jobs: dict[str, JobRun] = {}  # live and recently ended jobs
         self.store: Store | None = None
+        self.progressed_at = clock()  # when a partition last moved (for the stall check of health)
         self.tg: asyncio.TaskGroup | None = None
 
     @property
@@ -58,7 +59,21 @@ class Pipeline:
     def post(self, event: ev.Event) -> None:
         """Apply one event to the tracker (event loop only) and let the dispatcher look again."""
         self.tracker.apply(event)
+        if isinstance(event, _PROGRESS):
+            self.progressed_at = event.at
         self.kick.set()
+
+    def stalled(self, busy_workers: int, live_workers: int) -> str | None:
+        """Why the queue is stalled, or None: work waits, capacity is free, nothing moved for a while."""
+        waiting = len(self.pending) + len(self.ready)
+        limit = self.config.stall_secs
+        quiet = self.clock() - self.progressed_at
+        if waiting and busy_workers < live_workers and quiet >= limit:
+            return (
+                f"queue stalled: {waiting} partitions wait, {live_workers - busy_workers} workers are free, "
+                f"and nothing has moved for {quiet:.0f} s (stall_secs = {limit:g})"
+            )
+        return None
 
     def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         """A task in the engine's task group (its failure stops the engine, loudly)."""
@@ -128,6 +143,12 @@ class Pipeline:
     def _forget(self, job: JobRun) -> None:
         if self.jobs.get(job.job_id) is job:
             del self.jobs[job.job_id]
+
+
+_PROGRESS = (
+    ev.JobSubmitted, ev.SynthesisStarted, ev.SynthesisFinished, ev.LeaseGranted, ev.DeviceSectionFinished,
+    ev.FinalizeFinished, ev.PartitionRetried, ev.JobDone, ev.JobFailed, ev.JobCancelled,
+)  # fmt: skip
 
 
 def _job_ended(job_id: str, state: JobState, error: str | None, partition: int | None, at: float) -> ev.Event:

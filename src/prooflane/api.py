@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import __version__, metrics
 from ._feed import FeedItem
+from ._snapshot import Health
 from .config import Config
 from .errors import JobRejected
 from .models import (
@@ -66,6 +67,8 @@ class EngineApi(Protocol):
     def totals(self) -> TrackerTotals: ...
 
     def subscribe(self, last_event_id: int | None = None) -> AsyncIterator[FeedItem]: ...
+
+    def health(self) -> Health: ...
 
     async def submit(self, req: JobRequest) -> str: ...
 
@@ -330,10 +333,13 @@ def _add_status_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -
 
     @app.get("/healthz", tags=["status"])
     async def healthz() -> JSONResponse:
-        """200 once the daemon accepts jobs, 503 before (for systemd and container health checks)."""
-        if engine.ready:
+        """200 only when the daemon can do its work: running, every device with a live worker, the queue not
+        stalled. 503 otherwise, with the reasons (for systemd and container health checks)."""
+        health = engine.health()
+        if health.ok:
             return JSONResponse({"ok": True, "version": __version__})
-        return JSONResponse({"ok": False, "detail": "starting"}, status_code=503)
+        detail = "; ".join(health.reasons)
+        return JSONResponse({"ok": False, "detail": detail, "reasons": list(health.reasons)}, status_code=503)
 
 
 def _parse_event_id(raw: str | None) -> int | None:

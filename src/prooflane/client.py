@@ -162,12 +162,23 @@ class Client:
         return self._request("GET", "/metrics").text
 
     def health(self) -> bool:
-        """True when the daemon answers and accepts jobs; False when it is starting or unreachable."""
+        """True when the daemon answers and can do its work; False otherwise (see :meth:`health_reason`)."""
+        return self.health_reason() is None
+
+    def health_reason(self) -> str | None:
+        """None when the daemon is healthy; else why not (unreachable, starting, a device without a live
+        worker, a stalled queue: what ``/healthz`` says)."""
         try:
             response = self._http.get("/healthz", timeout=min(self._timeout, 5.0))
-        except httpx.HTTPError:
-            return False
-        return response.status_code == 200
+        except httpx.HTTPError as exc:
+            return f"does not answer ({type(exc).__name__})"
+        if response.status_code == 200:
+            return None
+        try:
+            detail = str(response.json().get("detail") or "")
+        except ValueError:
+            detail = ""
+        return detail or f"/healthz answered {response.status_code}"
 
     def events(self, last_event_id: int | None = None) -> Generator[ServerEvent, None, None]:
         """Iterate over the server-sent events, from after ``last_event_id`` when given.

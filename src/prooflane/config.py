@@ -52,6 +52,7 @@ class Config:
     memory_margin_bytes: int = 2 * _GIB
     prefetch_partitions: int = 0
     max_attempts: int = 3
+    stall_secs: float = 300.0
     live_retention_secs: float = 60.0
     max_request_bytes: int = 1 << 20
     # [ray]: run synthesis and the device workers on a Ray cluster (docs/ray.md); "" = this machine only.
@@ -77,6 +78,7 @@ class Config:
             _check(getattr(self, key) >= 0, key, "expected 0 (automatic) or a positive number")
         _check(0 <= self.worker_niceness <= 19, "worker_niceness", "expected 0..19")
         _check(self.max_attempts >= 1, "max_attempts", "expected at least 1")
+        _check(self.stall_secs > 0, "stall_secs", "expected a number of seconds > 0")
         _check(self.live_retention_secs >= 0, "live_retention_secs", "expected a number of seconds >= 0")
         _check(self.max_request_bytes >= 1024, "max_request_bytes", "expected at least 1024")
         _check(self.ray_synthesis_cpus > 0, "ray_synthesis_cpus", "expected a positive number of CPUs")

@@ -33,7 +33,7 @@ from ._dispatch import Dispatcher
 from ._feed import FeedItem
 from ._jobs import journal_view, live_view
 from ._pipeline import Pipeline
-from ._snapshot import StatusSnapshot
+from ._snapshot import Health, StatusSnapshot
 from .config import Config
 from .devices import DeviceBackend, ProcessBackend, WorkerInfo
 from .errors import JobRejected
@@ -282,11 +282,24 @@ class Engine:
 
     def snapshot(self) -> StatusSnapshot:
         """A frozen, consistent view of everything (``GET /status``)."""
-        return self._pipeline.tracker.snapshot()
+        return self._pipeline.tracker.snapshot(*self._engine_reasons())
 
     def totals(self) -> TrackerTotals:
         """Counters since boot and gauges now (``GET /metrics``)."""
-        return self._pipeline.tracker.totals()
+        return self._pipeline.tracker.totals(*self._engine_reasons())
+
+    def health(self) -> Health:
+        """Whether the daemon can do its work now, and if not, why (``GET /healthz``, ``status --check``):
+        every device has a live worker, the queue is not stalled, the pipeline is running."""
+        return self._pipeline.tracker.health(*self._engine_reasons())
+
+    def _engine_reasons(self) -> tuple[str, ...]:
+        if self.failure is not None:
+            return (f"the engine stopped: {self.failure}",)
+        if not self.ready:
+            return ("starting",) if self._runner is None else ("stopping",)
+        stalled = self._pipeline.stalled(*self._devices.busy())
+        return (stalled,) if stalled else ()
 
     def subscribe(self, last_event_id: int | None = None) -> AsyncIterator[FeedItem]:
         """The event stream (``GET /v1/events``), resumed after ``last_event_id`` when given."""
