@@ -54,6 +54,7 @@ class Config:
     max_attempts: int = 3
     live_retention_secs: float = 60.0
     max_request_bytes: int = 1 << 20
+    request_timeout_secs: float = 30.0
 
     def __post_init__(self) -> None:
         # Profiles and curves have their homes in the circuits and the prover (imported here: heavy to load).
@@ -71,6 +72,7 @@ class Config:
         _check(self.max_attempts >= 1, "max_attempts", "expected at least 1")
         _check(self.live_retention_secs >= 0, "live_retention_secs", "expected a number of seconds >= 0")
         _check(self.max_request_bytes >= 1024, "max_request_bytes", "expected at least 1024")
+        _check(self.request_timeout_secs > 0, "request_timeout_secs", "expected a number of seconds > 0")
         for device in self.devices:
             _check(device.split(":")[0] == "cpu", "devices", f"unknown device {device!r}: expected 'cpu[:N]'")
 
