@@ -237,8 +237,8 @@ def keepalive(samples: int) -> dict[str, Any]:
 
 
 def over_http(url: str, samples: int) -> dict[str, Any]:
-    # One connection per request: on a kept-alive connection Python clients wait ~40 ms per answer (delayed
-    # ACK against the server's separate header and body writes), which would hide the daemon's own time.
+    # One connection per request, as a poller that does not keep connections alive (--keepalive times the
+    # other way).
     parsed = urlsplit(url)
     host, port = parsed.hostname or "127.0.0.1", parsed.port or 80
     latencies, jobs, partitions, sizes = [], [], [], []
