@@ -9,6 +9,9 @@ Two modes:
   (``snapshot().to_json_text()``) while events keep arriving between samples.
   ``--partition-seconds S`` (the single-threaded CPU seconds one partition takes to prove, as
   ``bench_pipeline.py`` reports it) turns the tracker's CPU per partition into a share of proving time.
+* ``--keepalive``: serves the same 100 x 16 tracker through the daemon's own app and server stack on a free
+  port and times ``/healthz`` and ``/status`` through one :class:`prooflane.Client` (one kept-alive
+  connection), as pollers and dashboards use it.
 * ``--url http://127.0.0.1:9821``: times ``GET /status`` on a running daemon (load it first, for example with
   ``prooflane bench --url ... --jobs 100``), and reports how many jobs and partitions each answer held.
 
@@ -94,21 +97,8 @@ class SyntheticEngine:
             self.post(ev.JobDone(at=self.clock.now, job_id=job_id))
 
 
-def direct(samples: int, partition_seconds: float | None) -> dict[str, Any]:
-    clock = _Clock()
-    tracker = StatusTracker(TrackerConfig(retention_secs=1e9, memory_total_bytes=1 << 40), clock=clock)
-    engine = SyntheticEngine(tracker, clock)
-
-    # 1. CPU per event: a full lifecycle of 100 x 16 partitions.
-    ids = engine.submit("warm", JOBS)
-    before, start = engine.events, time.process_time()
-    engine.run_jobs(ids)
-    cpu = time.process_time() - start
-    lifecycle_events = engine.events - before
-    per_event_us = cpu / lifecycle_events * 1e6
-    per_partition_us = cpu / (JOBS * PARTITIONS) * 1e6
-
-    # 2. /status with 100 live jobs of 16 partitions in mixed states (the finished ones above leave the view).
+def _live_tracker() -> tuple[_Clock, StatusTracker, SyntheticEngine, list[str]]:
+    """A tracker with 100 live jobs of 16 partitions in mixed states."""
     clock = _Clock()
     tracker = StatusTracker(TrackerConfig(memory_total_bytes=1 << 40), clock=clock)
     engine = SyntheticEngine(tracker, clock)
@@ -124,6 +114,25 @@ def direct(samples: int, partition_seconds: float | None) -> dict[str, Any]:
             engine.advance(job_id, index, steps, engine.workers[index % len(engine.workers)])
     for worker, (job_id, index) in zip(engine.workers, to_prove, strict=False):
         engine.advance(job_id, index, 3, worker, start=2)  # one proving partition per worker
+    return clock, tracker, engine, live
+
+
+def direct(samples: int, partition_seconds: float | None) -> dict[str, Any]:
+    clock = _Clock()
+    tracker = StatusTracker(TrackerConfig(retention_secs=1e9, memory_total_bytes=1 << 40), clock=clock)
+    engine = SyntheticEngine(tracker, clock)
+
+    # 1. CPU per event: a full lifecycle of 100 x 16 partitions.
+    ids = engine.submit("warm", JOBS)
+    before, start = engine.events, time.process_time()
+    engine.run_jobs(ids)
+    cpu = time.process_time() - start
+    lifecycle_events = engine.events - before
+    per_event_us = cpu / lifecycle_events * 1e6
+    per_partition_us = cpu / (JOBS * PARTITIONS) * 1e6
+
+    # 2. /status with 100 live jobs of 16 partitions in mixed states (the finished ones above leave the view).
+    clock, tracker, engine, live = _live_tracker()
     latencies, cpu_ms, sizes = [], [], []
     pending = [(j, i) for j in live for i in range(PARTITIONS) if (live.index(j) * PARTITIONS + i) % 6 == 0]
     attempts = dict.fromkeys(pending, 1)
@@ -163,9 +172,73 @@ def direct(samples: int, partition_seconds: float | None) -> dict[str, Any]:
     return result
 
 
+class _ServedTracker:
+    """What the HTTP API needs of an engine to serve /status and /healthz: a ready flag and snapshots."""
+
+    ready = True
+
+    def __init__(self, tracker: StatusTracker) -> None:
+        self._tracker = tracker
+
+    def snapshot(self) -> Any:
+        return self._tracker.snapshot()
+
+
+def keepalive(samples: int) -> dict[str, Any]:
+    """Serve the 100 x 16 tracker through the daemon's own app and server stack, then time /healthz and
+    /status through one `prooflane.Client` (one kept-alive connection), as pollers and dashboards do."""
+    import asyncio
+    import threading
+    from typing import cast
+
+    import uvicorn
+
+    from prooflane import Client
+    from prooflane.api import EngineApi, create_app
+    from prooflane.config import Config
+    from prooflane.server import MAX_HEADER_BYTES, _connection_class, _Server, bind
+
+    _, tracker, _, _ = _live_tracker()
+    app = create_app(cast(EngineApi, _ServedTracker(tracker)), Config())
+    sock = bind("127.0.0.1", 0)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server = _Server(
+        uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
+                       http=_connection_class(30.0), h11_max_incomplete_event_size=MAX_HEADER_BYTES)
+    )  # fmt: skip
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    health, status = [], []
+    try:
+        with Client(url) as client:
+            client.health()
+            for _ in range(samples):
+                start = time.perf_counter()
+                client.health()
+                health.append((time.perf_counter() - start) * 1000)
+                start = time.perf_counter()
+                body = client.status()
+                status.append((time.perf_counter() - start) * 1000)
+    finally:
+        server.should_exit = True
+        thread.join()
+    return {
+        "mode": "keepalive",
+        "live_jobs": len(body["pipelines"]),
+        "live_partitions": sum(len(p["partitions"]) for p in body["pipelines"]),
+        "healthz_p50_ms": _percentile(health, 50),
+        "healthz_p99_ms": _percentile(health, 99),
+        "status_p50_ms": _percentile(status, 50),
+        "status_p99_ms": _percentile(status, 99),
+        "status_max_ms": max(status),
+    }
+
+
 def over_http(url: str, samples: int) -> dict[str, Any]:
-    # One connection per request: on a kept-alive connection Python clients wait ~40 ms per answer (delayed
-    # ACK against the server's separate header and body writes), which would hide the daemon's own time.
+    # One connection per request, as a poller that does not keep connections alive (--keepalive times the
+    # other way).
     parsed = urlsplit(url)
     host, port = parsed.hostname or "127.0.0.1", parsed.port or 80
     latencies, jobs, partitions, sizes = [], [], [], []
@@ -229,12 +302,16 @@ def main() -> None:
         default=0,
         help="with --url: first submit this many jobs (cancelled after the samples)",
     )
+    parser.add_argument("--keepalive", action="store_true",
+                        help="time /healthz and /status through one kept-alive prooflane.Client")  # fmt: skip
     parser.add_argument("--kind", default="snap-update", help="kind of the --load jobs (default snap-update)")
     parser.add_argument("--sector", help="sector folder for the --load jobs (prooflane sector new ...)")
     args = parser.parse_args()
     if args.load and not (args.url and args.sector):
         parser.error("--load needs --url and --sector")
-    if args.url and args.load:
+    if args.keepalive:
+        result = keepalive(args.samples)
+    elif args.url and args.load:
         result = under_load(args.url, args.samples, args.load, args.kind, args.sector)
     elif args.url:
         result = over_http(args.url, args.samples)

@@ -351,3 +351,48 @@ async def test_settings_come_from_the_config() -> None:
     assert settings.token == "tok"
     assert settings.max_body_bytes == 4096
     assert ApiSettings.from_config(api_config("")).token is None
+
+
+async def test_head_status_and_healthz_answer_without_a_body(http: Http) -> None:
+    for path in ("/status", "/healthz"):
+        answer = await http.head(path)
+        assert answer.status_code == 200
+        assert answer.content == b""
+
+
+async def test_405_names_the_methods_the_route_takes(http: Http) -> None:
+    answer = await http.delete("/status")
+    assert answer.status_code == 405
+    assert answer.headers["allow"] == "GET, HEAD"
+    answer = await http.put("/v1/jobs/abc")
+    assert answer.status_code == 405
+    assert answer.headers["allow"] == "DELETE, GET"
+
+
+async def test_a_job_id_with_a_trailing_newline_is_refused(http: Http) -> None:
+    answer = await http.post("/v1/jobs", json={"kind": "porep-c2", "sector": "/tmp/s", "job_id": "abc\n"})
+    assert answer.status_code == 422
+    assert "job_id" in answer.json()["detail"]
+
+
+async def test_deeply_nested_circuit_inputs_are_refused(http: Http) -> None:
+    nested: dict[str, object] = {}
+    cur = nested
+    for _ in range(256):
+        cur["a"] = {}
+        cur = cur["a"]  # type: ignore[assignment]
+    answer = await http.post("/v1/jobs", json={"kind": "circom", "circuit": "c", "witnesses": [nested]})
+    assert answer.status_code == 422
+    assert "levels deep" in answer.json()["detail"]
+
+
+async def test_a_long_poll_open_at_shutdown_gets_202_at_once() -> None:
+    app, _, client = make()
+    async with client:
+        job_id = await submit(client)
+        poll = asyncio.create_task(client.get(f"/v1/jobs/{job_id}/proof", params={"wait": 250}))
+        await asyncio.sleep(0.05)
+        close_streams(app)
+        answer = await poll
+        assert answer.status_code == 202
+        assert answer.json()["job_id"] == job_id

@@ -266,6 +266,13 @@ async def test_a_sector_of_the_wrong_size_is_refused_before_anything_is_journall
     assert h.engine.jobs() == []
 
 
+async def test_an_inline_sector_of_a_terabyte_is_refused_before_anything_is_built(h: Harness) -> None:
+    with pytest.raises(JobRejected) as refused:
+        await h.engine.submit(JobRequest(kind="porep-c2", sector=InlineSector(size=1 << 40), job_id="huge"))
+    assert refused.value.status_code == 422 and f"{1 << 40} bytes" in refused.value.detail
+    assert not (h.engine.config.data_dir / "sectors" / "huge").exists()
+
+
 # -- restart --------------------------------------------------------------------------------------------
 
 

@@ -8,6 +8,7 @@ every unfinished job of the journal without proving again what was proven.
 from __future__ import annotations
 
 import os
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -19,7 +20,7 @@ from ._jobs import JobRun, PartitionRun
 from ._pipeline import Pipeline
 from .errors import JobRejected, ProoflaneError
 from .kinds import BUILTIN_KINDS, CIRCOM, CircomInput, CircuitMeta, StorageInput, kind_spec
-from .models import JobRequest
+from .models import InlineSector, JobRequest
 from .states import JobState, PartitionState, Priority
 from .store import JobRecord
 
@@ -139,18 +140,28 @@ class Admission:
         from .circuits import Sector, profile_by_name
 
         cfg = self._pipeline.config
+        want = profile_by_name(cfg.profile).sector_bytes
+        inline = isinstance(req.sector, InlineSector)
+        if isinstance(req.sector, InlineSector) and req.sector.size != want:
+            # Refused before anything is built: an inline sector of any other size could never be proven.
+            raise JobRejected(
+                f"sector: an inline sector of {req.sector.size} bytes, but profile {cfg.profile!r} proves "
+                f"sectors of {want} bytes",
+                422,
+            )
+        path = cfg.data_dir / "sectors" / job_id
         try:
             if isinstance(req.sector, str):
                 path = Path(req.sector).expanduser().resolve()
                 sector = Sector.open(path)
             else:
                 assert req.sector is not None
-                path = cfg.data_dir / "sectors" / job_id
                 seed = bytes.fromhex(req.sector.seed.removeprefix("0x")) if req.sector.seed else None
                 sector = Sector.create(path, req.sector.size, seed=seed)
-        except (ProoflaneError, OSError, ValueError) as exc:
+        except (ProoflaneError, OSError, ValueError, RuntimeError) as exc:
+            if inline:
+                shutil.rmtree(path, ignore_errors=True)  # a rejected inline sector leaves nothing on disk
             raise JobRejected(f"sector: {exc}", 422) from None
-        want = profile_by_name(cfg.profile).sector_bytes
         if sector.size_bytes != want:
             raise JobRejected(
                 f"sector {str(path)!r} holds {sector.size_bytes} bytes, but profile {cfg.profile!r} "

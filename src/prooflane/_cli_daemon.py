@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import signal
 import socket
 import tempfile
 import time
@@ -42,6 +43,8 @@ Token = Annotated[
     str | None, typer.Option("--token", envvar="PROOFLANE_TOKEN", help="Bearer token for mutating routes.")
 ]
 DEMO_SECTOR_BYTES = PROFILES_BY_NAME["tiny"].sector_bytes
+DEMO_STOP_SECS = 8.0
+"""How long the demo waits for its daemon's clean stop before it SIGKILLs what is left."""
 
 
 @contextlib.contextmanager
@@ -72,6 +75,10 @@ def serve(
         str | None,
         typer.Option("--ray", help="Run on a Ray cluster: auto, local or ray://HOST:PORT (docs/ray.md)."),
     ] = None,
+    parent_pid: Annotated[
+        int | None,
+        typer.Option("--parent-pid", hidden=True, help="Shut down when this process ends (demo, bench)."),
+    ] = None,
 ) -> None:
     """Run the daemon: the engine and its HTTP API, until SIGINT or SIGTERM."""
     from .server import serve as run
@@ -95,7 +102,7 @@ def serve(
             print(f"{READY_PREFIX}{url}", flush=True)
             print(f"dashboard: {url}/", flush=True)
 
-        run(loaded, loaded.host, bind_port, on_ready=ready)
+        run(loaded, loaded.host, bind_port, on_ready=ready, parent_pid=parent_pid)
 
 
 # --- submit -----------------------------------------------------------------------------------
@@ -296,13 +303,15 @@ def demo(
     in_flight: Annotated[int, typer.Option("--in-flight", min=1, help="Jobs kept in flight.")] = 4,
     mix: Annotated[str, typer.Option("--mix", help="Kinds and weights of the workload.")] = DEFAULT_MIX,
 ) -> None:
-    """Start a daemon with its embedded defaults and feed it a mixed workload until Ctrl-C."""
+    """Start a daemon with its embedded defaults and feed it a mixed workload until Ctrl-C or SIGTERM."""
+    signal.signal(signal.SIGTERM, _interrupt)  # stopped by kill, systemd or a container runtime: as Ctrl-C
     with _errors(), contextlib.ExitStack() as stack:
         weights = parse_mix(mix)
         if data is None:
             data = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="prooflane-demo-")))
         daemon = DaemonProcess(data, profile="tiny", port=DEFAULT_PORT if _port_free(DEFAULT_PORT) else 0)
-        stack.callback(daemon.stop)  # first: Ctrl-C at any moment still stops the daemon
+        # First: Ctrl-C or SIGTERM at any moment still stops the daemon and its workers, within 10 s in all.
+        stack.callback(daemon.stop, DEMO_STOP_SECS)
         print(f"starting the daemon in {data} (the first start makes the dev keys; it takes a moment)")
         try:
             url = daemon.start()
@@ -313,9 +322,17 @@ def demo(
             print("\nstopping the daemon", flush=True)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _port_free(port: int) -> bool:
-    """Whether 127.0.0.1:``port`` can be bound now (the demo takes the default port when it can)."""
+    """Whether 127.0.0.1:``port`` can be bound now (the demo takes the default port when it can).
+
+    The probe binds as the server does (SO_REUSEADDR), so connections of a stopped daemon that linger in
+    TIME_WAIT do not make the port look busy."""
     with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:

@@ -24,7 +24,9 @@ READY_PREFIX = "prooflane listening on "
 class DaemonProcess:
     """Start `prooflane serve` on 127.0.0.1 (by default on a free port) and learn its URL when ready.
 
-    Standard error goes to ``log_path`` (default: ``daemon.log`` in the data folder).
+    Standard error goes to ``log_path`` (default: ``daemon.log`` in the data folder). The daemon runs in its
+    own session (a Ctrl-C in the terminal reaches this process, which stops it in order) and watches this
+    process: if it ends without stopping the daemon, the daemon shuts down by itself.
     """
 
     def __init__(
@@ -50,6 +52,7 @@ class DaemonProcess:
         """The command line that starts the daemon."""
         args = [sys.executable, "-c", "from prooflane.cli import main; main()", "serve"]
         args += ["--data", str(self.data_dir), "--host", "127.0.0.1", "--port", str(self.port)]
+        args += ["--parent-pid", str(os.getpid())]  # it shuts down if this process ends without stopping it
         if self.profile is not None:
             args += ["--profile", self.profile]
         if self.config_file is not None:

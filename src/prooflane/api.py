@@ -19,7 +19,9 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
 from . import __version__, metrics
 from ._feed import FeedItem
@@ -91,6 +93,13 @@ class EngineApi(Protocol):
     def circuits(self) -> list[CircuitInfo]: ...
 
 
+class ErrorBody(BaseModel):
+    """Every 4xx answer: what was wrong, in words a person can act on."""
+
+    detail: str = Field(description="What was refused and why, naming the field or file at fault.")
+    errors: list[str] | None = Field(default=None, description="For 422: each invalid field and its problem.")
+
+
 @dataclass(frozen=True)
 class ApiSettings:
     """What the HTTP layer needs from the config: auth, limits, and the SSE cadence."""
@@ -115,6 +124,7 @@ def create_app(engine: EngineApi, config: Config, *, settings: ApiSettings | Non
         summary="A pipelined Groth16 proving engine",
         docs_url="/docs",
         redoc_url=None,
+        responses={"4XX": {"model": ErrorBody, "description": "Refused: `detail` says why."}},
     )
     app.state.engine = engine
     app.state.settings = settings
@@ -183,9 +193,23 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     where = f"{request.method} {request.url.path}"
     if exc.status_code == 404 and detail == "Not Found":
         detail = f"no route or file for {where}: the API is under /v1 (see /openapi.json)"
-    elif exc.status_code == 405 and detail == "Method Not Allowed":
-        detail = f"{request.method} is not allowed on {request.url.path} (see /openapi.json)"
-    return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=exc.headers)
+    headers = exc.headers
+    if exc.status_code == 405:
+        allowed = _allowed_methods(request)
+        if allowed:  # a route of the API, not a dashboard file: say what it takes
+            headers = {**(headers or {}), "Allow": ", ".join(allowed)}
+        if detail == "Method Not Allowed":
+            detail = f"{request.method} is not allowed on {request.url.path} (see /openapi.json)"
+    return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=headers)
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """The methods the API's routes take on this request's path (empty when no API route has the path)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.methods and route.path_regex.match(request.url.path):
+            methods |= route.methods
+    return sorted(methods)
 
 
 def _not_found_job(job_id: str) -> HTTPException:
@@ -239,7 +263,7 @@ def _add_job_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> N
         """The job's proofs once done; `?wait=S` holds the request up to S seconds for it."""
         if wait > settings.max_wait_secs:
             raise HTTPException(400, f"wait={wait:g} is too long: at most {settings.max_wait_secs:g} seconds")
-        return await _proof_or_state(engine, job_id, wait)
+        return await _proof_or_state(engine, job_id, wait, app.state.closing)
 
     @app.delete("/v1/jobs/{job_id}", response_model=JobView, dependencies=auth, tags=["jobs"])
     async def cancel(job_id: str) -> JobView:
@@ -254,10 +278,10 @@ def _add_job_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> N
         return view
 
 
-async def _proof_or_state(engine: EngineApi, job_id: str, wait: float) -> Response:
+async def _proof_or_state(engine: EngineApi, job_id: str, wait: float, closing: asyncio.Event) -> Response:
     if engine.job(job_id) is None:
         raise _not_found_job(job_id)
-    found = await engine.wait_proof(job_id, wait)
+    found = await _wait_unless_closing(engine.wait_proof(job_id, wait), closing)
     if found is not None:
         return JSONResponse(found.model_dump(mode="json"))
     view = engine.job(job_id)
@@ -267,6 +291,21 @@ async def _proof_or_state(engine: EngineApi, job_id: str, wait: float) -> Respon
         raise HTTPException(409, f"job {job_id} is {view.state} and has no proof{reason}")
     # Not done yet: 202 with the job's state, so a client can poll again.
     return JSONResponse(view.model_dump(mode="json"), status_code=202, headers={"Retry-After": "1"})
+
+
+async def _wait_unless_closing(
+    waiting: Awaitable[JobProof | None], closing: asyncio.Event
+) -> JobProof | None:
+    """The long-poll's result, or None at once when the daemon shuts down (the caller answers 202)."""
+    proof = asyncio.ensure_future(waiting)
+    closed = asyncio.ensure_future(closing.wait())
+    try:
+        await asyncio.wait({proof, closed}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        closed.cancel()
+        if not proof.done():
+            proof.cancel()
+    return proof.result() if proof.done() and not proof.cancelled() else None
 
 
 # --- kinds and circuits ------------------------------------------------------------------------
@@ -308,6 +347,7 @@ def _add_kind_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> 
 
 
 def _add_status_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> None:
+    @app.head("/status", include_in_schema=False)
     @app.get("/status", tags=["status"], response_class=JSONResponse)
     async def status() -> Response:
         """A frozen snapshot of everything the engine is doing (the shape other tools parse)."""
@@ -331,6 +371,7 @@ def _add_status_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -
         """Prometheus text exposition."""
         return PlainTextResponse(metrics.render_totals(engine.totals()), media_type=metrics.CONTENT_TYPE)
 
+    @app.head("/healthz", include_in_schema=False)
     @app.get("/healthz", tags=["status"])
     async def healthz() -> JSONResponse:
         """200 only when the daemon can do its work: running, every device with a live worker, the queue not

@@ -63,6 +63,7 @@ class Config:
     ray_worker_memory_bytes: int = 0
     ray_include_dashboard: bool = False
     ray_start_timeout_secs: float = 120.0
+    request_timeout_secs: float = 30.0
 
     def __post_init__(self) -> None:
         # Profiles and curves have their homes in the circuits and the prover (imported here: heavy to load).
@@ -86,6 +87,7 @@ class Config:
         for key in ("ray_synthesis_memory_bytes", "ray_worker_memory_bytes"):
             _check(getattr(self, key) >= 0, key, "expected 0 (none declared) or a positive number")
         _check(self.ray_start_timeout_secs > 0, "ray_start_timeout_secs", "expected a positive number")
+        _check(self.request_timeout_secs > 0, "request_timeout_secs", "expected a number of seconds > 0")
         for device in self.devices:
             _check(device.split(":")[0] == "cpu", "devices", f"unknown device {device!r}: expected 'cpu[:N]'")
 

@@ -24,7 +24,11 @@ __all__ = [
 
 
 class ProoflaneError(Exception):
-    """Raised when prooflane cannot do what was asked; the base of every prooflane error."""
+    """Raised when prooflane cannot do what was asked; the base of every prooflane error.
+
+    Every subclass pickles (errors raised in a pool or worker process travel back to the daemon): one whose
+    ``__init__`` takes other arguments than its message says how to rebuild itself in ``__reduce__``.
+    """
 
     __slots__ = ()  # the layout of Exception, so that it can stand above Groth16Error (below)
 
@@ -45,8 +49,12 @@ class UnsatisfiedConstraint(CircuitError):
     def __init__(self, name: str, index: int, detail: str = "") -> None:
         self.name = name
         self.index = index
+        self.detail = detail
         message = f"constraint {index} ({name}) is not satisfied"
         super().__init__(f"{message}: {detail}" if detail else message)
+
+    def __reduce__(self) -> tuple[type[UnsatisfiedConstraint], tuple[str, int, str]]:
+        return type(self), (self.name, self.index, self.detail)
 
 
 class SectorError(ProoflaneError):
@@ -65,6 +73,9 @@ class JobRejected(ProoflaneError):
         self.status_code = status_code
         super().__init__(detail)
 
+    def __reduce__(self) -> tuple[type[JobRejected], tuple[str, int]]:
+        return type(self), (self.detail, self.status_code)
+
 
 class WorkerDied(ProoflaneError):
     """Raised when a worker process exits while it holds work; the work is retried elsewhere."""
@@ -81,6 +92,9 @@ class DaemonError(ProoflaneError):
         self.status = status
         self.detail = detail
         super().__init__(f"the daemon answered {status}: {detail}")
+
+    def __reduce__(self) -> tuple[type[DaemonError], tuple[int, str]]:
+        return type(self), (self.status, self.detail)
 
 
 class DaemonUnreachable(ProoflaneError):

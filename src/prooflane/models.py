@@ -29,8 +29,28 @@ __all__ = [
     "Priority",
 ]
 
-_JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_HEX = re.compile(r"^(0x)?[0-9a-fA-F]{2,128}$")
+# fullmatch, never `$`: `$` also matches before a final newline, so "a\n" would pass as a different id.
+_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_HEX = re.compile(r"(0x)?[0-9a-fA-F]{2,128}")
+
+
+MAX_INPUT_DEPTH = 32
+"""How deeply a job's circuit inputs may nest lists and objects (circom signals are arrays of a few dims)."""
+
+
+def _nesting(value: Any) -> int:
+    """How deeply lists and dicts nest in ``value``, measured without recursion (so any depth is safe)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > MAX_INPUT_DEPTH:
+            break
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
 
 
 class _Frozen(BaseModel):
@@ -64,16 +84,25 @@ class JobRequest(_Frozen):
     @field_validator("job_id")
     @classmethod
     def _job_id(cls, value: str | None) -> str | None:
-        if value is not None and not _JOB_ID.match(value):
+        if value is not None and not _JOB_ID.fullmatch(value):
             raise ValueError(
                 "job_id: expected 1-64 characters of A-Z a-z 0-9 . _ - starting with a letter or digit"
+            )
+        return value
+
+    @field_validator("witnesses", mode="before")
+    @classmethod
+    def _witnesses_shallow(cls, value: Any) -> Any:
+        if _nesting(value) > MAX_INPUT_DEPTH:
+            raise ValueError(
+                f"witnesses: circuit inputs nest lists and objects more than {MAX_INPUT_DEPTH} levels deep"
             )
         return value
 
     @field_validator("randomness")
     @classmethod
     def _randomness(cls, value: str | None) -> str | None:
-        if value is not None and not _HEX.match(value):
+        if value is not None and not _HEX.fullmatch(value):
             raise ValueError("randomness: expected 1 to 64 bytes as hex, e.g. '00ff...'")
         return value
 
@@ -177,7 +206,7 @@ class CircuitRegistration(_Frozen):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _JOB_ID.match(value):
+        if not _JOB_ID.fullmatch(value):
             raise ValueError("name: expected 1-64 characters of A-Z a-z 0-9 . _ -")
         return value
 

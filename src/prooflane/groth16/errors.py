@@ -26,6 +26,10 @@ class FormatError(Groth16Error):
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
 
+    def __reduce__(self) -> tuple[type[FormatError], tuple[str, str]]:
+        # Rebuilt from its two fields when it crosses a process boundary (pickle calls __init__ with args).
+        return type(self), (self.path, self.problem)
+
 
 class InvalidWitnessError(Groth16Error):
     """Raised when a witness does not fit a circuit: wrong length or curve, or an unsatisfied constraint."""
