@@ -50,14 +50,13 @@ def median(repeat: int, fn: Callable[[], Any]) -> tuple[float, Any]:
 
 def msm_inputs(curve: Curve, log_n: int) -> tuple[np.ndarray[Any, Any], FieldVector]:
     """(rows of bases, scalars) for an MSM of 2^log_n: a quarter 0/1 like a witness, the rest random."""
-    from prooflane.groth16._native import backend
+    from prooflane.groth16._native import backend, mont_row
 
     be, rng = backend(curve), random.Random(log_n)
     step = be.mul(be.g1(be.g1_gen), rng.randrange(1, curve.r))
     acc, points = step, []
     for _ in range(min(DISTINCT, 1 << log_n)):
-        x, y = be.g1_xy(acc)
-        points.append(x.to_bytes(curve.n8q, "little") + y.to_bytes(curve.n8q, "little"))
+        points.append(mont_row(curve, be.g1_xy(acc)).tobytes())  # the key's (Montgomery) row layout
         acc = acc + step
     rows = np.frombuffer(b"".join(points), dtype=np.uint8).reshape(len(points), 2 * curve.n8q)
     rows = np.tile(rows, ((1 << log_n) // rows.shape[0], 1))

@@ -30,12 +30,18 @@ def random_points(curve: Curve, count: int, rng: random.Random) -> list[G1]:
 
 
 def rows(curve: Curve, points: list[G1]) -> Any:
-    """The key's row layout of ``points``: plain little-endian x then y, ``n8q`` bytes each."""
+    """The key's row layout of ``points``: Montgomery-form little-endian x then y, ``n8q`` bytes each (all
+    zero for the point at infinity)."""
     import numpy as np
 
+    from prooflane.groth16._native import mont_row
+
     n8 = curve.n8q
-    raw = b"".join(x.to_bytes(n8, "little") + y.to_bytes(n8, "little") for x, y in points)
-    return np.frombuffer(raw, dtype=np.uint8).reshape(len(points), 2 * n8).copy()
+    out = np.zeros((len(points), 2 * n8), dtype=np.uint8)
+    for i, point in enumerate(points):
+        if point != (0, 0):
+            out[i] = mont_row(curve, point)
+    return out
 
 
 def cpu_msm(curve: Curve, points: list[G1], scalars: list[int]) -> G1:

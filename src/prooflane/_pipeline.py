@@ -77,8 +77,14 @@ class Pipeline:
 
     def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         """A task in the engine's task group (its failure stops the engine, loudly)."""
-        assert self.tg is not None, "the engine is not running"
-        return self.tg.create_task(coro, name=name)
+        if self.tg is None:
+            coro.close()
+            raise asyncio.CancelledError("the engine is not running")
+        try:
+            return self.tg.create_task(coro, name=name)
+        except RuntimeError:  # the task group is shutting down: the engine is stopping
+            coro.close()  # never started: close it, so nothing warns of a coroutine never awaited
+            raise asyncio.CancelledError("the engine is stopping") from None
 
     # -- outcomes -------------------------------------------------------------------------------------
 

@@ -200,14 +200,13 @@ class MsmKernels:
     # -- host ---------------------------------------------------------------------------------------------
 
     def upload(self, rows: NDArray[np.uint8]) -> DeviceG1Bases:
-        """Bases from rows of plain little-endian affine coordinates (``2 * n8q`` bytes each, all zero for
-        the point at infinity, as a key holds them)."""
+        """Bases from rows of Montgomery-form little-endian affine coordinates (``2 * n8q`` bytes each, all
+        zero for the point at infinity), as a key holds them: the .zkey's own form, whose Montgomery radix
+        (2^(8 * n8q)) is the kernels' (2^(32 * limbs)), so the limbs are used as they are."""
         index = np.flatnonzero(rows.any(axis=1)).astype(np.int64)
         limbs = np.ascontiguousarray(rows[index]).view("<u4").astype(np.uint32)
         limbs = limbs[:, : 2 * self.limbs].reshape(-1, 2, self.limbs)  # drop each coordinate's padding
         points = cuda.to_device(np.ascontiguousarray(limbs))
-        if index.size:
-            self.to_montgomery[_grid(index.size)](points)
         return DeviceG1Bases(self.ops.fq.p, index, points)
 
     def msm(
