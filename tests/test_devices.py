@@ -133,3 +133,82 @@ def test_pool_processes_lower_their_priority_by_the_configured_niceness() -> Non
         1, mp_context=mp_context(), initializer=exit_with, initargs=(os.getpid(), 3)
     ) as pool:
         assert pool.submit(os.getpriority, os.PRIO_PROCESS, 0).result(timeout=120) - own == 3
+
+
+async def test_worker_processes_are_named_for_their_role(worker: ProcessWorker) -> None:
+    import psutil
+
+    info = worker.info()
+    assert info.prover_pid is not None and info.finalizer_pid is not None
+    assert psutil.Process(info.prover_pid).name() == "prooflane-prove"
+    assert psutil.Process(info.finalizer_pid).name() == "prooflane-final"
+
+
+def _partition(tmp_path: Path, kind: str = "winning-post") -> tuple[str, SynthesisTask]:
+    meta = prepare_builtin(kind, "tiny", "bn128", str(tmp_path / "keys"))
+    if not (tmp_path / "sector").exists():
+        Sector.create(tmp_path / "sector", 256, seed=1)
+    inputs = StorageInput(kind, "tiny", "bn128", str(tmp_path / "sector"), b"\x01" * 32)
+    return meta.key_path, SynthesisTask("j", 0, meta.key_path, inputs)
+
+
+async def test_a_lease_is_granted_only_once_a_core_is_free(tmp_path: Path) -> None:
+    key_path, task = _partition(tmp_path)
+    backend = ProcessBackend(pool_size=1, workers=1, cores=1)
+    await backend.start()
+    made = backend.new_worker("cpu:0/w0", backend.device("cpu:0"))
+    granted: list[int] = []
+
+    def grant() -> bool:
+        granted.append(backend.budget.running)
+        return True
+
+    try:
+        async with asyncio.timeout(90):
+            await made.start()
+            synthesized, _ = await backend.run(synthesize_partition, task)
+            async with backend.budget.slot():  # the only core is taken
+                proving = asyncio.create_task(made.prove(key_path, synthesized, grant))
+                for _ in range(5):
+                    await asyncio.sleep(0)
+                await made.prover.ping()  # answered after the staging: the worker now waits for a core
+                for _ in range(5):
+                    await asyncio.sleep(0)
+                assert granted == [] and not proving.done()
+            result = await proving
+            assert result is not None and granted == [1]
+            finished = await made.finish(key_path, result[0])
+            assert finished.verified
+    finally:
+        made.kill()
+        await backend.stop()
+
+
+async def test_device_sections_finalizations_and_syntheses_share_the_core_budget(tmp_path: Path) -> None:
+    key_path, task = _partition(tmp_path)
+    backend = ProcessBackend(pool_size=2, workers=2, cores=1)
+    await backend.start()
+    workers = [backend.new_worker(f"cpu:{n}/w0", backend.device(f"cpu:{n}")) for n in range(2)]
+    try:
+        async with asyncio.timeout(120):
+            await asyncio.gather(*(w.start() for w in workers))
+            first, _ = await backend.run(synthesize_partition, task)
+            assert backend.budget.steps == 1
+
+            async def prove_and_finish(worker: ProcessWorker) -> bool:
+                result = await worker.prove(key_path, first, _granted)
+                assert result is not None
+                return (await worker.finish(key_path, result[0])).verified
+
+            outcomes = await asyncio.gather(
+                *(prove_and_finish(w) for w in workers),
+                backend.run(synthesize_partition, task),
+                backend.run(synthesize_partition, task),
+            )
+        assert outcomes[0] is True and outcomes[1] is True
+        # Two device sections, two finalizations, three syntheses: each held the one slot, one at a time.
+        assert backend.budget.steps == 7 and backend.budget.peak == 1 and backend.budget.running == 0
+    finally:
+        for worker in workers:
+            worker.kill()
+        await backend.stop()

@@ -45,9 +45,10 @@ class Config:
     curve: str = "bn128"
     token: str = ""
     devices: tuple[str, ...] = ()
-    workers_per_device: int = 2
-    synthesis_workers: int = 0
+    workers_per_device: int = 1
+    synthesis_workers: int = 1
     worker_niceness: int = 5
+    core_budget: int = 0
     memory_budget_bytes: int = 0
     memory_margin_bytes: int = 2 * _GIB
     prefetch_partitions: int = 0
@@ -75,7 +76,13 @@ class Config:
         _check(self.curve in CURVES, "curve", f"expected one of {', '.join(CURVES)}")
         _check(0 < self.port < 65536, "port", "expected 1..65535")
         _check(self.workers_per_device >= 1, "workers_per_device", "expected at least 1")
-        for key in ("synthesis_workers", "memory_budget_bytes", "memory_margin_bytes", "prefetch_partitions"):
+        for key in (
+            "synthesis_workers",
+            "core_budget",
+            "memory_budget_bytes",
+            "memory_margin_bytes",
+            "prefetch_partitions",
+        ):
             _check(getattr(self, key) >= 0, key, "expected 0 (automatic) or a positive number")
         _check(0 <= self.worker_niceness <= 19, "worker_niceness", "expected 0..19")
         _check(self.max_attempts >= 1, "max_attempts", "expected at least 1")
@@ -135,6 +142,7 @@ class Config:
             keys_dir=self.keys_dir or self.data_dir / "keys",
             devices=devices,
             synthesis_workers=self.synthesis_workers or cores,
+            core_budget=self.core_budget or cores,
             memory_budget_bytes=budget,
             prefetch_partitions=prefetch,
         )

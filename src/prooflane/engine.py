@@ -78,6 +78,7 @@ class Engine:
             pool_size=cfg.synthesis_workers,
             workers=len(cfg.devices) * cfg.workers_per_device,
             niceness=cfg.worker_niceness,
+            cores=cfg.core_budget,
         )
         self._pipeline = Pipeline(cfg, clock, tracker)
         self._circuits = CircuitRegistry(self._pipeline, self._backend)

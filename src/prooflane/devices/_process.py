@@ -18,7 +18,17 @@ sentinels close while the processes live on. The pidfd says exactly when the pro
 worker signals the process itself, so none is left behind.
 
 The device lock lives in the parent (an ``asyncio.Lock``), not in shared memory: a process killed while
-proving can never leave it held. Both processes keep every proving key they loaded until told to drop it.
+proving can never leave it held. Both processes keep every proving key they loaded until told to drop it,
+without its coefficient matrices (only synthesis uses those).
+
+The core budget (:class:`CoreBudget`) is the parent's count of CPU-heavy steps running at once across all
+workers and the synthesis pool: device sections, finalizations and syntheses each hold one of its slots
+while they compute, so no more of them are runnable than the budget allows (by default one per core). A
+device section takes its slot under the device lock and before its lease is granted, so a partition shown
+"proving" is computing, never waiting for a core.
+
+Each process names itself (``/proc/self/comm``: ``prooflane-prove``, ``prooflane-final``,
+``prooflane-synth``), so ``ps``, ``top`` and the benchmarks can tell them apart.
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ import select
 import signal
 import threading
 import time
-from collections.abc import Callable, MutableMapping
+from collections.abc import AsyncIterator, Callable, MutableMapping
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.context import ForkServerContext
@@ -44,12 +54,14 @@ from . import Device, DeviceBackend, DeviceWorker, Finished, PoolProcessDied, Re
 
 __all__ = [
     "ChildProcess",
+    "CoreBudget",
     "ProcessBackend",
     "ProcessWorker",
     "exit_with",
     "ignore_interrupts",
     "limit_native_threads",
     "mp_context",
+    "name_process",
 ]
 
 Connection = multiprocessing.connection.Connection
@@ -64,16 +76,42 @@ def mp_context() -> ForkServerContext:
     return ctx
 
 
+class CoreBudget:
+    """At most ``cores`` CPU-heavy steps at once (0: no limit). Event-loop side only, so no lock: the
+    counters change only between awaits. Invariant: ``0 <= running <= cores`` whenever ``cores > 0``."""
+
+    def __init__(self, cores: int) -> None:
+        self.cores = cores
+        self.running = 0  # steps holding a slot now
+        self.peak = 0  # the most that ever held one at once
+        self.steps = 0  # steps that held one, in all
+        self._slots = asyncio.Semaphore(cores) if cores > 0 else None
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        """Hold one slot (waiting, first come first served, for one to be free) while the step computes."""
+        async with self._slots if self._slots is not None else contextlib.nullcontext():
+            self.running += 1
+            self.steps += 1
+            self.peak = max(self.peak, self.running)
+            try:
+                yield
+            finally:
+                self.running -= 1
+
+
 class ProcessBackend(DeviceBackend):
-    """Workers as process pairs, synthesis in a process pool; all below the daemon's priority."""
+    """Workers as process pairs, synthesis in a process pool; all below the daemon's priority, and no
+    more CPU-heavy steps at once than the core budget (``cores``; 0: no limit)."""
 
     name = "process"
 
-    def __init__(self, *, pool_size: int, workers: int, niceness: int = 0) -> None:
+    def __init__(self, *, pool_size: int, workers: int, niceness: int = 0, cores: int = 0) -> None:
         super().__init__()
         self._ctx = mp_context()
         self._pool_size = pool_size
         self._niceness = niceness
+        self.budget = CoreBudget(cores)
         self._io = ThreadPoolExecutor(max_workers=4 * workers + 4, thread_name_prefix="prooflane-io")
         self._pool: ProcessPoolExecutor | None = None
 
@@ -91,7 +129,8 @@ class ProcessBackend(DeviceBackend):
         if pool is None:
             raise PoolProcessDied("the process pool is not running")
         try:
-            return await asyncio.get_running_loop().run_in_executor(pool, call, *args)
+            async with self.budget.slot():
+                return await asyncio.get_running_loop().run_in_executor(pool, _trimmed, call, *args)
         except BrokenProcessPool:
             if self._pool is pool:  # the first to notice replaces the pool; the others just retry
                 _kill_pool(pool)
@@ -99,7 +138,7 @@ class ProcessBackend(DeviceBackend):
             raise PoolProcessDied("a synthesis process died") from None
 
     def new_worker(self, worker_id: str, device: Device) -> ProcessWorker:
-        return ProcessWorker(worker_id, device, self._ctx, self._io, self._niceness)
+        return ProcessWorker(worker_id, device, self._ctx, self._io, self._niceness, self.budget)
 
     def pool_pids(self) -> list[int]:
         """The pool's process ids (for diagnostics and fault tests)."""
@@ -111,7 +150,7 @@ class ProcessBackend(DeviceBackend):
             max_workers=self._pool_size,
             mp_context=self._ctx,
             initializer=exit_with,
-            initargs=(os.getpid(), self._niceness),
+            initargs=(os.getpid(), self._niceness, "prooflane-synth"),
         )
 
 
@@ -119,10 +158,17 @@ class ChildProcess:
     """A process behind a pipe that answers one request at a time (event-loop side)."""
 
     def __init__(
-        self, name: str, target: Any, ctx: ForkServerContext, io: ThreadPoolExecutor, niceness: int = 0
+        self,
+        name: str,
+        target: Any,
+        ctx: ForkServerContext,
+        io: ThreadPoolExecutor,
+        niceness: int = 0,
+        budget: CoreBudget | None = None,
     ) -> None:
         self.name = name
         self._io = io
+        self._budget = budget or CoreBudget(0)
         parent, child = ctx.Pipe(duplex=True)
         self._conn: Connection = parent
         self._proc = ctx.Process(target=target, args=(child, os.getpid()), name=name, daemon=True)
@@ -142,15 +188,21 @@ class ChildProcess:
         pid: int | None = self._proc.pid
         return pid
 
-    async def request(self, *message: Any) -> Any:
-        """Send ``message``, return the reply's payload; raise WorkerDied if the process is gone."""
+    async def request(self, *message: Any, compute: bool = False) -> Any:
+        """Send ``message``, return the reply's payload; raise WorkerDied if the process is gone. A
+        ``compute`` request holds a slot of the core budget while it runs (taken once this process is
+        free, so a request queued behind another never holds a slot it cannot use)."""
         loop = asyncio.get_running_loop()
         async with self._lock:
             if self._ended:
                 raise WorkerDied(f"{self.name} (pid {self.pid}) was ended")
             try:
                 # One thread hop per request: send and wait for the reply in the same I/O thread.
-                reply = await loop.run_in_executor(self._io, _round_trip, self._conn, message)
+                if compute:
+                    async with self._budget.slot():
+                        reply = await loop.run_in_executor(self._io, _round_trip, self._conn, message)
+                else:
+                    reply = await loop.run_in_executor(self._io, _round_trip, self._conn, message)
             except (EOFError, OSError) as exc:
                 raise WorkerDied(f"{self.name} (pid {self.pid}) exited: {self._exit_reason(exc)}") from None
             except asyncio.CancelledError:
@@ -212,12 +264,21 @@ class ProcessWorker(DeviceWorker):
     """One device worker: a prover and a finalizer process, and the keys they hold."""
 
     def __init__(
-        self, worker_id: str, device: Device, ctx: ForkServerContext, io: ThreadPoolExecutor, niceness: int
+        self,
+        worker_id: str,
+        device: Device,
+        ctx: ForkServerContext,
+        io: ThreadPoolExecutor,
+        niceness: int,
+        budget: CoreBudget | None = None,
     ) -> None:
         super().__init__(worker_id, device)
+        self._budget = budget or CoreBudget(0)
         # Lower priority than the daemon: its event loop schedules the devices and answers /status.
         self.prover = ChildProcess(f"{worker_id} prover", _prover_main, ctx, io, niceness)
-        self.finalizer = ChildProcess(f"{worker_id} finalizer", _finalizer_main, ctx, io, niceness)
+        self.finalizer = ChildProcess(
+            f"{worker_id} finalizer", _finalizer_main, ctx, io, niceness, self._budget
+        )
 
     def info(self) -> WorkerInfo:
         return WorkerInfo(self.worker_id, self.device.name, self.prover.pid, self.finalizer.pid)
@@ -232,6 +293,17 @@ class ProcessWorker(DeviceWorker):
         self.prover.watch(self.die)
         self.finalizer.watch(self.die)
 
+    async def prove(
+        self, key_path: str, synthesized: Any, grant: Callable[[], bool], label: str = ""
+    ) -> tuple[Any, float] | None:
+        """As :meth:`DeviceWorker.prove`, with a slot of the core budget taken under the device lock and
+        before ``grant()``: the lease starts when the device section can compute."""
+        await self._stage(key_path, synthesized, label)
+        async with self.device.lock, self._budget.slot():
+            if not grant():
+                return None
+            return await self._prove_start(label)
+
     async def _stage(self, key_path: str, synthesized: Any, label: str) -> None:
         await self._call(self.prover, "stage", key_path, synthesized)
 
@@ -240,7 +312,9 @@ class ProcessWorker(DeviceWorker):
         return state, ms
 
     async def finish(self, key_path: str, state: Any, label: str = "") -> Finished:
-        proof, public, verified, ms = await self._call(self.finalizer, "finish", key_path, state)
+        proof, public, verified, ms = await self._call(
+            self.finalizer, "finish", key_path, state, compute=True
+        )
         return Finished(proof, public, verified, ms)
 
     async def drop_key(self, key_path: str) -> None:
@@ -248,10 +322,10 @@ class ProcessWorker(DeviceWorker):
             self._call(self.prover, "drop", key_path), self._call(self.finalizer, "drop", key_path)
         )
 
-    async def _call(self, process: ChildProcess, *message: Any) -> Any:
+    async def _call(self, process: ChildProcess, *message: Any, compute: bool = False) -> Any:
         self.check_alive()
         try:
-            return await process.request(*message)
+            return await process.request(*message, compute=compute)
         except WorkerDied as exc:
             self.die(str(exc))
             raise
@@ -259,6 +333,33 @@ class ProcessWorker(DeviceWorker):
     def _end(self) -> None:
         self.prover.kill()
         self.finalizer.kill()
+
+
+_TRIM_GROWTH_BYTES = 32 << 20  # heap growth since the last trim that makes a pool process trim again
+_trimmed_at = 0  # in a pool process: its resident bytes after the last trim
+
+
+def _trimmed(call: Callable[..., T], *args: Any) -> T:
+    """In a pool process: ``call(*args)``, then give free heap back to the system when it grew by more
+    than ``_TRIM_GROWTH_BYTES`` (a synthesis frees most of what it allocated)."""
+    global _trimmed_at
+    try:
+        return call(*args)
+    finally:
+        resident = _resident_bytes()
+        if resident - _trimmed_at > _TRIM_GROWTH_BYTES:
+            from .keys import give_back_free_memory
+
+            give_back_free_memory()
+            _trimmed_at = _resident_bytes()
+
+
+def _resident_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _round_trip(conn: Connection, message: tuple[Any, ...]) -> Any:
@@ -299,9 +400,15 @@ def limit_native_threads(environ: MutableMapping[str, str] | None = None) -> Non
     (os.environ if environ is None else environ).setdefault("RAYON_NUM_THREADS", "1")
 
 
-def exit_with(daemon_pid: int, niceness: int = 0) -> None:
-    """In a child process: ignore Ctrl-C, run ``niceness`` below the daemon, and exit as soon as the daemon
-    process ``daemon_pid`` is gone.
+def name_process(name: str) -> None:
+    """In a child process: show as ``name`` (at most 15 characters) in ``ps``, ``top`` and ``/proc``."""
+    with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
+        comm.write(name[:15])
+
+
+def exit_with(daemon_pid: int, niceness: int = 0, name: str = "") -> None:
+    """In a child process: ignore Ctrl-C, run ``niceness`` below the daemon, show as ``name``, and exit as
+    soon as the daemon process ``daemon_pid`` is gone.
 
     A child blocks on a pipe or queue whose other end the daemon holds, so it would never see the daemon
     die (``kill -9``) if the end were shared; a thread waits on the daemon's pidfd and ends this process then.
@@ -309,6 +416,8 @@ def exit_with(daemon_pid: int, niceness: int = 0) -> None:
     ignore_interrupts()
     limit_native_threads()
     os.nice(niceness)
+    if name:
+        name_process(name)
     try:
         pidfd = os.pidfd_open(daemon_pid)
     except (OSError, AttributeError):  # the daemon is already gone, or no pidfd on this system
@@ -348,7 +457,7 @@ def _serve(conn: Connection, handle: Any) -> None:
 
 
 def _prover_main(conn: Connection, daemon_pid: int) -> None:
-    exit_with(daemon_pid)
+    exit_with(daemon_pid, name="prooflane-prove")
     from ..groth16 import prove_start
     from .keys import drop_key, load_key
 
@@ -359,7 +468,7 @@ def _prover_main(conn: Connection, daemon_pid: int) -> None:
             return os.getpid()
         if op == "stage":
             key_path, synthesized = args
-            staged[:] = [load_key(key_path, _PROVER_BASES), synthesized]
+            staged[:] = [load_key(key_path, _PROVER_BASES, matrices=False), synthesized]
             return None
         if op == "start":
             key, synthesized = staged
@@ -379,7 +488,7 @@ def _prover_main(conn: Connection, daemon_pid: int) -> None:
 
 
 def _finalizer_main(conn: Connection, daemon_pid: int) -> None:
-    exit_with(daemon_pid)
+    exit_with(daemon_pid, name="prooflane-final")
     from ..groth16 import ProvingState, prove_finish, verify
     from .keys import drop_key, load_key
 
@@ -388,7 +497,7 @@ def _finalizer_main(conn: Connection, daemon_pid: int) -> None:
             return os.getpid()
         if op == "finish":
             key_path, fields = args
-            key = load_key(key_path, _FINALIZER_BASES)
+            key = load_key(key_path, _FINALIZER_BASES, matrices=False)
             started = time.perf_counter()
             proof = prove_finish(ProvingState(key=key, **fields))
             verified = bool(verify(key.verification_key, proof.public, proof))

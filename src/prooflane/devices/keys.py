@@ -7,24 +7,63 @@ budget evicts it.
 
 from __future__ import annotations
 
+import ctypes
+import dataclasses
 from typing import Any
 
-__all__ = ["drop_key", "load_key"]
+__all__ = ["drop_key", "give_back_free_memory", "load_key"]
 
 _KEYS: dict[str, Any] = {}  # key path -> ProvingKey, in this process
 
 
-def load_key(path: str, parts: tuple[str, ...] = ()) -> Any:
+def load_key(path: str, parts: tuple[str, ...] = (), *, matrices: bool = True) -> Any:
     """The proving key at ``path``, read once per process; the library points of its base sections
-    ``parts`` (of "a", "b1", "b2", "c", "h") are built now when not built yet."""
+    ``parts`` (of "a", "b1", "b2", "c", "h") are built now when not built yet.
+
+    ``matrices=False`` (device processes, which prove and never synthesize) keeps the key without its
+    coefficient matrices, most of a key's bytes; the first read in a process decides.
+    """
     from ..groth16 import preload, read_zkey
 
     key = _KEYS.get(path)
     if key is None:
-        key = _KEYS[path] = read_zkey(path)
+        key = read_zkey(path)
+        if not matrices:
+            key = dataclasses.replace(key, coefficients=_no_coefficients())
+        _KEYS[path] = key
+        give_back_free_memory()  # reading a key leaves tens of MB of freed heap behind
     if parts:
         preload(key, parts)
     return key
+
+
+def give_back_free_memory() -> None:
+    """Return the heap's free pages to the system (glibc ``malloc_trim``; elsewhere nothing).
+
+    Reading a key, or synthesizing a partition, frees far more than it keeps; glibc holds the freed heap
+    for reuse, so a long-lived process would show (and hold) the high-water mark of every key it read.
+    """
+    global _LIBC
+    if _LIBC is None:
+        try:
+            _LIBC = ctypes.CDLL("libc.so.6")
+            _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            _LIBC = False
+    if _LIBC:
+        _LIBC.malloc_trim(0)
+
+
+_LIBC: Any = None  # the C library once looked up; False where it has no malloc_trim
+
+
+def _no_coefficients() -> Any:
+    import numpy as np
+
+    from ..groth16.zkey import Coefficients
+
+    empty = np.empty(0, dtype=np.int64)
+    return Coefficients(np.empty(0, dtype=np.uint32), empty, empty, np.empty((0, 4), dtype=np.uint64))
 
 
 def drop_key(path: str) -> None:
