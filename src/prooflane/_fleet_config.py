@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from .config import coerce_value
 from .errors import ConfigError
 
 __all__ = ["DEFAULT_FLEET_PORT", "DaemonSpec", "FleetConfig", "dump_toml"]
@@ -177,29 +178,13 @@ def _build(cls: Any, values: dict[str, Any], source: str) -> Any:
     for key, value in values.items():
         if key not in known:
             raise ConfigError(f"{source}: unknown key {key!r} (see docs/fleet.md for the keys)")
-        kwargs[key] = value if key == "daemons" else _coerce(source, key, str(known[key].type), value)
+        kwargs[key] = value if key == "daemons" else coerce_value(source, key, known[key].type, value)
     try:
         return cls(**kwargs)
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     except TypeError as exc:  # a required key is missing
         raise ConfigError(f"{source}: {exc}") from None
-
-
-def _coerce(source: str, key: str, kind: str, value: Any) -> Any:
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    if kind == "int":
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif kind in ("float", "float | None"):
-        ok, value = number, float(value) if number else value
-    elif kind == "str":
-        ok = isinstance(value, str)
-    else:  # tuple[str, ...]
-        ok = isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
-        value = tuple(value) if ok else value
-    if not ok:
-        raise ConfigError(f"{source}: key {key!r}: expected {kind}, got {type(value).__name__} {value!r}")
-    return value
 
 
 def _check(ok: bool, key: str, problem: str) -> None:

@@ -17,7 +17,7 @@ import psutil
 
 from .errors import ConfigError
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "DEFAULT_URL", "Config", "default_data_dir"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "DEFAULT_URL", "Config", "coerce_value", "default_data_dir"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9821
@@ -122,7 +122,7 @@ class Config:
         for key, value in _flatten_tables(values, source).items():
             if key not in known:
                 raise ConfigError(f"{source}: unknown key {key!r} (see docs/config.md for the keys)")
-            kwargs[key] = _coerce(source, key, known[key].type, value)
+            kwargs[key] = coerce_value(source, key, known[key].type, value)
         try:
             return cls(**kwargs)
         except ConfigError as exc:
@@ -171,7 +171,9 @@ def _flatten_tables(values: dict[str, Any], source: str) -> dict[str, Any]:
     return flat
 
 
-def _coerce(source: str, key: str, annotation: Any, value: Any) -> Any:
+def coerce_value(source: str, key: str, annotation: Any, value: Any) -> Any:
+    """``value`` as TOML gave it, checked against a config field's type (its annotation text) and
+    converted (ints to floats, lists to tuples, strings to paths); ConfigError naming the key if wrong."""
     kind = str(annotation)
     ok: bool
     if kind in ("Path", "Path | None"):
@@ -180,7 +182,7 @@ def _coerce(source: str, key: str, annotation: Any, value: Any) -> Any:
         ok = isinstance(value, bool)
     elif kind == "int":
         ok = isinstance(value, int) and not isinstance(value, bool)
-    elif kind == "float":
+    elif kind in ("float", "float | None"):
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         value = float(value) if ok else value
     elif kind == "str":
