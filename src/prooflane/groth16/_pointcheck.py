@@ -4,7 +4,8 @@ Rows hold affine coordinates in Montgomery form (``X = x·R mod q``), as a .zkey
 equation ``y^2 = x^3 + b`` is checked as ``Y^2·R = X^3 + b·R^3 (mod q)`` over numpy arrays of Python ints
 (about 2 µs a BN254 G1 point), with every coordinate below ``q``. On BN254 G1 (cofactor 1) that is the whole
 check. BN254 G2 and both groups of BLS12-381 have cofactors, so their points must also lie in the subgroup
-of order ``r``: a scalar multiplication per point (70-330 µs), paid once per key and remembered.
+of order ``r``: a scalar multiplication per point (70-330 µs). Both checks are paid once per key and
+remembered.
 
 The memory of checked sections is a folder of empty files named ``<key digest>.<section>``; the digest is
 a SHA-256 over every point of the key (``ProvingKey.digest``), so an entry vouches for exactly those bytes.
@@ -73,7 +74,7 @@ def _coordinates(rows: NDArray[np.uint8], n8: int, count: int) -> list[NDArray[n
     ]
 
 
-# -- the memory of subgroup checks ----------------------------------------------------------------------
+# -- the memory of checked sections ----------------------------------------------------------------------
 
 _KNOWN: set[str] = set()  # entries seen in this process
 _KNOWN_LOCK = threading.Lock()  # bases load from two threads at once (the two-core BLS12-381 path)

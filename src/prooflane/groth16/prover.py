@@ -5,10 +5,10 @@ MSMs: the section a device lock covers) -> ``prove_finish`` (the G2 MSM and asse
 crosses a process boundary holds numpy arrays and a few integers only.
 
 Library point objects cannot be pickled, so each process builds a key's bases once (written raw from the
-key's bytes, see ``_rawpoints``) and keeps them in a cache keyed by the key's digest. Building validates:
-every G1 point of BN254 is checked on the curve at every load (cofactor 1: that is membership of G1);
-sections whose group has a cofactor (BN254 G2, BLS12-381 G1 and G2) are checked on the curve and in the
-subgroup of order r the first time a key is seen, and remembered (``_pointcheck``).
+key's bytes, see ``_rawpoints``) and keeps them in a cache keyed by the key's digest. Building validates,
+the first time a key is seen: every point on the curve (on BN254 G1, cofactor 1, that is membership of the
+group) and, where the group has a cofactor (BN254 G2, BLS12-381 G1 and G2), in the subgroup of order r.
+Sections that pass are remembered by the key's digest (``_pointcheck``), so later loads build them only.
 """
 
 from __future__ import annotations
@@ -201,7 +201,6 @@ def _checked_points(
     group = 2 if name.startswith("b2") else 1
     be, picked = backend(curve), rows[index]
     remembered = _pointcheck.known(digest, name)
-    cofactor_one = group == 1 and curve.name == "bn128"
 
     def bad(i: int, problem: str) -> FormatError:
         row = int(index[i]) + (int(name.split("[")[1].split(":")[0]) if "[" in name else 0)
@@ -209,7 +208,7 @@ def _checked_points(
             f"proving key {digest[:12]}", f"section {name.split('[')[0]}: point {row} {problem}"
         )
 
-    if cofactor_one or not remembered:
+    if not remembered:
         off = _pointcheck.first_off_curve(curve, picked, group)
         if off is not None:
             raise bad(off, "is not on the curve")
@@ -217,8 +216,9 @@ def _checked_points(
         points = be.bases(picked, group)
     except ValueError as exc:  # the validating fallback names the row in its message
         raise FormatError(f"proving key {digest[:12]}", f"section {name}: {exc}") from None
-    if not (cofactor_one or remembered):
-        outside = be.outside_subgroup(points, group)
+    if not remembered:
+        cofactor_one = group == 1 and curve.name == "bn128"  # on the curve is in the group
+        outside = None if cofactor_one else be.outside_subgroup(points, group)
         if outside is not None:
             raise bad(outside, f"is not in the subgroup of order r of G{group}")
         _pointcheck.remember(digest, name)

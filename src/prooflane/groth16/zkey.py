@@ -8,8 +8,8 @@ Points are stored little-endian in Montgomery form with ``R = 2^(8*n8q)``; infin
 
 A ``ProvingKey`` holds the bases as the file stores them (rows of little-endian Montgomery-form
 coordinates) in numpy arrays, so reading costs no conversion and a key pickles as a few memory copies. The
-bases' points are validated when a process builds them (``prover``: on the curve at every load, in the
-subgroup once per key); ``read_zkey`` checks the header's points in full.
+bases' points are validated when a process builds them (``prover``: on the curve and in the subgroup,
+once per key, remembered); ``read_zkey`` checks the header's points in full.
 """
 
 from __future__ import annotations
