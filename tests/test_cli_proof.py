@@ -153,3 +153,25 @@ def test_prove_shows_its_stages_on_stderr_once_it_runs_long(
     names = [line.split(" s  ", 1)[1] for line in lines]
     assert names[-3:] == ["assembly", "writing the proof", "done"] and len(set(names)) == len(names)
     assert any("synthesis" in line for line in lines) and shown.stdout.startswith("wrote ")
+
+
+def test_proof_commands_start_without_the_daemons_modules(tmp_path: Path) -> None:
+    """`prooflane prove` is timed as a whole process: it loads only the proving commands."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from prooflane.cli import main\n"
+        "sys.argv = ['prooflane', *sys.argv[1:]]\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+        "print(code, sorted(m for m in ('prooflane.client', 'prooflane.models', 'httpx', 'rich.progress') "
+        "if m in sys.modules))"
+    )
+    r1cs, _ = _circuit(tmp_path)
+    zkey = tmp_path / "k.zkey"
+    setup_run = [sys.executable, "-c", probe, "setup", str(r1cs), "--zkey", str(zkey), "--seed", "lean"]
+    assert subprocess.run(setup_run, capture_output=True, text=True, check=True).stdout.endswith("0 []\n")
+    assert zkey.exists()
+    full = subprocess.run([sys.executable, "-c", probe, "--help"], capture_output=True, text=True, check=True)
+    assert "serve" in full.stdout and "prove" in full.stdout  # every command is listed
+    assert "'prooflane.client'" in full.stdout.splitlines()[-1]
