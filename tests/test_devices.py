@@ -13,7 +13,13 @@ import pytest
 
 from prooflane.circuits import Sector
 from prooflane.devices import Device, ProcessBackend, RemoteError
-from prooflane.devices._process import ProcessWorker, exit_with, limit_native_threads, mp_context
+from prooflane.devices._process import (
+    ProcessWorker,
+    below_this_process,
+    exit_with,
+    limit_native_threads,
+    mp_context,
+)
 from prooflane.errors import WorkerDied
 from prooflane.kinds import StorageInput, SynthesisTask, prepare_builtin, synthesize_partition
 
@@ -133,6 +139,15 @@ def test_pool_processes_lower_their_priority_by_the_configured_niceness() -> Non
         1, mp_context=mp_context(), initializer=exit_with, initargs=(os.getpid(), 3)
     ) as pool:
         assert pool.submit(os.getpriority, os.PRIO_PROCESS, 0).result(timeout=120) - own == 3
+
+
+def test_worker_niceness_is_counted_from_the_daemons_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A daemon started with `nice -n 10` runs its workers 5 below itself, not at 5 (above itself)."""
+    monkeypatch.setattr(os, "getpriority", lambda which, who: 10)
+    assert below_this_process(5) == 15
+    assert below_this_process(12) == 19  # the lowest priority there is
+    monkeypatch.setattr(os, "getpriority", lambda which, who: -5)
+    assert below_this_process(5) == 0
 
 
 async def test_worker_processes_are_named_for_their_role(worker: ProcessWorker) -> None:

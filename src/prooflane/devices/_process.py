@@ -23,7 +23,7 @@ without its coefficient matrices (only synthesis uses those).
 
 The core budget (:class:`CoreBudget`) is the parent's count of CPU-heavy steps running at once across all
 workers and the synthesis pool: device sections, finalizations and syntheses each hold one of its slots
-while they compute, so no more of them are runnable than the budget allows (by default one per core). A
+while they compute, so no more of them are runnable than the budget allows (by default there is no limit). A
 device section takes its slot under the device lock and before its lease is granted, so a partition shown
 "proving" is computing, never waiting for a core.
 
@@ -176,7 +176,7 @@ class ChildProcess:
         child.close()
         if niceness and self._proc.pid is not None:
             with contextlib.suppress(OSError):
-                os.setpriority(os.PRIO_PROCESS, self._proc.pid, niceness)
+                os.setpriority(os.PRIO_PROCESS, self._proc.pid, below_this_process(niceness))
         self._lock = asyncio.Lock()  # one request in flight per process: replies match requests in order
         self._pidfd: int | None = None
         self._unwatch: Callable[[], object] = lambda: None
@@ -404,6 +404,12 @@ def name_process(name: str) -> None:
     """In a child process: show as ``name`` (at most 15 characters) in ``ps``, ``top`` and ``/proc``."""
     with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
         comm.write(name[:15])
+
+
+def below_this_process(niceness: int) -> int:
+    """The absolute nice value ``niceness`` steps below this process's own (so a daemon started with
+    ``nice -n 10`` runs its workers at 15, not 5), at most 19."""
+    return min(19, os.getpriority(os.PRIO_PROCESS, 0) + niceness)
 
 
 def exit_with(daemon_pid: int, niceness: int = 0, name: str = "") -> None:

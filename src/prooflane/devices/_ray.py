@@ -40,7 +40,7 @@ from typing import Any, TypeVar, cast
 
 from ..errors import ProoflaneError, WorkerDied
 from . import Device, DeviceBackend, DeviceWorker, Finished, PoolProcessDied, RemoteError, WorkerInfo
-from ._process import _FINALIZER_BASES, _PROVER_BASES, limit_native_threads
+from ._process import _FINALIZER_BASES, _PROVER_BASES, below_this_process, limit_native_threads
 
 __all__ = ["RayBackend", "RaySettings", "RayWorker"]
 
@@ -89,7 +89,8 @@ class RayBackend(DeviceBackend):
         self.settings = settings
         self._local_cpus = local_cpus  # logical CPUs of a "local" instance (0: Ray counts the cores)
         self._workers_per_device = workers_per_device
-        self._niceness = niceness
+        # Absolute: the processes of Ray are not the daemon's children.
+        self._niceness = below_this_process(niceness)
         self._owns_ray = False
         self._task: Any = None  # the remote functions that run pool calls, and their resources
         self._split_task: Any = None
