@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, print_table, write_json
+from _common import RESULTS, claim_cpu, print_table, write_json
 from bench_prove import square_chain
 from prooflane._daemon_process import DaemonProcess
 from prooflane.client import Client, ServerEvent
@@ -124,4 +124,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with claim_cpu():
+        main()

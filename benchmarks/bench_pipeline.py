@@ -43,7 +43,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, print_table, write_json
+from _common import RESULTS, claim_cpu, print_table, write_json
 from prooflane._daemon_process import DaemonProcess
 from prooflane._workload import DEFAULT_MIX, parse_mix, plan, run_workload
 from prooflane.circuits import Sector, profile_by_name
@@ -632,4 +632,5 @@ def _perf_line(perf: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    with claim_cpu():
+        main()

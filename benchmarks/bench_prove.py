@@ -37,7 +37,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, print_table, write_json
+from _common import RESULTS, claim_cpu, print_table, write_json
 from prooflane.groth16 import (
     R1CS,
     Curve,
@@ -273,4 +273,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with claim_cpu():
+        main()
