@@ -1,10 +1,10 @@
 """The embedded engine (process backend) against the same engine on a local Ray cluster, one workload.
 
-Both runs: the engine in this process with the same config (one ``cpu`` device per core, two workers per
-device, one synthesis slot per core), the same proving keys, the same jobs; each warmed up first (keys
-loaded, one job per kind), so the figures are steady-state. The Ray run starts a local Ray instance whose
-logical CPUs are twice the cores: each device declares one CPU and each synthesis task one, and the
-embedded run lets the operating system share the cores the same way.
+Both runs: the engine in this process with the same config (the defaults: one ``cpu`` device per core,
+one worker per device, one synthesis slot), the same proving keys, the same jobs; each warmed up first until
+every worker holds every kind's key, so the figures are steady-state. The Ray run starts a local Ray instance
+with one logical CPU for each device and each synthesis slot (what ``RayBackend.from_config`` gives a
+``local`` instance), so every device and synthesis slot can run at once, as on the embedded engine.
 
 Printed: throughput of each (partitions/hour), the ratio, the extra wall-clock time per partition on Ray
 ((Ray's wall time - the embedded one) / partitions, in ms), and Ray's own round trips (an empty task, an
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import sys
 import tempfile
@@ -28,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, print_table, write_json
+from _common import RESULTS, claim_cpu, print_table, write_json
 from prooflane.circuits import profile_by_name
 from prooflane.config import Config
 from prooflane.devices import DeviceBackend, RayBackend
@@ -49,11 +50,26 @@ def _parse() -> argparse.Namespace:
 
 
 def _config(data: Path, keys: Path, profile: str) -> Config:
-    cores = os.cpu_count() or 1
-    return Config(
-        data_dir=data, keys_dir=keys, profile=profile, devices=tuple(f"cpu:{i}" for i in range(cores)),
-        workers_per_device=2, synthesis_workers=cores, ray_address="auto",
-    )  # fmt: skip
+    return Config(data_dir=data, keys_dir=keys, profile=profile, ray_address="auto").resolved()
+
+
+WARM_ROUNDS = 4  # at most: each round gives every worker one job of each kind still missing somewhere
+
+
+async def _warm(engine: Engine, request: Callable[[str, int], JobRequest]) -> int:
+    """Prove warm-up jobs until every worker holds every kind's key (the snapshot's allocations), so that
+    no key is loaded while the run is timed. Returns the rounds it took."""
+    for round_ in range(1, WARM_ROUNDS + 1):
+        snapshot = engine.snapshot()
+        workers = [w.worker_id for w in snapshot.workers]
+        held = [a.name for a in snapshot.allocations]
+        missing = [k for k in KINDS if sum(1 for name in held if f":{k}" in name) < len(workers)]
+        if round_ > 1 and not missing:
+            return round_ - 1
+        jobs = [await engine.submit(request(k, 100 + i)) for k in missing for i in range(len(workers))]
+        for job_id in jobs:
+            assert await engine.wait_proof(job_id, 3600) is not None
+    return WARM_ROUNDS
 
 
 async def _run(config: Config, backend: DeviceBackend | None, rounds: int) -> dict[str, Any]:
@@ -63,9 +79,7 @@ async def _run(config: Config, backend: DeviceBackend | None, rounds: int) -> di
         return JobRequest.model_validate({"kind": kind, "sector": {"size": size, "seed": f"{seed:02x}"}})
 
     async with Engine(config, backend=backend) as engine:
-        warm = [await engine.submit(request(kind, 1)) for kind in KINDS]
-        for job_id in warm:
-            assert await engine.wait_proof(job_id, 3600) is not None
+        warm_rounds = await _warm(engine, request)
         started = time.perf_counter()
         jobs = [await engine.submit(request(kind, 2 + r)) for r in range(rounds) for kind in KINDS]
         partitions = 0
@@ -79,6 +93,7 @@ async def _run(config: Config, backend: DeviceBackend | None, rounds: int) -> di
         "partitions": partitions,
         "wall_secs": wall,
         "partitions_per_hour": partitions / wall * 3600,
+        "warm_up_rounds": warm_rounds,
     }
 
 
@@ -122,9 +137,13 @@ def main() -> None:
         def run_on_ray() -> tuple[dict[str, Any], dict[str, float]]:
             import ray
 
-            ray.init(num_cpus=2 * (os.cpu_count() or 1), include_dashboard=False, log_to_driver=False)
+            config = _config(Path(tmp) / "ray", keys, profile.name)
+            cpus = (
+                len(config.devices) * config.ray_device_cpus
+                + config.synthesis_workers * config.ray_synthesis_cpus
+            )
+            ray.init(num_cpus=math.ceil(cpus), include_dashboard=False, log_to_driver=False)
             try:
-                config = _config(Path(tmp) / "ray", keys, profile.name)
                 result = asyncio.run(_run(config, RayBackend.from_config(config), args.rounds))
                 return result, asyncio.run(_ray_round_trips())
             finally:
@@ -169,4 +188,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with claim_cpu():
+        main()
