@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ def test_defaults_resolve_to_this_machine(tmp_path: Path) -> None:
     assert config.port == DEFAULT_PORT and config.host == "127.0.0.1" and config.profile == "tiny"
     assert config.devices and all(d.startswith("cpu:") for d in config.devices)
     assert config.workers_per_device == 1 and config.synthesis_workers == 1
-    assert config.core_budget == (os.cpu_count() or 1)
+    assert config.core_budget == 0  # no limit: every worker and synthesis process computes when it can
     assert config.memory_budget_bytes > 0 and config.keys_dir == tmp_path / "keys"
     assert config.prefetch_partitions == len(config.devices)
 

@@ -142,7 +142,6 @@ class Config:
             keys_dir=self.keys_dir or self.data_dir / "keys",
             devices=devices,
             synthesis_workers=self.synthesis_workers or cores,
-            core_budget=self.core_budget or cores,
             memory_budget_bytes=budget,
             prefetch_partitions=prefetch,
         )
