@@ -199,6 +199,28 @@ async def test_a_lease_is_granted_only_once_a_core_is_free(tmp_path: Path) -> No
         await backend.stop()
 
 
+async def test_a_finish_whose_early_g2_msm_was_for_another_partition_computes_its_own(
+    tmp_path: Path,
+) -> None:
+    key_path, task = _partition(tmp_path)
+    backend = ProcessBackend(pool_size=1, workers=1)
+    await backend.start()
+    worker = backend.new_worker("cpu:0/w0", backend.device("cpu:0"))
+    try:
+        async with asyncio.timeout(120):
+            await worker.start()
+            synthesized, _ = await backend.run(synthesize_partition, task)
+            proven = await worker.prove(key_path, synthesized, _granted, "job/0")
+            assert proven is not None
+            assert (await worker.finish(key_path, proven[0], "job/0")).verified  # the early MSM used
+            proven = await worker.prove(key_path, synthesized, _granted, "job/1")
+            assert proven is not None
+            assert (await worker.finish(key_path, proven[0], "another/7")).verified  # computed anew
+    finally:
+        worker.kill()
+        await backend.stop()
+
+
 async def test_device_sections_finalizations_and_syntheses_share_the_core_budget(tmp_path: Path) -> None:
     key_path, task = _partition(tmp_path)
     backend = ProcessBackend(pool_size=2, workers=2, cores=1)
@@ -221,8 +243,9 @@ async def test_device_sections_finalizations_and_syntheses_share_the_core_budget
                 backend.run(synthesize_partition, task),
             )
         assert outcomes[0] is True and outcomes[1] is True
-        # Two device sections, two finalizations, three syntheses: each held the one slot, one at a time.
-        assert backend.budget.steps == 7 and backend.budget.peak == 1 and backend.budget.running == 0
+        # Two device sections, the two G2 MSMs their finalizers computed beside them, two finalizations and
+        # three syntheses: each held the one slot, one at a time.
+        assert backend.budget.steps == 9 and backend.budget.peak == 1 and backend.budget.running == 0
     finally:
         for worker in workers:
             worker.kill()

@@ -35,8 +35,9 @@ def test_groth16_exports() -> None:
     expected = {
         "BLS12381", "BN128", "CURVES", "R1CS", "Curve", "FieldVector", "Proof", "ProvingKey", "ProvingState",
         "SparseMatrix", "Synthesized", "VerificationKey", "Witness", "curve_by_name", "curve_by_prime",
-        "from_ints", "preload", "prove", "prove_finish", "prove_start", "read_r1cs", "read_wtns", "read_zkey",
-        "release", "setup", "synthesize", "to_ints", "verify", "write_r1cs", "write_wtns", "write_zkey",
+        "from_ints", "preload", "prove", "prove_b2", "prove_finish", "prove_start", "read_r1cs", "read_wtns",
+        "read_zkey", "release", "setup", "synthesize", "to_ints", "verify", "write_r1cs", "write_wtns",
+        "write_zkey",
     }  # fmt: skip
     assert set(groth16.__all__) == expected
     for name in expected:

@@ -21,6 +21,7 @@ from prooflane.groth16 import (
     from_ints,
     preload,
     prove,
+    prove_b2,
     prove_finish,
     prove_start,
     setup,
@@ -66,6 +67,16 @@ def test_split_prove_equals_prove_with_the_same_randomness(curve: Curve) -> None
     key = setup(r1cs, seed=b"split")
     state = prove_start(key, synthesize(r1cs, witness), randomness=(11, 12))
     assert prove_finish(state) == prove(key, witness, randomness=(11, 12))
+
+
+@pytest.mark.parametrize("curve", CURVES)
+def test_b2_computed_beside_prove_start_gives_the_same_proof(curve: Curve) -> None:
+    r1cs, witness = square_chain(curve, 6)
+    key = setup(r1cs, seed=b"early b2")
+    synthesized = synthesize(r1cs, witness)
+    b2 = prove_b2(key, synthesized.witness)  # needs only the witness: before prove_start
+    state = prove_start(key, synthesized, randomness=(5, 6))
+    assert prove_finish(state, b2=b2) == prove_finish(state) == prove(key, witness, randomness=(5, 6))
 
 
 @pytest.mark.parametrize("curve", CURVES)

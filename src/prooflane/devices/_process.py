@@ -279,6 +279,7 @@ class ProcessWorker(DeviceWorker):
         self.finalizer = ChildProcess(
             f"{worker_id} finalizer", _finalizer_main, ctx, io, niceness, self._budget
         )
+        self._pending: set[asyncio.Task[Any]] = set()  # requests nobody awaits (see _early_b2)
 
     def info(self) -> WorkerInfo:
         return WorkerInfo(self.worker_id, self.device.name, self.prover.pid, self.finalizer.pid)
@@ -302,7 +303,26 @@ class ProcessWorker(DeviceWorker):
         async with self.device.lock, self._budget.slot():
             if not grant():
                 return None
+            self._early_b2(key_path, synthesized, label)
             return await self._prove_start(label)
+
+    def _early_b2(self, key_path: str, synthesized: Any, label: str) -> None:
+        """Have the finalizer compute the partition's G2 MSM during the device section: it needs only the
+        witness, so on a ``cpu`` device the two run on two cores, and finishing the partition afterwards is
+        only assembly and verification. Requests to the finalizer are served in order, so this one is done
+        before the partition's ``finish``; its failure (the finalizer died or cannot load the key) is met
+        again by that ``finish``."""
+        request = self._call(self.finalizer, "b2", key_path, label, synthesized.witness, compute=True)
+        task = asyncio.create_task(request, name=f"b2 {label}")
+        self._pending.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(self._settled)
+
+    def _settled(self, task: asyncio.Task[Any]) -> None:
+        """Done-callback of a request whose outcome matters only to a later one: forget it, mark its
+        exception seen."""
+        self._pending.discard(task)
+        if not task.cancelled():
+            task.exception()
 
     async def _stage(self, key_path: str, synthesized: Any, label: str) -> None:
         await self._call(self.prover, "stage", key_path, synthesized)
@@ -313,7 +333,7 @@ class ProcessWorker(DeviceWorker):
 
     async def finish(self, key_path: str, state: Any, label: str = "") -> Finished:
         proof, public, verified, ms = await self._call(
-            self.finalizer, "finish", key_path, state, compute=True
+            self.finalizer, "finish", key_path, state, label, compute=True
         )
         return Finished(proof, public, verified, ms)
 
@@ -495,17 +515,30 @@ def _prover_main(conn: Connection, daemon_pid: int) -> None:
 
 def _finalizer_main(conn: Connection, daemon_pid: int) -> None:
     exit_with(daemon_pid, name="prooflane-final")
-    from ..groth16 import ProvingState, prove_finish, verify
+    import numpy as np
+
+    from ..groth16 import ProvingState, prove_b2, prove_finish, verify
     from .keys import drop_key, load_key
+
+    early: dict[str, tuple[Any, Any]] = {}  # label -> (witness, its G2 MSM), made during the device section
 
     def handle(op: str, *args: Any) -> Any:
         if op == "ping":
             return os.getpid()
+        if op == "b2":
+            key_path, label, witness = args
+            key = load_key(key_path, _FINALIZER_BASES, matrices=False)
+            early.clear()  # at most one partition ahead: the one its worker proves now
+            early[label] = (witness, prove_b2(key, witness))
+            return None
         if op == "finish":
-            key_path, fields = args
+            key_path, fields, label = args
             key = load_key(key_path, _FINALIZER_BASES, matrices=False)
             started = time.perf_counter()
-            proof = prove_finish(ProvingState(key=key, **fields))
+            witness, b2 = early.pop(label, (None, None))
+            if witness is None or not np.array_equal(witness, fields["witness"]):
+                b2 = None  # not computed for this partition's witness: compute it now
+            proof = prove_finish(ProvingState(key=key, **fields), b2=b2)
             verified = bool(verify(key.verification_key, proof.public, proof))
             ms = (time.perf_counter() - started) * 1000
             return proof.to_json(), proof.public_json(), verified, ms

@@ -8,7 +8,17 @@ development key.
 from .curves import BLS12381, BN128, CURVES, Curve, curve_by_name, curve_by_prime
 from .field import FieldVector, from_ints, to_ints
 from .proof import Proof, VerificationKey
-from .prover import ProvingState, Synthesized, preload, prove, prove_finish, prove_start, release, synthesize
+from .prover import (
+    ProvingState,
+    Synthesized,
+    preload,
+    prove,
+    prove_b2,
+    prove_finish,
+    prove_start,
+    release,
+    synthesize,
+)
 from .r1cs import R1CS, SparseMatrix, read_r1cs, write_r1cs
 from .setup import setup
 from .verifier import verify
@@ -34,6 +44,7 @@ __all__ = [
     "from_ints",
     "preload",
     "prove",
+    "prove_b2",
     "prove_finish",
     "prove_start",
     "read_r1cs",

@@ -42,6 +42,7 @@ __all__ = [
     "loaded",
     "preload",
     "prove",
+    "prove_b2",
     "prove_finish",
     "prove_start",
     "release",
@@ -305,11 +306,15 @@ def prove_start(
     )
 
 
-def prove_finish(state: ProvingState) -> Proof:
-    """The G2 MSM (B2) and the assembly of the proof."""
-    key = state.key
-    b2 = _msm(key.curve, key.digest, "b2", key.b2_points, state.witness)
-    return _assemble(state, backend(key.curve).g2_xy(b2))
+def prove_b2(key: ProvingKey, witness: FieldVector) -> G2:
+    """The G2 MSM (B2) alone: it needs only the witness, so it can run beside ``prove_start``."""
+    return backend(key.curve).g2_xy(_msm(key.curve, key.digest, "b2", key.b2_points, witness))
+
+
+def prove_finish(state: ProvingState, *, b2: G2 | None = None) -> Proof:
+    """The G2 MSM (B2, unless ``b2`` is given: ``prove_b2`` of the same key and witness) and the assembly of
+    the proof."""
+    return _assemble(state, prove_b2(state.key, state.witness) if b2 is None else b2)
 
 
 def _assemble(state: ProvingState, b2_msm: G2) -> Proof:
