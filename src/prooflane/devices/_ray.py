@@ -227,6 +227,8 @@ class RayWorker(DeviceWorker):
         self.node: str | None = None  # the node its actors run on, once started
         self._pids: dict[str, int] = {}
         self._watches: list[asyncio.Task[None]] = []
+        self._staged: tuple[str, Any] = ("", None)  # key path and data of the partition staged last
+        self._early: dict[str, Any] = {}  # label -> the finalizer's G2 MSM of that partition (an ObjectRef)
 
     def info(self) -> WorkerInfo:
         return WorkerInfo(
@@ -259,15 +261,21 @@ class RayWorker(DeviceWorker):
 
     async def _stage(self, key_path: str, synthesized: Any, label: str) -> None:
         await self._call(self.prover.stage.remote(key_path, synthesized))
+        self._staged = (key_path, synthesized)
 
     async def _prove_start(self, label: str) -> tuple[Any, float]:
         self.check_alive()
         state, ms = self.prover.start.options(num_returns=2).remote()
+        # The finalizer computes the G2 MSM meanwhile (it needs only the witness); its result reaches the
+        # partition's finish as an argument, so a failure here is that finish's failure.
+        key_path, synthesized = self._staged
+        self._early[label] = self.finalizer.b2.remote(key_path, synthesized)
         return state, await self._call(ms)  # the proving state stays in the object store
 
     async def finish(self, key_path: str, state: Any, label: str = "") -> Finished:
         self.check_alive()
-        proof, public, verified, ms = await self._call(self.finalizer.finish.remote(key_path, state))
+        b2 = self._early.pop(label, None)
+        proof, public, verified, ms = await self._call(self.finalizer.finish.remote(key_path, state, b2))
         return Finished(proof, public, verified, ms)
 
     async def drop_key(self, key_path: str) -> None:
@@ -423,13 +431,21 @@ class _Prover(_Actor):
 
 
 class _Finalizer(_Actor):
-    def finish(self, key_path: str, fields: dict[str, Any]) -> tuple[Any, list[str], bool, float]:
+    def b2(self, key_path: str, synthesized: Any) -> Any:
+        from ..groth16 import prove_b2
+        from .keys import load_key
+
+        return prove_b2(load_key(key_path, _FINALIZER_BASES), synthesized.witness)
+
+    def finish(
+        self, key_path: str, fields: dict[str, Any], b2: Any = None
+    ) -> tuple[Any, list[str], bool, float]:
         from ..groth16 import ProvingState, prove_finish, verify
         from .keys import load_key
 
         key = load_key(key_path, _FINALIZER_BASES)
         started = time.perf_counter()
-        proof = prove_finish(ProvingState(key=key, **fields))
+        proof = prove_finish(ProvingState(key=key, **fields), b2=b2)
         verified = bool(verify(key.verification_key, proof.public, proof))
         ms = (time.perf_counter() - started) * 1000
         return proof.to_json(), proof.public_json(), verified, ms
