@@ -142,10 +142,12 @@ class ProcessBackend(DeviceBackend):
             async with self.budget.slot():
                 try:
                     future = pool.submit(_trimmed, call, *args)
-                except (EOFError, OSError) as exc:  # a process could not be started: its forkserver ended
+                except (EOFError, OSError, BrokenProcessPool) as exc:
+                    # It never ran: a process could not be started (its forkserver ended), or the pool had
+                    # broken before (a process of it died while idle).
                     self._replace(pool)
                     raise PoolReplaced(
-                        f"could not start a synthesis process ({exc or type(exc).__name__})"
+                        f"the synthesis pool was replaced ({exc or type(exc).__name__})"
                     ) from None
                 return await asyncio.wrap_future(future)
         except BrokenProcessPool:
