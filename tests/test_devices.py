@@ -243,9 +243,9 @@ async def test_device_sections_finalizations_and_syntheses_share_the_core_budget
                 backend.run(synthesize_partition, task),
             )
         assert outcomes[0] is True and outcomes[1] is True
-        # Two device sections, the two G2 MSMs their finalizers computed beside them, two finalizations and
-        # three syntheses: each held the one slot, one at a time.
-        assert backend.budget.steps == 9 and backend.budget.peak == 1 and backend.budget.running == 0
+        # Two device sections, two finalizers loading the key, the two G2 MSMs they computed beside the
+        # device sections, two finalizations and three syntheses: each held the one slot, one at a time.
+        assert backend.budget.steps == 11 and backend.budget.peak == 1 and backend.budget.running == 0
     finally:
         for worker in workers:
             worker.kill()

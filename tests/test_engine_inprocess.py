@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from engine_support import WAIT, Gate, Harness, running, synthesis_of
+from engine_support import WAIT, Gate, Harness, is_synthesis, running, synthesis_of
 from prooflane.config import Config
-from prooflane.devices import Device, InProcessBackend, PoolProcessDied, Step
+from prooflane.devices import Device, InProcessBackend, PoolProcessDied, PoolReplaced, Step
 from prooflane.devices._inprocess import InProcessWorker
 from prooflane.engine import Engine
 from prooflane.errors import JobRejected
@@ -181,10 +181,65 @@ async def test_after_max_attempts_the_job_fails_naming_the_partition(
         assert await h.done(job_id) is JobState.FAILED
         view = h.engine.job(job_id)
         assert view is not None and view.error is not None
-        assert view.error.startswith("partition 0 failed") and "attempt 2 of 2" in view.error
+        assert view.error.startswith("partition 0 failed") and "failed 2 of max_attempts 2" in view.error
         with pytest.raises(JobRejected, match="partition 0"):
             await h.engine.wait_proof(job_id, 0)
         await h.assert_clean()
+
+
+async def test_a_worker_death_blames_only_the_partition_whose_work_ran_where_it_died(
+    engine_config: Callable[..., Config],
+) -> None:
+    async with running(engine_config(max_attempts=1)) as h:
+        job_id = await h.submit("porep-c2")
+        finalizing = h.gate.hold(lambda s: s.name == "finish" and s.label == f"{job_id}/0")
+        h.gate.act(lambda s: s.name == "prove_start" and s.label == f"{job_id}/1", _kill(h))
+        assert await h.done(job_id) is JobState.FAILED
+        assert finalizing.reached.is_set()  # partition 0 was on the same worker, finalizing: not to blame
+        view = h.engine.job(job_id)
+        assert view is not None and view.error is not None
+        assert view.error.startswith("partition 1 failed: worker cpu:0/w0 died: killed by the test")
+        finalizing.release.set()
+        await h.assert_clean()
+
+
+async def test_deaths_that_blame_no_partition_are_retried_beyond_max_attempts(
+    engine_config: Callable[..., Config],
+) -> None:
+    async with running(engine_config(max_attempts=1)) as h:
+
+        def idle_death(step: Step) -> None:  # a process of the worker died, but not while it ran this one
+            assert step.worker_id is not None
+            h.backend.kill(step.worker_id, "its finalizer died while idle", culprits=frozenset())
+
+        def pool_replaced(step: Step) -> None:
+            raise PoolReplaced("the synthesis pool was replaced: its forkserver ended")
+
+        h.gate.act(lambda s: s.name == "prove_start", idle_death, times=3)
+        h.gate.act(is_synthesis, pool_replaced, times=3)
+        job_id = await h.submit("winning-post")
+        assert await h.done(job_id) is JobState.DONE
+        view = h.engine.job(job_id)
+        assert view is not None and view.partitions[0].attempt == 7
+        await h.assert_clean()
+
+
+async def test_health_is_not_ok_from_the_moment_a_worker_died_until_it_is_replaced(h: Harness) -> None:
+    seen: list[tuple[bool, tuple[str, ...]]] = []
+
+    def kill_and_look(step: Step) -> None:
+        assert step.worker_id is not None
+        h.backend.kill(step.worker_id, "killed by the test")
+        # The supervisor has not run yet (nothing awaited since the death): health must already know.
+        seen.append((h.engine.health().ok, h.engine.health().reasons))
+
+    h.gate.act(lambda s: s.name == "prove_start", kill_and_look)
+    job_id = await h.submit("winning-post")
+    assert await h.done(job_id) is JobState.DONE
+    [(ok, reasons)] = seen
+    assert not ok and reasons == ("device cpu:0 has no live worker (cpu:0/w0: killed by the test)",)
+    assert h.engine.health().ok
+    await h.assert_clean()
 
 
 async def test_a_failing_device_section_fails_the_job_and_names_the_partition(h: Harness) -> None:

@@ -7,6 +7,7 @@ every unfinished job of the journal without proving again what was proven.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import time
@@ -161,7 +162,10 @@ class Admission:
         except (ProoflaneError, OSError, ValueError, RuntimeError) as exc:
             if inline:
                 shutil.rmtree(path, ignore_errors=True)  # a rejected inline sector leaves nothing on disk
-            raise JobRejected(f"sector: {exc}", 422) from None
+            full = (
+                isinstance(exc, OSError) and exc.errno == errno.ENOSPC
+            )  # the daemon's fault, not the request's
+            raise JobRejected(f"sector: {exc}", 507 if full else 422) from None
         if sector.size_bytes != want:
             raise JobRejected(
                 f"sector {str(path)!r} holds {sector.size_bytes} bytes, but profile {cfg.profile!r} "

@@ -81,6 +81,22 @@ class DeviceLoop:
             registered.set()
             self._worker_died(worker, await self._run(worker))
 
+    def devices_without_live_worker(self) -> dict[str, str]:
+        """Devices none of whose workers is alive now, as the backend knows it, each with why.
+
+        A worker's death is known here the moment its backend notices it (a process's pidfd), a few turns of
+        the event loop before the supervisor posts ``WorkerDied``: health asks this too, so it never says
+        ok in between.
+        """
+        by_device: dict[str, list[DeviceWorker]] = {}
+        for worker in self.workers.values():
+            by_device.setdefault(worker.device.name, []).append(worker)
+        return {
+            name: "; ".join(f"{w.worker_id}: {w.death or 'ended'}" for w in workers)
+            for name, workers in by_device.items()
+            if all(w.dead for w in workers)
+        }
+
     def busy(self) -> tuple[int, int]:
         """(workers holding a partition, live workers)."""
         live = [w for w in self.workers.values() if not w.dead]
@@ -187,7 +203,14 @@ class DeviceLoop:
             )  # fmt: skip
             pipeline.fail_partition(part, "its proof did not verify")
             return
-        pipeline.journal.save_proof(part.job.job_id, part.index, finished.proof, finished.public)
+        if not pipeline.write(
+            lambda j: j.save_proof(part.job.job_id, part.index, finished.proof, finished.public)
+        ):
+            # Done means journalled: proven again once the journal takes writes (the dispatcher waits).
+            pipeline.retry(
+                part, f"its proof could not be journalled: {pipeline.journal_problem}", blame=False
+            )
+            return
         part.move(P.DONE)
         pipeline.release(part)
         pipeline.post(ev.FinalizeFinished(at=pipeline.clock(), token=token, finalize_ms=finished.ms))
@@ -212,7 +235,8 @@ class DeviceLoop:
         return allocation
 
     def _worker_died(self, worker: DeviceWorker, reason: str, *, registered: bool = True) -> None:
-        """The worker is gone: free its keys, retry every partition it held."""
+        """The worker is gone: free its keys, retry every partition it held (blaming only those whose own
+        work ran where it died, when its backend can tell)."""
         worker.kill()
         for slot in [s for s in self._keys if s[0] is worker]:
             self._keys.pop(slot).release()
@@ -223,9 +247,11 @@ class DeviceLoop:
         pipeline = self._pipeline
         if registered:
             pipeline.post(ev.WorkerDied(at=pipeline.clock(), worker_id=worker.worker_id, reason=reason))
+        culprits = worker.culprits
         for part in sorted(held, key=lambda p: p.key):
             if part.live:
-                pipeline.retry(part, f"worker {worker.worker_id} died: {reason}")
+                blame = culprits is None or part.name in culprits
+                pipeline.retry(part, f"worker {worker.worker_id} died: {reason}", blame=blame)
             else:
                 pipeline.release(part)
 

@@ -13,7 +13,7 @@ import functools
 from . import events as ev
 from ._jobs import PartitionRun
 from ._pipeline import Pipeline
-from .devices import DeviceBackend, PoolProcessDied
+from .devices import DeviceBackend, PoolProcessDied, PoolReplaced
 from .kinds import SynthesisTask, synthesize_partition
 from .states import JobState, PartitionState
 
@@ -62,7 +62,8 @@ class Dispatcher:
     def _can_synthesize(self) -> bool:
         cfg = self._pipeline.config
         return (
-            self.active < cfg.synthesis_workers
+            self._pipeline.journal_problem is None  # a proof made now could not be stored
+            and self.active < cfg.synthesis_workers
             and self.active + len(self._pipeline.ready) < cfg.prefetch_partitions + cfg.synthesis_workers
         )
 
@@ -82,7 +83,7 @@ class Dispatcher:
         try:
             synthesized, ms = await self._backend.run(synthesize_partition, task)
         except PoolProcessDied as exc:
-            pipeline.retry(part, str(exc))
+            pipeline.retry(part, str(exc), blame=not isinstance(exc, PoolReplaced))
             return
         except Exception as exc:
             reason = str(exc) or type(exc).__name__
@@ -110,5 +111,5 @@ class Dispatcher:
         part.synthesized = synthesized
         if job.state is JobState.QUEUED:
             job.move(JobState.RUNNING)
-            pipeline.journal.set_job_state(job.job_id, JobState.RUNNING)
+            pipeline.write(lambda j: j.set_job_state(job.job_id, JobState.RUNNING))
         pipeline.ready.push(part.key, part)

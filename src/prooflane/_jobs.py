@@ -31,6 +31,7 @@ class PartitionRun:
     index: int
     state: PartitionState = P.PENDING
     attempt: int = 1
+    failures: int = 0  # attempts it was to blame for (a process died running its own work); see max_attempts
     reservation: Reservation | None = None
     synthesized: Any = None
     task: asyncio.Task[None] | None = None

@@ -5,7 +5,12 @@ Everything here runs on the event loop; no locks. Invariants kept by constructio
 - a partition's reservation is live exactly while its partition is synthesizing, synthesized, proving or
   finalizing (or a worker still computes on it after its job ended; released when that returns);
 - a partition is in at most one place: the pending queue, a synthesis task, the ready queue, or one worker;
-- a job ends once (:meth:`Pipeline.end_job`), and the journal is written before waiters are woken;
+- a job ends once (:meth:`Pipeline.end_job`), and only once the journal took its end: waiters are woken,
+  and the end is shown, after that;
+- a partition is done only once its proof is in the journal;
+- while the journal cannot be written (``journal_problem``), no new job is accepted and no partition starts;
+  what cannot be written waits (a job's end) or is done again later (a partition whose proof could not
+  be stored), and a task tries the journal again every ``JOURNAL_RETRY_SECS``;
 - every state change of a job or partition goes through the table in :mod:`prooflane.states`.
 """
 
@@ -25,12 +30,13 @@ from .memory import MemoryBudget
 from .scheduler import WorkQueue
 from .states import JobState, PartitionState
 from .status import StatusTracker
-from .store import Store
+from .store import JournalUnwritable, Store
 
 __all__ = ["Pipeline"]
 
 log = logging.getLogger("prooflane.engine")
 P = PartitionState
+JOURNAL_RETRY_SECS = 1.0  # how often a journal that could not be written is tried again
 
 
 class Pipeline:
@@ -48,6 +54,8 @@ class Pipeline:
         self.store: Store | None = None
         self.progressed_at = clock()  # when a partition last moved (for the stall check of health)
         self.tg: asyncio.TaskGroup | None = None
+        self.journal_problem: str | None = None  # why the journal cannot be written now (None: it can)
+        self._unwritten_ends: dict[JobRun, tuple[JobState, str | None, int | None]] = {}  # waiting for it
 
     @property
     def journal(self) -> Store:
@@ -75,6 +83,42 @@ class Pipeline:
             )
         return None
 
+    # -- the journal ----------------------------------------------------------------------------------
+
+    def write(self, call: Callable[[Store], None]) -> bool:
+        """A journal write whose loss the engine survives (a state shown elsewhere, an attempt count):
+        False, and the journal reported unwritable, when it could not be made."""
+        try:
+            call(self.journal)
+        except JournalUnwritable as exc:
+            self.journal_failed(exc)
+            return False
+        return True
+
+    def journal_failed(self, exc: JournalUnwritable) -> None:
+        """The journal refused a write: stop starting work and refuse jobs until it takes writes again."""
+        if self.journal_problem is None:
+            log.error("%s; new jobs are refused and no partition starts until it can be written", exc)
+            self.spawn(self._retry_journal(), "journal retry")
+        self.journal_problem = str(exc)
+
+    async def _retry_journal(self) -> None:
+        """Try the journal again until it takes writes; then write the job ends that waited for it."""
+        while True:
+            await asyncio.sleep(JOURNAL_RETRY_SECS)
+            try:
+                self.journal.probe()
+                for job, (state, error, partition) in list(self._unwritten_ends.items()):
+                    self._end(job, state, error, partition)
+                    del self._unwritten_ends[job]
+            except JournalUnwritable as exc:
+                self.journal_problem = str(exc)
+                continue
+            self.journal_problem = None
+            log.warning("the journal can be written again: jobs are accepted, partitions start")
+            self.kick.set()
+            return
+
     def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         """A task in the engine's task group (its failure stops the engine, loudly)."""
         if self.tg is None:
@@ -88,18 +132,26 @@ class Pipeline:
 
     # -- outcomes -------------------------------------------------------------------------------------
 
-    def retry(self, part: PartitionRun, reason: str) -> None:
-        """Give the partition another attempt from the start (or fail its job after max_attempts)."""
+    def retry(self, part: PartitionRun, reason: str, *, blame: bool = True) -> None:
+        """Give the partition another attempt from the start. ``blame``: the attempt ended while the
+        partition's own work ran where a process died; after ``max_attempts`` of those its job fails (a
+        partition that kills whatever runs it). An attempt that merely shared a worker or a pool with
+        the death is retried without limit: it did not cause it."""
         self.release(part)
         if not part.live:
             return
         part.synthesized, part.token, part.worker_id = None, None, None
-        if part.attempt >= self.config.max_attempts:
-            self.fail_partition(part, f"{reason} (attempt {part.attempt} of {self.config.max_attempts})")
+        part.failures += blame
+        if part.failures >= self.config.max_attempts:
+            self.fail_partition(
+                part,
+                f"{reason} (attempt {part.attempt}; failed {part.failures} of max_attempts "
+                f"{self.config.max_attempts} times)",
+            )
             return
         part.attempt += 1
         part.move(P.PENDING)
-        self.journal.set_partition(part.job.job_id, part.index, P.PENDING, attempts=part.attempt)
+        self.write(lambda j: j.set_partition(part.job.job_id, part.index, P.PENDING, attempts=part.attempt))
         self.post(
             ev.PartitionRetried(
                 at=self.clock(), job_id=part.job.job_id, partition=part.index, attempt=part.attempt,
@@ -115,18 +167,30 @@ class Pipeline:
         self.release(part)
         if part.live:
             part.move(P.FAILED)
-            self.journal.set_partition(part.job.job_id, part.index, P.FAILED, error=reason)
+            self.write(lambda j: j.set_partition(part.job.job_id, part.index, P.FAILED, error=reason))
             self.end_job(part.job, JobState.FAILED, f"partition {part.index} failed: {reason}", part.index)
 
     def end_job(self, job: JobRun, state: JobState, error: str | None, partition: int | None = None) -> None:
-        """End the job once: journal first, then free its queued work, post the event, wake waiters."""
-        if job.state.terminal:
+        """End the job once: journal first, then free its queued work, post the event, wake waiters.
+
+        When the journal cannot take the end, the job does not end yet: its end waits for the journal (the
+        first end asked for is the one written)."""
+        if job.state.terminal or job in self._unwritten_ends:
             return
+        try:
+            self._end(job, state, error, partition)
+        except JournalUnwritable as exc:
+            self._unwritten_ends[job] = (state, error, partition)
+            self.journal_failed(exc)
+
+    def _end(self, job: JobRun, state: JobState, error: str | None, partition: int | None) -> None:
+        finished_at = time.time()
+        self.journal.end_job(
+            job.job_id, state, error=error, finished_at=finished_at,
+            close_partitions=None if state is JobState.DONE else P.CANCELLED,
+        )  # fmt: skip
         job.move(state)
-        job.error, job.finished_at = error, time.time()
-        self.journal.set_job_state(job.job_id, state, error=error, finished_at=job.finished_at)
-        if state is not JobState.DONE:
-            self.journal.end_open_partitions(job.job_id, P.CANCELLED)
+        job.error, job.finished_at = error, finished_at
         for part in self.pending.remove_job(job.job_id) + self.ready.remove_job(job.job_id):
             self.release(part)
         for part in job.partitions:

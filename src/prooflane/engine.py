@@ -41,7 +41,7 @@ from .memory import MemoryBudget
 from .models import CircuitInfo, JobProof, JobRequest, JobView, KindInfo, PartitionProof
 from .states import JobState
 from .status import StatusTracker, TrackerConfig, TrackerTotals
-from .store import Store
+from .store import JournalUnwritable, Store
 
 __all__ = ["Engine"]
 
@@ -189,7 +189,17 @@ class Engine:
         """
         if not self.ready:
             raise JobRejected("the engine is not running: start it first", 503)
-        return self._admission.submit(req)
+        self._refuse_without_journal("no job is accepted")
+        try:
+            return self._admission.submit(req)
+        except JournalUnwritable as exc:
+            self._pipeline.journal_failed(exc)
+            raise JobRejected(f"no job is accepted: {exc}", 507) from None
+
+    def _refuse_without_journal(self, what: str) -> None:
+        """507 while the journal cannot be written (a disk that is full)."""
+        if (problem := self._pipeline.journal_problem) is not None:
+            raise JobRejected(f"{what}: {problem}", 507)
 
     def job(self, job_id: str) -> JobView | None:
         """The job's state and per-partition states, or None when no such job was ever accepted."""
@@ -247,6 +257,7 @@ class Engine:
             return False
         if job.state.terminal:
             return False
+        self._refuse_without_journal("no job is cancelled")
         self._pipeline.end_job(job, JobState.CANCELLED, "cancelled by request")
         return True
 
@@ -273,7 +284,12 @@ class Engine:
         same files is a no-op; with different files it is refused (409). Raises ``JobRejected`` (422) for a
         file that is missing or not a Groth16 .zkey.
         """
-        return await self._circuits.register(name, zkey_path, wasm_path=wasm_path, priority=priority)
+        self._refuse_without_journal("no circuit is registered")
+        try:
+            return await self._circuits.register(name, zkey_path, wasm_path=wasm_path, priority=priority)
+        except JournalUnwritable as exc:
+            self._pipeline.journal_failed(exc)
+            raise JobRejected(f"no circuit is registered: {exc}", 507) from None
 
     def circuits(self) -> list[CircuitInfo]:
         """The registered circom circuits."""
@@ -299,8 +315,15 @@ class Engine:
             return (f"the engine stopped: {self.failure}",)
         if not self.ready:
             return ("starting",) if self._runner is None else ("stopping",)
+        journal = self._pipeline.journal_problem
+        reasons = [f"{journal}: new jobs are refused (507) and no partition starts"] if journal else []
+        reasons += [
+            f"device {name} has no live worker ({why})"
+            for name, why in self._devices.devices_without_live_worker().items()
+            if name not in self._pipeline.tracker.health().devices_down  # not yet posted: said here
+        ]
         stalled = self._pipeline.stalled(*self._devices.busy())
-        return (stalled,) if stalled else ()
+        return (*reasons, stalled) if stalled else tuple(reasons)
 
     def subscribe(self, last_event_id: int | None = None) -> AsyncIterator[FeedItem]:
         """The event stream (``GET /v1/events``), resumed after ``last_event_id`` when given."""

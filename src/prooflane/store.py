@@ -2,7 +2,8 @@
 
 Every write is its own committed transaction, so a job acknowledged to a client and every partition proof
 stored survive ``kill -9`` of the daemon (WAL with ``synchronous=NORMAL`` loses nothing on a process crash).
-Used from the event loop only; each call is one short statement.
+A write that cannot be made (the disk is full, or failing) raises :class:`JournalUnwritable` and stores
+nothing of itself. Used from the event loop only; each call is one short statement.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CircuitRecord", "JobRecord", "PartitionRecord", "Store"]
+from .errors import ProoflaneError
+
+__all__ = ["CircuitRecord", "JobRecord", "JournalUnwritable", "PartitionRecord", "Store"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -54,6 +57,10 @@ CREATE TABLE IF NOT EXISTS circuits (
     memory_bytes INTEGER NOT NULL
 );
 """
+
+
+class JournalUnwritable(ProoflaneError):
+    """Raised when the journal cannot be written (the disk is full, or failing); that write stored nothing."""
 
 
 @dataclass(frozen=True)
@@ -132,17 +139,15 @@ class Store:
     ) -> JobRecord:
         """Journal a new queued job and its pending partitions in one transaction."""
         with self._tx():
-            cur = self._db.execute(
+            self._write(
                 "INSERT INTO jobs (job_id, kind, priority, request, randomness, partitions, state,"
                 " submitted_at) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?)",
                 (job_id, kind, priority, json.dumps(request), randomness, partitions, submitted_at),
             )
-            self._db.executemany(
-                "INSERT INTO partitions (job_id, idx, state) VALUES (?, ?, 'pending')",
-                [(job_id, i) for i in range(partitions)],
-            )
-        seq = cur.lastrowid
-        assert seq is not None
+            for i in range(partitions):
+                self._write(
+                    "INSERT INTO partitions (job_id, idx, state) VALUES (?, ?, 'pending')", (job_id, i)
+                )
         record = self.job(job_id)
         assert record is not None
         return record
@@ -171,10 +176,26 @@ class Store:
         self, job_id: str, state: str, *, error: str | None = None, finished_at: float | None = None
     ) -> None:
         """Record the job's state (and, when it ends, its error and end time)."""
-        self._db.execute(
+        self._write(
             "UPDATE jobs SET state = ?, error = coalesce(?, error), finished_at = ? WHERE job_id = ?",
             (state, error, finished_at, job_id),
         )
+
+    def end_job(
+        self, job_id: str, state: str, *, error: str | None, finished_at: float, close_partitions: str | None
+    ) -> None:
+        """Record the job's end in one transaction: its state, error and end time, and (``close_partitions``)
+        that state for every partition of it not done or failed."""
+        with self._tx():
+            self.set_job_state(job_id, state, error=error, finished_at=finished_at)
+            if close_partitions is not None:
+                self.end_open_partitions(job_id, close_partitions)
+
+    def probe(self) -> None:
+        """Write (and commit) one small row: JournalUnwritable while the journal cannot take writes."""
+        with self._tx():
+            self._write("CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY, at REAL NOT NULL)", ())
+            self._write("INSERT OR REPLACE INTO probe VALUES (1, julianday('now'))", ())
 
     def counts(self) -> dict[str, int]:
         """Number of jobs in each state."""
@@ -190,7 +211,7 @@ class Store:
 
     def save_proof(self, job_id: str, index: int, proof: dict[str, Any], public: list[str]) -> None:
         """Store a verified partition proof (the partition is then done and never proven again)."""
-        self._db.execute(
+        self._write(
             "UPDATE partitions SET state = 'done', proof = ?, public = ? WHERE job_id = ? AND idx = ?",
             (json.dumps(proof), json.dumps(public), job_id, index),
         )
@@ -199,7 +220,7 @@ class Store:
         self, job_id: str, index: int, state: str, *, attempts: int | None = None, error: str | None = None
     ) -> None:
         """Record a partition's state (and attempts or error when given)."""
-        self._db.execute(
+        self._write(
             "UPDATE partitions SET state = ?, attempts = coalesce(?, attempts), error = coalesce(?, error)"
             " WHERE job_id = ? AND idx = ?",
             (state, attempts, error, job_id, index),
@@ -207,7 +228,7 @@ class Store:
 
     def end_open_partitions(self, job_id: str, state: str) -> None:
         """Mark every partition of the job not yet done as ``state`` (failed or cancelled)."""
-        self._db.execute(
+        self._write(
             "UPDATE partitions SET state = ? WHERE job_id = ? AND state NOT IN ('done', 'failed')",
             (state, job_id),
         )
@@ -216,7 +237,7 @@ class Store:
 
     def add_circuit(self, record: CircuitRecord) -> None:
         """Register a circuit (replacing nothing: the caller checked the name is free)."""
-        self._db.execute(
+        self._write(
             "INSERT INTO circuits VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 record.name,
@@ -238,15 +259,27 @@ class Store:
 
     # -- internals ------------------------------------------------------------------------------------
 
+    def _write(self, sql: str, params: tuple[Any, ...]) -> None:
+        """One statement that writes; JournalUnwritable (naming the journal) when it cannot be made."""
+        try:
+            self._db.execute(sql, params)
+        except (sqlite3.Error, OSError) as exc:
+            raise JournalUnwritable(f"the journal {self.path} cannot be written ({exc})") from exc
+
     @contextmanager
     def _tx(self) -> Iterator[None]:
-        self._db.execute("BEGIN")
+        """One transaction (nested ones join it): all of its writes are stored, or none."""
+        if self._db.in_transaction:
+            yield
+            return
+        self._write("BEGIN", ())
         try:
             yield
+            self._write("COMMIT", ())
         except BaseException:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:  # a COMMIT that failed (a full disk) leaves it open
+                self._db.execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")
 
 
 def _job(row: sqlite3.Row) -> JobRecord:

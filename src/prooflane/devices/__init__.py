@@ -41,6 +41,7 @@ __all__ = [
     "DeviceWorker",
     "Finished",
     "PoolProcessDied",
+    "PoolReplaced",
     "RemoteError",
     "WorkerDied",
     "WorkerInfo",
@@ -55,6 +56,11 @@ class RemoteError(ProoflaneError):
 
 class PoolProcessDied(ProoflaneError):
     """Raised when a process of the CPU-side pool died while it held work; the work may be retried."""
+
+
+class PoolReplaced(PoolProcessDied):
+    """Raised when the CPU-side pool was replaced though none of its processes died with the work (a process
+    could not be started, or the forkserver behind the pool ended): the work is retried, blaming nothing."""
 
 
 @dataclass(eq=False)
@@ -98,6 +104,9 @@ class DeviceWorker(ABC):
         self.worker_id = worker_id
         self.device = device
         self.death: str | None = None  # why it died, once it did
+        # The partitions (labels) whose own work ran in the part of the worker that died, set with the death;
+        # None: not known, so each partition the worker held may be to blame.
+        self.culprits: frozenset[str] | None = None
         self._dead = asyncio.Event()
 
     @property
@@ -139,10 +148,11 @@ class DeviceWorker(ABC):
         await self._dead.wait()
         return self.death or "ended"
 
-    def die(self, reason: str) -> None:
-        """The worker is gone (a process of it ended, or the engine gave up on it): end the rest of it."""
+    def die(self, reason: str, culprits: frozenset[str] | None = None) -> None:
+        """The worker is gone (a process of it ended, or the engine gave up on it): end the rest of it.
+        ``culprits``: the partitions whose own work was running where it died (None: not known)."""
         if self.death is None:
-            self.death = reason
+            self.death, self.culprits = reason, culprits
         self._dead.set()
         self._end()
 

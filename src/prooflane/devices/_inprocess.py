@@ -10,9 +10,10 @@ step fails as it would in a worker process).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -60,9 +61,13 @@ class InProcessBackend(DeviceBackend):
         self.workers[worker_id] = worker
         return worker
 
-    def kill(self, worker_id: str, reason: str = "killed") -> None:
-        """End the worker as if its processes died."""
-        self.workers[worker_id].die(reason)
+    def kill(self, worker_id: str, reason: str = "killed", culprits: frozenset[str] | None = None) -> None:
+        """End the worker as if its processes died, blaming ``culprits`` (by default the partition whose
+        step it is in, if any)."""
+        worker = self.workers[worker_id]
+        if culprits is None:
+            culprits = frozenset([worker.working_on] if worker.working_on else [])
+        worker.die(reason, culprits)
 
     async def _before(self, step: Step) -> None:
         self.steps.append(step)
@@ -79,6 +84,7 @@ class InProcessWorker(DeviceWorker):
         self._backend = backend
         self._staged: tuple[Any, Any] | None = None
         self.keys: set[str] = set()  # the keys it holds (for tests of eviction)
+        self.working_on: str | None = None  # the partition whose step runs now (from its hook to its end)
 
     def info(self) -> WorkerInfo:
         return WorkerInfo(self.worker_id, self.device.name, None, None)
@@ -87,35 +93,45 @@ class InProcessWorker(DeviceWorker):
         self.check_alive()
 
     async def _stage(self, key_path: str, synthesized: Any, label: str) -> None:
-        await self._step("stage", label)
-        self.keys.add(key_path)
-        self._staged = (load_key(key_path), synthesized)
+        async with self._working("stage", label):
+            self.keys.add(key_path)
+            self._staged = (load_key(key_path), synthesized)
 
     async def _prove_start(self, label: str) -> tuple[Any, float]:
         from ..groth16 import prove_start
 
-        await self._step("prove_start", label)
-        assert self._staged is not None, "prove_start without a staged partition"
-        key, synthesized = self._staged
-        self._staged = None
-        started = time.perf_counter()
-        state = _remote(lambda: prove_start(key, synthesized))
-        ms = (time.perf_counter() - started) * 1000
-        self.check_alive()
+        async with self._working("prove_start", label):
+            assert self._staged is not None, "prove_start without a staged partition"
+            key, synthesized = self._staged
+            self._staged = None
+            started = time.perf_counter()
+            state = _remote(lambda: prove_start(key, synthesized))
+            ms = (time.perf_counter() - started) * 1000
+            self.check_alive()
         fields = {f.name: getattr(state, f.name) for f in dataclasses.fields(state) if f.name != "key"}
         return fields, ms
 
     async def finish(self, key_path: str, state: Any, label: str = "") -> Finished:
         from ..groth16 import ProvingState, prove_finish, verify
 
-        await self._step("finish", label)
-        key = load_key(key_path)
-        started = time.perf_counter()
-        proof = _remote(lambda: prove_finish(ProvingState(key=key, **state)))
-        verified = bool(verify(key.verification_key, proof.public, proof))
-        ms = (time.perf_counter() - started) * 1000
-        self.check_alive()
+        async with self._working("finish", label):
+            key = load_key(key_path)
+            started = time.perf_counter()
+            proof = _remote(lambda: prove_finish(ProvingState(key=key, **state)))
+            verified = bool(verify(key.verification_key, proof.public, proof))
+            ms = (time.perf_counter() - started) * 1000
+            self.check_alive()
         return Finished(proof.to_json(), proof.public_json(), verified, ms)
+
+    @contextlib.asynccontextmanager
+    async def _working(self, name: str, label: str) -> AsyncIterator[None]:
+        """The step ``name`` of partition ``label``: its hook, then its work (``working_on`` meanwhile)."""
+        self.working_on = label or None
+        try:
+            await self._step(name, label)
+            yield
+        finally:
+            self.working_on = None
 
     async def drop_key(self, key_path: str) -> None:
         self.check_alive()

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -50,7 +51,16 @@ from multiprocessing.context import ForkServerContext
 from typing import Any, TypeVar
 
 from ..errors import WorkerDied
-from . import Device, DeviceBackend, DeviceWorker, Finished, PoolProcessDied, RemoteError, WorkerInfo
+from . import (
+    Device,
+    DeviceBackend,
+    DeviceWorker,
+    Finished,
+    PoolProcessDied,
+    PoolReplaced,
+    RemoteError,
+    WorkerInfo,
+)
 
 __all__ = [
     "ChildProcess",
@@ -130,20 +140,36 @@ class ProcessBackend(DeviceBackend):
             raise PoolProcessDied("the process pool is not running")
         try:
             async with self.budget.slot():
-                return await asyncio.get_running_loop().run_in_executor(pool, _trimmed, call, *args)
+                try:
+                    future = pool.submit(_trimmed, call, *args)
+                except (EOFError, OSError, BrokenProcessPool) as exc:
+                    # It never ran: a process could not be started (its forkserver ended), or the pool had
+                    # broken before (a process of it died while idle).
+                    self._replace(pool)
+                    raise PoolReplaced(
+                        f"the synthesis pool was replaced ({exc or type(exc).__name__})"
+                    ) from None
+                return await asyncio.wrap_future(future)
         except BrokenProcessPool:
-            if self._pool is pool:  # the first to notice replaces the pool; the others just retry
-                _kill_pool(pool)
-                self._pool = self._new_pool()
+            # Its bookkeeping also breaks when only the forkserver behind it ended (the processes live on):
+            # then no process died with the work.
+            died = any(_ended(pid) for pid in _pool_pids(pool))
+            self._replace(pool)
+            if not died:
+                raise PoolReplaced("the synthesis pool was replaced: its forkserver ended") from None
             raise PoolProcessDied("a synthesis process died") from None
+
+    def _replace(self, pool: ProcessPoolExecutor) -> None:
+        if self._pool is pool:  # the first to notice replaces the pool; the others just retry
+            _kill_pool(pool)
+            self._pool = self._new_pool()
 
     def new_worker(self, worker_id: str, device: Device) -> ProcessWorker:
         return ProcessWorker(worker_id, device, self._ctx, self._io, self._niceness, self.budget)
 
     def pool_pids(self) -> list[int]:
         """The pool's process ids (for diagnostics and fault tests)."""
-        processes = getattr(self._pool, "_processes", None) or {}
-        return [p.pid for p in processes.values() if p.pid is not None]
+        return _pool_pids(self._pool)
 
     def _new_pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(
@@ -172,15 +198,22 @@ class ChildProcess:
         parent, child = ctx.Pipe(duplex=True)
         self._conn: Connection = parent
         self._proc = ctx.Process(target=target, args=(child, os.getpid()), name=name, daemon=True)
-        self._proc.start()
-        child.close()
-        if niceness and self._proc.pid is not None:
-            with contextlib.suppress(OSError):
-                os.setpriority(os.PRIO_PROCESS, self._proc.pid, below_this_process(niceness))
         self._lock = asyncio.Lock()  # one request in flight per process: replies match requests in order
         self._pidfd: int | None = None
         self._unwatch: Callable[[], object] = lambda: None
         self._ended = False
+        self.working_on: str | None = None  # the partition whose own work the request in flight does
+        try:
+            self._proc.start()
+        except (EOFError, OSError) as exc:  # the forkserver ended while it started this one
+            self._ended = True
+            self._start_error: str | None = f"{name} could not be started ({exc or type(exc).__name__})"
+        else:
+            self._start_error = None
+        child.close()
+        if niceness and self._proc.pid is not None:
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, self._proc.pid, below_this_process(niceness))
 
     @property
     def pid(self) -> int | None:
@@ -188,14 +221,16 @@ class ChildProcess:
         pid: int | None = self._proc.pid
         return pid
 
-    async def request(self, *message: Any, compute: bool = False) -> Any:
+    async def request(self, *message: Any, compute: bool = False, label: str | None = None) -> Any:
         """Send ``message``, return the reply's payload; raise WorkerDied if the process is gone. A
         ``compute`` request holds a slot of the core budget while it runs (taken once this process is
-        free, so a request queued behind another never holds a slot it cannot use)."""
+        free, so a request queued behind another never holds a slot it cannot use). ``label``: the
+        partition whose own work the request does (``working_on`` until the reply)."""
         loop = asyncio.get_running_loop()
         async with self._lock:
             if self._ended:
-                raise WorkerDied(f"{self.name} (pid {self.pid}) was ended")
+                raise WorkerDied(self._start_error or f"{self.name} (pid {self.pid}) was ended")
+            self.working_on = label
             try:
                 # One thread hop per request: send and wait for the reply in the same I/O thread.
                 if compute:
@@ -209,6 +244,7 @@ class ChildProcess:
                 # The reply would be read by the next request: the process cannot be trusted any more.
                 self.kill()
                 raise
+            self.working_on = None
         status, payload = reply
         if status == "error":
             raise RemoteError(payload)
@@ -253,10 +289,14 @@ class ChildProcess:
         self._proc.join(timeout)
 
     def _exit_reason(self, exc: BaseException) -> str:
+        if self._start_error is not None:
+            return self._start_error
         self._proc.join(1.0)
         code = self._proc.exitcode
         if code is None:
             return type(exc).__name__
+        if code == _STATUS_LOST:
+            return "its exit status is lost (the forkserver that started it, which reports it, has ended)"
         return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
 
 
@@ -280,6 +320,12 @@ class ProcessWorker(DeviceWorker):
             f"{worker_id} finalizer", _finalizer_main, ctx, io, niceness, self._budget
         )
         self._pending: set[asyncio.Task[Any]] = set()  # requests nobody awaits (see _early_b2)
+        # A partition's early G2 MSM and its finish each send the finalizer two requests (the key's load,
+        # then the work); taking turns keeps each pair together, so the MSM is done before its finish.
+        self._finalizer_turn = asyncio.Lock()
+        # The keys each process has loaded: a key is loaded by a request of its own, so that a death while
+        # it loads (most of a fresh worker's first partition of a kind) blames no partition.
+        self._loaded: dict[ChildProcess, set[str]] = {self.prover: set(), self.finalizer: set()}
 
     def info(self) -> WorkerInfo:
         return WorkerInfo(self.worker_id, self.device.name, self.prover.pid, self.finalizer.pid)
@@ -291,8 +337,8 @@ class ProcessWorker(DeviceWorker):
         except WorkerDied as exc:
             self.die(str(exc))
             raise
-        self.prover.watch(self.die)
-        self.finalizer.watch(self.die)
+        self.prover.watch(functools.partial(self._died, self.prover))
+        self.finalizer.watch(functools.partial(self._died, self.finalizer))
 
     async def prove(
         self, key_path: str, synthesized: Any, grant: Callable[[], bool], label: str = ""
@@ -312,10 +358,14 @@ class ProcessWorker(DeviceWorker):
         only assembly and verification. Requests to the finalizer are served in order, so this one is done
         before the partition's ``finish``; its failure (the finalizer died or cannot load the key) is met
         again by that ``finish``."""
-        request = self._call(self.finalizer, "b2", key_path, label, synthesized.witness, compute=True)
-        task = asyncio.create_task(request, name=f"b2 {label}")
+        task = asyncio.create_task(self._b2(key_path, synthesized.witness, label), name=f"b2 {label}")
         self._pending.add(task)  # the loop keeps only a weak reference to a task
         task.add_done_callback(self._settled)
+
+    async def _b2(self, key_path: str, witness: Any, label: str) -> None:
+        async with self._finalizer_turn:
+            await self._load(self.finalizer, key_path, compute=True)
+            await self._call(self.finalizer, "b2", key_path, label, witness, compute=True, label=label)
 
     def _settled(self, task: asyncio.Task[Any]) -> None:
         """Done-callback of a request whose outcome matters only to a later one: forget it, mark its
@@ -325,30 +375,54 @@ class ProcessWorker(DeviceWorker):
             task.exception()
 
     async def _stage(self, key_path: str, synthesized: Any, label: str) -> None:
-        await self._call(self.prover, "stage", key_path, synthesized)
+        await self._load(self.prover, key_path)
+        await self._call(self.prover, "stage", key_path, synthesized, label=label)
 
     async def _prove_start(self, label: str) -> tuple[Any, float]:
-        state, ms = await self._call(self.prover, "start")
+        state, ms = await self._call(self.prover, "start", label=label)
         return state, ms
 
     async def finish(self, key_path: str, state: Any, label: str = "") -> Finished:
-        proof, public, verified, ms = await self._call(
-            self.finalizer, "finish", key_path, state, label, compute=True
-        )
+        async with self._finalizer_turn:
+            await self._load(self.finalizer, key_path, compute=True)
+            proof, public, verified, ms = await self._call(
+                self.finalizer, "finish", key_path, state, label, compute=True, label=label
+            )
         return Finished(proof, public, verified, ms)
 
     async def drop_key(self, key_path: str) -> None:
+        for loaded in self._loaded.values():
+            loaded.discard(key_path)
         await asyncio.gather(
             self._call(self.prover, "drop", key_path), self._call(self.finalizer, "drop", key_path)
         )
 
-    async def _call(self, process: ChildProcess, *message: Any, compute: bool = False) -> Any:
+    async def _load(self, process: ChildProcess, key_path: str, compute: bool = False) -> None:
+        """Have ``process`` load the key by a request of its own, once: a request sent after this one (the
+        process serves them in order) finds the key loaded, or loads it itself if this load failed."""
+        loaded = self._loaded[process]
+        if key_path not in loaded:
+            loaded.add(key_path)
+            try:
+                await self._call(process, "load", key_path, compute=compute)
+            except BaseException:
+                loaded.discard(key_path)
+                raise
+
+    async def _call(
+        self, process: ChildProcess, *message: Any, compute: bool = False, label: str | None = None
+    ) -> Any:
         self.check_alive()
         try:
-            return await process.request(*message, compute=compute)
+            return await process.request(*message, compute=compute, label=label)
         except WorkerDied as exc:
-            self.die(str(exc))
+            self._died(process, str(exc))
             raise
+
+    def _died(self, process: ChildProcess, reason: str) -> None:
+        """``process`` ended: the worker dies, blaming the partition whose own work ran there, if any."""
+        working_on = process.working_on
+        self.die(reason, frozenset([working_on] if working_on is not None else []))
 
     def _end(self) -> None:
         self.prover.kill()
@@ -380,6 +454,29 @@ def _resident_bytes() -> int:
             return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return 0
+
+
+_STATUS_LOST = 255  # multiprocessing's exit code for a process whose forkserver ended before reporting it
+
+
+def _pool_pids(pool: ProcessPoolExecutor | None) -> list[int]:
+    processes = getattr(pool, "_processes", None) or {}
+    return [p.pid for p in processes.values() if p.pid is not None]
+
+
+def _ended(pid: int) -> bool:
+    """True when process ``pid`` has ended (a zombie counts as ended)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    try:
+        ready, _, _ = select.select([pidfd], [], [], 0)
+        return bool(ready)
+    finally:
+        os.close(pidfd)
 
 
 def _round_trip(conn: Connection, message: tuple[Any, ...]) -> Any:
@@ -492,6 +589,9 @@ def _prover_main(conn: Connection, daemon_pid: int) -> None:
     def handle(op: str, *args: Any) -> Any:
         if op == "ping":
             return os.getpid()
+        if op == "load":
+            load_key(args[0], _PROVER_BASES, matrices=False)
+            return None
         if op == "stage":
             key_path, synthesized = args
             staged[:] = [load_key(key_path, _PROVER_BASES, matrices=False), synthesized]
@@ -525,6 +625,9 @@ def _finalizer_main(conn: Connection, daemon_pid: int) -> None:
     def handle(op: str, *args: Any) -> Any:
         if op == "ping":
             return os.getpid()
+        if op == "load":
+            load_key(args[0], _FINALIZER_BASES, matrices=False)
+            return None
         if op == "b2":
             key_path, label, witness = args
             key = load_key(key_path, _FINALIZER_BASES, matrices=False)
