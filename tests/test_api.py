@@ -156,9 +156,17 @@ async def test_jobs_lists_the_journal_and_filters_by_state(
     second = await submit(http, job)
     assert [j["job_id"] for j in (await http.get("/v1/jobs")).json()] == [second, blocker, first]
     assert [j["job_id"] for j in (await http.get("/v1/jobs", params={"state": "done"})).json()] == [first]
-    queued = (await http.get("/v1/jobs", params={"state": "queued"})).json()
-    assert [j["job_id"] for j in queued] == [second, blocker]  # queued until a partition is synthesized
+    assert [j["job_id"] for j in (await http.get("/v1/jobs", params={"state": "queued"})).json()] == [second]
     assert [j["job_id"] for j in (await http.get("/v1/jobs", params={"limit": 1})).json()] == [second]
+
+
+async def test_a_job_is_running_from_its_first_synthesis_in_every_view(h: Harness, http: Http) -> None:
+    _, job_id = await h.block_queue()  # its one partition is synthesizing, held there
+    assert (await http.get(f"/v1/jobs/{job_id}")).json()["state"] == "running"
+    assert [j["job_id"] for j in (await http.get("/v1/jobs", params={"state": "running"})).json()] == [job_id]
+    assert (await http.get("/v1/jobs", params={"state": "queued"})).json() == []
+    (pipeline,) = (await http.get("/status")).json()["pipelines"]
+    assert (pipeline["job_id"], pipeline["state"]) == (job_id, "running")
 
 
 async def test_jobs_refuses_an_unknown_state_and_a_bad_limit(http: Http) -> None:

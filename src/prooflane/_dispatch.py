@@ -45,6 +45,9 @@ class Dispatcher:
                 pipeline.pending.pop()
                 part.reservation = reservation
                 part.move(P.SYNTHESIZING)
+                if part.job.state is JobState.QUEUED:  # running from its first synthesis, as the tracker says
+                    part.job.move(JobState.RUNNING)
+                    pipeline.journal.set_job_state(part.job.job_id, JobState.RUNNING)
                 self.active += 1
                 part.task = pipeline.spawn(self._synthesize(part), f"synthesize {part.name}")
                 # A callback, not a ``finally``: a task cancelled before it starts never runs its body.
@@ -108,7 +111,4 @@ class Dispatcher:
         )
         part.move(P.SYNTHESIZED)
         part.synthesized = synthesized
-        if job.state is JobState.QUEUED:
-            job.move(JobState.RUNNING)
-            pipeline.journal.set_job_state(job.job_id, JobState.RUNNING)
         pipeline.ready.push(part.key, part)
