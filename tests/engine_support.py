@@ -98,7 +98,7 @@ class Harness:
     gate: Gate
     sector: str | dict[str, Any] = field(default_factory=lambda: dict(INLINE_SECTOR))
     """The sector of every job ``submit`` makes unless told otherwise: a folder, or an inline spec (which the
-    engine turns into a new sector folder for each job, a tenth of a second of hashing)."""
+    engine turns into a new sector folder for each job, hashing its Merkle trees each time)."""
 
     def synthesized(self) -> list[tuple[str, int]]:
         return [s for s in map(synthesis_of, self.backend.steps) if s is not None]
