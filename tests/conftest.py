@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from engine_support import Harness, running, tiny_config
+from groth16_samples import square_chain
 from prooflane.circuits import Sector
 from prooflane.config import Config
+from prooflane.groth16 import BN128, setup, write_zkey
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE_BIN = ROOT / "node_modules" / ".bin"
@@ -81,10 +83,25 @@ def engine_config(tmp_path: Path, keys_dir: Path) -> Callable[..., Config]:
 
 
 @pytest.fixture
-async def h(engine_config: Callable[..., Config]) -> AsyncIterator[Harness]:
-    """A started engine on the in-process backend (see engine_support), stopped after the test."""
-    async with running(engine_config()) as harness:
+async def h(engine_config: Callable[..., Config], sector: Path) -> AsyncIterator[Harness]:
+    """A started engine on the in-process backend (see engine_support), stopped after the test; the jobs
+    ``h.submit`` makes prove the session's sector."""
+    async with running(engine_config(), sector=sector) as harness:
         yield harness
+
+
+@pytest.fixture(scope="session")
+def circuit_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(zkey, wasm) of a small circom-style circuit (a chain of squares, BN254) for registration tests.
+
+    The .zkey is a real Groth16 key in snarkjs's format; the daemon reads it in full when the circuit is
+    registered. The .wasm is only copied at registration (it runs when a job gives circuit inputs), so its
+    bytes here are a module header and nothing more."""
+    folder = tmp_path_factory.mktemp("circuit")
+    r1cs, _ = square_chain(BN128, 4)
+    write_zkey(folder / "chain.zkey", setup(r1cs, seed=b"api-tests"))
+    (folder / "chain.wasm").write_bytes(b"\0asm\x01\0\0\0")
+    return folder / "chain.zkey", folder / "chain.wasm"
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """The real engine on the in-process backend, for fast tests: a gate that holds, fails or kills steps, a
-harness around a started engine, and the same engine behind the real HTTP app and a uvicorn server.
+harness around a started engine, a clock that moves only when told, and the same engine behind the real
+HTTP app and a uvicorn server.
 
 Real Groth16 proofs at the ``tiny`` profile, a real journal, the real tracker; no processes, so every step
 happens in a known order. Nothing here waits on time: every wait is on an event, bounded by ``WAIT``.
@@ -12,11 +13,13 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 import uvicorn
 
 from prooflane.api import close_streams, create_app
@@ -25,9 +28,10 @@ from prooflane.devices import InProcessBackend, Step
 from prooflane.engine import Engine
 from prooflane.errors import JobRejected
 from prooflane.kinds import SynthesisTask
-from prooflane.models import JobRequest
+from prooflane.models import JobProof, JobRequest
 from prooflane.server import bind
 from prooflane.states import JobState, WorkerState
+from prooflane.store import Store
 
 WAIT = 60.0  # the most any one condition may take before the test fails
 INLINE_SECTOR = {"size": 256, "seed": "07"}  # a tiny-profile sector the engine creates from the request
@@ -92,13 +96,24 @@ class Harness:
     engine: Engine
     backend: InProcessBackend
     gate: Gate
+    sector: str | dict[str, Any] = field(default_factory=lambda: dict(INLINE_SECTOR))
+    """The sector of every job ``submit`` makes unless told otherwise: a folder, or an inline spec (which the
+    engine turns into a new sector folder for each job, hashing its Merkle trees each time)."""
 
     def synthesized(self) -> list[tuple[str, int]]:
         return [s for s in map(synthesis_of, self.backend.steps) if s is not None]
 
     async def submit(self, kind: str = "winning-post", **fields: Any) -> str:
-        request = {"kind": kind, "sector": INLINE_SECTOR} | fields
+        request = {"kind": kind, "sector": self.sector} | fields
         return await self.engine.submit(JobRequest.model_validate(request))
+
+    async def block_queue(self) -> tuple[Hold, str]:
+        """Hold every synthesis and put one job (a winning-post) into it: with one synthesis slot, every job
+        submitted after it stays queued until the hold is released. The hold and the blocking job's id."""
+        held = self.gate.hold(is_synthesis)
+        blocker = await self.submit("winning-post")
+        await held.reached.wait()
+        return held, blocker
 
     async def done(self, job_id: str) -> JobState:
         """Wait for the job to end; its final state."""
@@ -125,6 +140,20 @@ class Harness:
         assert {w.state for w in snapshot.workers} == {WorkerState.IDLE}
 
 
+def on_long_poll(monkeypatch: pytest.MonkeyPatch, engine: Engine, then: Callable[[], None]) -> None:
+    """Call ``then()`` (on the engine's loop) whenever a proof request starts waiting for its job
+    (``wait_proof`` with a timeout): the engine's own ``wait_proof`` runs right after it and waits before
+    anything else runs, so a job a gate holds can be let go exactly once a long-poll waits for it."""
+    wait_proof = engine.wait_proof
+
+    async def waiting(job_id: str, timeout: float) -> JobProof | None:  # noqa: ASYNC109
+        if timeout > 0:
+            then()
+        return await wait_proof(job_id, timeout)
+
+    monkeypatch.setattr(engine, "wait_proof", waiting)
+
+
 def tiny_config(data_dir: Path, keys_dir: Path, **overrides: object) -> Config:
     """A one-worker, one-synthesis-slot engine at the tiny profile (``overrides`` change any key)."""
     values: dict[str, object] = {
@@ -140,13 +169,34 @@ def tiny_config(data_dir: Path, keys_dir: Path, **overrides: object) -> Config:
     return Config(**(values | overrides))  # type: ignore[arg-type]
 
 
+class ManualClock:
+    """A monotonic clock that moves only when told (``advance``), for an engine's status events: every figure
+    of ``/status`` computed from event times (uptime, busy fractions, ages) is then the same at every read
+    until the test moves the clock. Read and moved on the engine's loop."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, secs: float) -> None:
+        self.now += secs
+
+
 @contextlib.asynccontextmanager
-async def running(config: Config) -> AsyncIterator[Harness]:
-    """An engine on the in-process backend, stopped at the end of the block."""
+async def running(
+    config: Config, clock: Callable[[], float] = time.monotonic, sector: Path | None = None
+) -> AsyncIterator[Harness]:
+    """An engine on the in-process backend, stopped at the end of the block. ``sector``: a tiny sector folder
+    for the jobs ``Harness.submit`` makes (by default each gets an inline sector)."""
     gate = Gate()
     backend = InProcessBackend(gate)
-    async with Engine(config, backend=backend) as engine:
-        yield Harness(engine, backend, gate)
+    async with Engine(config, backend=backend, clock=clock) as engine:
+        harness = Harness(engine, backend, gate)
+        if sector is not None:
+            harness.sector = str(sector)
+        yield harness
 
 
 def api_config(config: Config, token: str = "") -> Config:
@@ -162,6 +212,10 @@ class Served:
     url: str
     h: Harness
     loop: asyncio.AbstractEventLoop
+
+    @property
+    def engine(self) -> Engine:
+        return self.h.engine
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the server's loop (where the engine lives) and return its result."""
@@ -182,10 +236,40 @@ class Served:
     def release(self, rule: Hold) -> None:
         self.call(rule.release.set)
 
+    def reached(self, rule: Hold) -> None:
+        """Return once a step matching ``rule`` waits at it (or ran through it)."""
+        self.run(rule.reached.wait())
+
+    def block_queue(self) -> tuple[Hold, str]:
+        """See :meth:`Harness.block_queue`."""
+        return self.run(self.h.block_queue())
+
+    def done(self, job_id: str) -> JobState:
+        """Wait for the job to end; its final state."""
+        return self.run(self.h.done(job_id))
+
+    def submit(self, kind: str = "winning-post", **fields: Any) -> str:
+        """Submit a job on the server's loop (see :meth:`Harness.submit`)."""
+        return self.run(self.h.submit(kind, **fields))
+
+    def journalled_request(self, job_id: str) -> dict[str, Any]:
+        """The request of a job as the engine journalled it on receipt (read from its SQLite journal)."""
+        store = Store(self.engine.config.data_dir / "journal.sqlite3")
+        try:
+            record = store.job(job_id)
+        finally:
+            store.close()
+        assert record is not None, f"no job {job_id} in the journal"
+        original: dict[str, Any] = record.request["original"]
+        return original
+
 
 @contextlib.contextmanager
-def served(config: Config, token: str = "") -> Iterator[Served]:
-    """Start the engine, then serve ``create_app(engine)`` over real HTTP until the block ends."""
+def served(
+    config: Config, token: str = "", clock: Callable[[], float] = time.monotonic, sector: Path | None = None
+) -> Iterator[Served]:
+    """Start the engine (see ``running``), then serve ``create_app(engine)`` over real HTTP until the block
+    ends."""
     sock = bind("127.0.0.1", 0)  # listening already: a request made before uvicorn accepts waits in line
     loop = asyncio.new_event_loop()
     up: concurrent.futures.Future[Harness] = concurrent.futures.Future()
@@ -193,7 +277,7 @@ def served(config: Config, token: str = "") -> Iterator[Served]:
 
     async def serve() -> None:
         try:
-            async with running(config) as h:
+            async with running(config, clock, sector) as h:
                 app = create_app(h.engine, api_config(config, token))
                 server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning"))
                 serving = asyncio.create_task(server.serve(sockets=[sock]))

@@ -1,5 +1,6 @@
-"""The fleet service over real HTTP: daemon APIs served by uvicorn (over the fake engine), a socket that
-never answers, and the fleet's own routes. The end-to-end tests with real daemons are in test_e2e_fleet.py."""
+"""The fleet service over real HTTP: daemons (the real engine on the in-process backend behind the daemon's
+app, served by uvicorn), a socket that never answers, and the fleet's own routes. The end-to-end tests with
+daemon processes are in test_e2e_fleet.py."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from typing import Any
 import httpx
 import pytest
 
-from fake_engine import FakeEngine, Served, served
+from engine_support import ManualClock, Served, served
 from prooflane._fleet_config import DaemonSpec, FleetConfig
+from prooflane.config import Config
 from prooflane.fleet import Fleet, create_fleet_app
+from prooflane.states import JobState
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 TOKEN = "fleet-token"
@@ -28,8 +31,10 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def daemon() -> Iterator[Served]:
-    with served(FakeEngine()) as live:
+def daemon(engine_config: Callable[..., Config], sector: Path) -> Iterator[Served]:
+    """A daemon whose engine clock moves only when told: between two events, its ``/status`` is the same
+    at every read but for the moment of reading (``MOMENT``)."""
+    with served(engine_config(), clock=ManualClock(), sector=sector) as live:
         yield live
 
 
@@ -70,11 +75,36 @@ def _entry(fleet: Fleet, name: str) -> dict[str, Any]:
     return entry
 
 
+# Fields of /status that say when it was read (wall clock, the process's memory), not what the daemon did.
+MOMENT = ("taken_at", "process_rss_bytes")
+
+
+def _at_seq(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """The snapshot without the fields of the moment it was read."""
+    memory = {k: v for k, v in snapshot["memory"].items() if k not in MOMENT}
+    return {k: v for k, v in snapshot.items() if k not in MOMENT} | {"memory": memory}
+
+
 async def _own_status(daemon: Served) -> dict[str, Any]:
     """The daemon's own ``GET /status``, asked directly."""
     async with httpx.AsyncClient() as direct:
         snapshot: dict[str, Any] = (await direct.get(f"{daemon.url}/status")).json()
         return snapshot
+
+
+async def _holds_own_status(fleet: Fleet, name: str, daemon: Served) -> None:
+    """Wait until the fleet holds the daemon's own ``/status`` of now (same boot, same seq), then check that
+    it is that document."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT_SECS
+    while True:
+        own, held = await _own_status(daemon), _entry(fleet, name)["snapshot"]
+        if held is not None and (held["boot_id"], held["seq"]) == (own["boot_id"], own["seq"]):
+            assert _at_seq(held) == _at_seq(own)
+            return
+        if loop.time() > deadline:
+            pytest.fail(f"gave up waiting for the fleet to hold {name}'s status at seq {own['seq']}")
+        await asyncio.sleep(0.02)
 
 
 async def _until(what: str, check: Callable[[], bool]) -> None:
@@ -87,34 +117,41 @@ async def _until(what: str, check: Callable[[], bool]) -> None:
 
 
 async def test_fleet_holds_the_daemons_own_status_and_follows_its_events(
-    daemon: Served, running: Callable[[FleetConfig], Fleet]
+    daemon: Served, sector: Path, running: Callable[[FleetConfig], Fleet]
 ) -> None:
+    proving = daemon.hold(lambda s: s.name == "prove_start")
+    daemon.submit("winning-post")
+    daemon.reached(proving)  # the worker holds the job's lease: it is proving
     fleet = running(_config(DaemonSpec(name="a", url=daemon.url)))
     await fleet.start()
     await _until("a to be up on its event stream", lambda: _entry(fleet, "a")["feed"] == "events")
-    own = await _own_status(daemon)
+    await _holds_own_status(fleet, "a", daemon)
     entry = _entry(fleet, "a")
     assert entry["health"] == "up" and entry["reachable"] and entry["fresh"]
-    assert entry["snapshot"] == own
     assert entry["summary"]["workers_proving"] == 1 and entry["summary"]["devices_busy"] == 1
-    for n in range(3):
-        daemon.call(lambda n=n: daemon.engine.tracker.publish("job_submitted", job_id=f"j{n}"))
-    await _until("the fleet to hold seq 3", lambda: _entry(fleet, "a")["snapshot"]["seq"] == 3)
-    assert _entry(fleet, "a")["snapshot"] == await _own_status(daemon)
+    seq = entry["snapshot"]["seq"]
+    daemon.hold()  # every synthesis waits: each job below is a few events, then nothing moves
+    jobs = [daemon.submit("porep-c2") for _ in range(3)]
+    await _holds_own_status(fleet, "a", daemon)
+    held = _entry(fleet, "a")["snapshot"]
+    assert held["seq"] > seq
+    assert [p["job_id"] for p in held["pipelines"]][-3:] == jobs
 
 
 async def test_a_daemon_that_never_answers_does_not_hold_up_the_others(
     daemon: Served, silent: str, running: Callable[[FleetConfig], Fleet]
 ) -> None:
+    daemon.block_queue()
     fleet = running(_config(DaemonSpec(name="hung", url=silent), DaemonSpec(name="a", url=daemon.url)))
     await fleet.start()
     await _until("hung to be unreachable", lambda: _entry(fleet, "hung")["health"] == "unreachable")
     assert _entry(fleet, "hung")["last_error"] == "no answer in time"
     assert _entry(fleet, "hung")["snapshot"] is None and _entry(fleet, "hung")["summary"] is None
     # Meanwhile the other daemon's row keeps up with every change.
-    for n in range(1, 4):
-        daemon.call(lambda n=n: daemon.engine.tracker.publish("job_submitted", job_id=f"j{n}"))
-        await _until(f"seq {n}", lambda n=n: _entry(fleet, "a")["snapshot"]["seq"] == n)  # type: ignore[misc]
+    for _ in range(3):
+        job_id = daemon.submit("porep-c2")
+        await _holds_own_status(fleet, "a", daemon)
+        assert [p["job_id"] for p in _entry(fleet, "a")["snapshot"]["pipelines"]][-1] == job_id
         assert _entry(fleet, "a")["health"] == "up"
     assert fleet.health() == {"ok": True, "version": fleet.status()["version"], "daemons": 2, "reachable": 1,
                               "up": 1, "unreachable": ["hung"], "ssh_masters": 0}  # fmt: skip
@@ -123,9 +160,9 @@ async def test_a_daemon_that_never_answers_does_not_hold_up_the_others(
 
 
 async def test_a_stopped_daemon_turns_unreachable_and_keeps_its_last_snapshot(
-    running: Callable[[FleetConfig], Fleet],
+    engine_config: Callable[..., Config], running: Callable[[FleetConfig], Fleet]
 ) -> None:
-    with served(FakeEngine()) as daemon:
+    with served(engine_config()) as daemon:
         fleet = running(_config(DaemonSpec(name="a", url=daemon.url)))
         await fleet.start()
         await _until("a up", lambda: _entry(fleet, "a")["health"] == "up")
@@ -183,6 +220,7 @@ async def test_without_a_token_the_daemon_list_cannot_change(running: Callable[[
 async def test_daemon_panel_is_the_dashboard_fed_by_the_fleet(
     daemon: Served, silent: str, running: Callable[[FleetConfig], Fleet]
 ) -> None:
+    assert daemon.done(daemon.submit("winning-post")) is JobState.DONE  # a job in the daemon's journal
     fleet = running(_config(DaemonSpec(name="a", url=daemon.url), DaemonSpec(name="hung", url=silent)))
     await fleet.start()
     await _until("a up", lambda: _entry(fleet, "a")["health"] == "up")
@@ -196,7 +234,7 @@ async def test_daemon_panel_is_the_dashboard_fed_by_the_fleet(
         down = await http.get("/d/hung/status")
         assert down.status_code == 503 and "unreachable" in down.json()["detail"]
         jobs = await http.get("/d/a/v1/jobs", params={"state": "done"})
-        assert jobs.status_code == 200
+        assert jobs.status_code == 200 and [j["kind"] for j in jobs.json()] == ["winning-post"]
         async with httpx.AsyncClient() as direct:
             assert jobs.json() == (await direct.get(f"{daemon.url}/v1/jobs?state=done")).json()
         assert (await http.get("/d/nobody/status")).status_code == 404

@@ -16,6 +16,7 @@ from ._pipeline import Pipeline
 from .devices import DeviceBackend, PoolProcessDied, PoolReplaced
 from .kinds import SynthesisTask, synthesize_partition
 from .states import JobState, PartitionState
+from .store import Store
 
 __all__ = ["Dispatcher"]
 
@@ -45,6 +46,9 @@ class Dispatcher:
                 pipeline.pending.pop()
                 part.reservation = reservation
                 part.move(P.SYNTHESIZING)
+                if part.job.state is JobState.QUEUED:  # running from its first synthesis, as the tracker says
+                    part.job.move(JobState.RUNNING)
+                    pipeline.write(functools.partial(_mark_running, part.job.job_id))
                 self.active += 1
                 part.task = pipeline.spawn(self._synthesize(part), f"synthesize {part.name}")
                 # A callback, not a ``finally``: a task cancelled before it starts never runs its body.
@@ -109,7 +113,8 @@ class Dispatcher:
         )
         part.move(P.SYNTHESIZED)
         part.synthesized = synthesized
-        if job.state is JobState.QUEUED:
-            job.move(JobState.RUNNING)
-            pipeline.write(lambda j: j.set_job_state(job.job_id, JobState.RUNNING))
         pipeline.ready.push(part.key, part)
+
+
+def _mark_running(job_id: str, journal: Store) -> None:
+    journal.set_job_state(job_id, JobState.RUNNING)
