@@ -183,7 +183,8 @@ def _describe(error: Any) -> str:
 
 async def _job_rejected(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, JobRejected)
-    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+    headers = {"Retry-After": "1"} if exc.status_code == 503 else None  # "try again": soon
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -189,7 +189,7 @@ class Engine:
         """
         if not self.ready:
             raise JobRejected("the engine is not running: start it first", 503)
-        return self._admission.submit(req)
+        return await self._admission.submit(req)
 
     def job(self, job_id: str) -> JobView | None:
         """The job's state and per-partition states, or None when no such job was ever accepted."""
