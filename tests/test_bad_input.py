@@ -43,7 +43,7 @@ from prooflane.circuits.sector import MAX_META_BYTES, WrongSectorSize
 from prooflane.config import Config
 from prooflane.devices import ProcessBackend
 from prooflane.engine import Engine
-from prooflane.errors import SectorError
+from prooflane.errors import ConfigError, SectorError
 from prooflane.server import bind
 
 T = TypeVar("T")
@@ -121,6 +121,19 @@ def test_relative_missing_looping_and_nul_paths_are_refused(tmp_path: Path) -> N
     for path, says in cases:
         with pytest.raises(FileRefused, match=says):
             roots.confine(path, "sector")
+
+
+def test_allowed_roots_are_read_from_toml_as_absolute_folders(tmp_path: Path) -> None:
+    config = tmp_path / "prooflane.toml"
+    config.write_text('allowed_roots = ["/srv/sectors", "~/circuits"]\n')
+    assert Config.load(config).allowed_roots == (Path("/srv/sectors"), Path.home() / "circuits")
+    assert Config().allowed_roots == ()  # the data folder only
+    config.write_text('allowed_roots = ["sectors"]\n')
+    with pytest.raises(ConfigError, match=r"allowed_roots.*expected an absolute folder"):
+        Config.load(config)
+    config.write_text('allowed_roots = "/srv"\n')
+    with pytest.raises(ConfigError, match="allowed_roots"):
+        Config.load(config)
 
 
 # --- regular files only, with a limit ------------------------------------------------------------------
