@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 import tempfile
@@ -97,8 +98,10 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="prooflane-cold-worker-") as tmp:
         os.environ["PROOFLANE_POINT_CHECKS"] = str(Path(tmp) / "point-checks")  # nothing seen before
+        config = Path(tmp) / "prooflane.toml"  # the daemon may read the circuit and witness made above
+        config.write_text(f"allowed_roots = {json.dumps([str(zkey.parent.resolve())])}\n")
         with (
-            DaemonProcess(Path(tmp) / "data", profile="tiny") as daemon,
+            DaemonProcess(Path(tmp) / "data", profile="tiny", config_file=config) as daemon,
             Client(daemon.url, timeout=600) as client,
         ):
             events = Events(client)

@@ -106,7 +106,9 @@ def run_profile(name: str, kinds: list[str], config: Path | None) -> None:
             loads["after_1_core"] = os.getloadavg()
             two_cores = run_two_cores(kinds, sectors, metas, profile.name)
             loads["after_2_cores"] = os.getloadavg()
-        engine, extra = run_engine(data, kinds, sectors, metas, profile.name, Path(tmp), config)
+        # The daemon reads sectors only inside its data folder (unless its config lists allowed_roots).
+        served = [str(shutil.copytree(s, data / "sectors" / Path(s).name)) for s in sectors]
+        engine, extra = run_engine(data, kinds, served, metas, profile.name, Path(tmp), config)
         loads["after_engine"] = os.getloadavg()
     report(profile.name, kinds, sequential, two_cores, engine, extra, config, loads)
 

@@ -65,19 +65,28 @@ def keys_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def sector(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def shared_inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of the session's shared input files (a sector, a circuit): engines made by
+    ``engine_config`` may read it (``allowed_roots``), as an operator lists the folders of their inputs."""
+    return tmp_path_factory.mktemp("inputs")
+
+
+@pytest.fixture(scope="session")
+def sector(shared_inputs: Path) -> Path:
     """A tiny-profile sector folder (256 bytes), shared by the session's tests (read only)."""
-    path = tmp_path_factory.mktemp("sector") / "s"
+    path = shared_inputs / "s"
     Sector.create(path, 256, seed=7)
     return path
 
 
 @pytest.fixture
-def engine_config(tmp_path: Path, keys_dir: Path) -> Callable[..., Config]:
-    """Configs of a one-worker tiny-profile engine in this test's folder; keyword arguments change keys."""
+def engine_config(tmp_path: Path, keys_dir: Path, shared_inputs: Path) -> Callable[..., Config]:
+    """Configs of a one-worker tiny-profile engine in this test's folder, allowed to read its data folder
+    and the session's shared inputs; keyword arguments change keys."""
 
     def config(**overrides: object) -> Config:
-        return tiny_config(tmp_path / "data", keys_dir, **overrides)
+        values: dict[str, object] = {"allowed_roots": (shared_inputs,)}
+        return tiny_config(tmp_path / "data", keys_dir, **(values | overrides))
 
     return config
 
@@ -91,13 +100,14 @@ async def h(engine_config: Callable[..., Config], sector: Path) -> AsyncIterator
 
 
 @pytest.fixture(scope="session")
-def circuit_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def circuit_files(shared_inputs: Path) -> tuple[Path, Path]:
     """(zkey, wasm) of a small circom-style circuit (a chain of squares, BN254) for registration tests.
 
     The .zkey is a real Groth16 key in snarkjs's format; the daemon reads it in full when the circuit is
     registered. The .wasm is only copied at registration (it runs when a job gives circuit inputs), so its
     bytes here are a module header and nothing more."""
-    folder = tmp_path_factory.mktemp("circuit")
+    folder = shared_inputs / "circuit"
+    folder.mkdir()
     r1cs, _ = square_chain(BN128, 4)
     write_zkey(folder / "chain.zkey", setup(r1cs, seed=b"api-tests"))
     (folder / "chain.wasm").write_bytes(b"\0asm\x01\0\0\0")

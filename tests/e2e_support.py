@@ -36,7 +36,9 @@ def start_daemon(
     seed_keys(factory, data)
     cache = factory.getbasetemp() / KEYS_CACHE
     config = data.parent / "prooflane.toml"
-    config.write_text(f"token = {json.dumps(token)}\n{extra_config}")
+    # Sectors, witnesses and circuits of the tests live in the session's temporary folders.
+    roots = json.dumps([str(factory.getbasetemp())])
+    config.write_text(f"token = {json.dumps(token)}\nallowed_roots = {roots}\n{extra_config}")
     daemon = DaemonProcess(
         data, profile="tiny", config_file=config, log_path=data.parent / "daemon.log", port=port
     )

@@ -120,10 +120,20 @@ async def test_an_unknown_kind_is_404_with_the_engines_detail(http: Http) -> Non
     assert answer.json()["detail"].startswith("unknown kind 'nope': expected one of porep-c2,")
 
 
-async def test_a_sector_the_daemon_cannot_open_is_422_with_the_engines_detail(h: Harness, http: Http) -> None:
-    answer = await http.post("/v1/jobs", json={"kind": "porep-c2", "sector": "/no/such/sector"})
+async def test_a_sector_the_daemon_cannot_open_is_422_with_the_engines_detail(
+    h: Harness, http: Http, shared_inputs: Path
+) -> None:
+    missing = str(shared_inputs / "no-such-sector")  # inside a folder the daemon may read
+    answer = await http.post("/v1/jobs", json={"kind": "porep-c2", "sector": missing})
     assert answer.status_code == 422
-    assert answer.json()["detail"].startswith("sector: ") and "/no/such/sector" in answer.json()["detail"]
+    assert answer.json()["detail"].startswith("sector ") and missing in answer.json()["detail"]
+    assert h.engine.jobs() == []
+
+
+async def test_a_sector_outside_the_allowed_folders_is_403(h: Harness, http: Http) -> None:
+    answer = await http.post("/v1/jobs", json={"kind": "porep-c2", "sector": "/no/such/sector"})
+    assert answer.status_code == 403
+    assert "/no/such/sector" in answer.json()["detail"] and "allowed_roots" in answer.json()["detail"]
     assert h.engine.jobs() == []
 
 
@@ -345,11 +355,16 @@ async def _registers(http: Http, zkey: Path) -> None:
     assert [c["name"] for c in (await http.get("/v1/circuits")).json()] == ["chain"]
     key = await http.get("/v1/kinds/circom/verification_key", params={"circuit": "chain"})
     assert key.status_code == 200 and key.json()["protocol"] == "groth16"
-    missing = await http.post("/v1/circuits", json={"name": "x", "zkey": "/nope.zkey"}, headers=auth)
+    nope = str(zkey.parent / "nope.zkey")  # in a folder the daemon may read
+    missing = await http.post("/v1/circuits", json={"name": "x", "zkey": nope}, headers=auth)
     assert missing.status_code == 422
-    assert "/nope.zkey" in missing.json()["detail"]
-    not_a_key = await http.post("/v1/circuits", json={"name": "x", "zkey": str(Path(__file__))}, headers=auth)
+    assert nope in missing.json()["detail"]
+    garbage = zkey.parent / "garbage.zkey"
+    garbage.write_bytes(b"this is not a zkey\n")
+    not_a_key = await http.post("/v1/circuits", json={"name": "x", "zkey": str(garbage)}, headers=auth)
     assert not_a_key.status_code == 422
+    outside = await http.post("/v1/circuits", json={"name": "x", "zkey": str(Path(__file__))}, headers=auth)
+    assert outside.status_code == 403
     assert [c["name"] for c in (await http.get("/v1/circuits")).json()] == ["chain"]
 
 

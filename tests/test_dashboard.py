@@ -106,6 +106,10 @@ class LiveDaemon:
         command = [sys.executable, "-c", "from prooflane.cli import main; main()", "serve"]
         command += ["--data", str(self.data_dir), "--host", "127.0.0.1", "--port", str(self.port)]
         command += ["--profile", "tiny"]
+        # The circuit the tests register lives in another of the session's temporary folders.
+        config = self.data_dir.parent / "prooflane.toml"
+        config.write_text(f"allowed_roots = {json.dumps([str(self.data_dir.parent.parent)])}\n")
+        command += ["--config", str(config)]
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=dict(os.environ)

@@ -77,6 +77,7 @@ def config(tmp_path: Path, keys_dir: Path, **overrides: Any) -> Config:
     values: dict[str, Any] = {
         "data_dir": tmp_path / "data",
         "keys_dir": keys_dir,
+        "allowed_roots": (tmp_path.parent,),  # the session's folders: its sectors and circom files
         "devices": ("cpu",),
         "workers_per_device": 2,
         "synthesis_workers": 2,

@@ -1,7 +1,10 @@
 """The engine's circuits: the built-in kinds' prepared circuits and the registered circom circuits.
 
 A registered circuit's files are copied into the data folder and journalled, so registrations survive
-restarts. Key preparation and inspection run on the backend's CPU pool, never on the event loop.
+restarts. The files a registration names must lie inside the allowed roots and be regular files no larger
+than the memory budget; they are copied (and hashed) in a thread, and the copy is inspected on the
+backend's CPU pool: nothing of it runs on the event loop. A refused or failed registration leaves nothing
+in the data folder.
 """
 
 from __future__ import annotations
@@ -10,19 +13,22 @@ import asyncio
 import hashlib
 import json
 import shutil
+import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
+from ._files import Roots, copy_limited, off_loop, refusal
 from ._jobs import CircuitEntry, circuit_info
 from ._pipeline import Pipeline
-from .devices import DeviceBackend
+from .devices import DeviceBackend, PoolProcessDied
 from .errors import JobRejected, ProoflaneError
 from .kinds import BUILTIN_KINDS, CIRCOM, CIRCOM_SPEC, CircuitMeta, inspect_zkey, prepare_builtin
 from .models import CircuitInfo, KindInfo
 from .states import Priority
 from .store import CircuitRecord
 
-__all__ = ["CircuitRegistry"]
+__all__ = ["CircuitRegistry", "copy_circuit_files"]
 
 
 class CircuitRegistry:
@@ -33,6 +39,18 @@ class CircuitRegistry:
         self._backend = backend
         self._metas: dict[str, CircuitMeta] = {}  # built-in kind -> its circuit
         self._circuits: dict[str, CircuitEntry] = {}
+        # name -> its registration in progress; another one of the name waits for it (event loop only).
+        self._registering: dict[str, asyncio.Future[None]] = {}
+
+    @property
+    def backend(self) -> DeviceBackend:
+        """Where CPU-side work runs (admission builds inline sectors there too)."""
+        return self._backend
+
+    def root_folders(self) -> tuple[Path, ...]:
+        """The folders whose files requests may name: the data folder, then ``allowed_roots``."""
+        cfg = self._pipeline.config
+        return (cfg.data_dir, *(Path(p) for p in cfg.allowed_roots))
 
     async def load(self) -> None:
         """Prepare every built-in kind's circuit and key (cached in the keys folder); read registrations."""
@@ -44,6 +62,9 @@ class CircuitRegistry:
         ]
         for spec, meta in zip(BUILTIN_KINDS, await asyncio.gather(*calls), strict=True):
             self._metas[spec.name] = meta
+        leftovers = (cfg.data_dir / "circuits").glob(".incoming-*")  # of registrations cut short by a crash
+        for folder in await asyncio.to_thread(list, leftovers):
+            await asyncio.to_thread(shutil.rmtree, folder, True)
         for record in self._pipeline.journal.circuits():
             meta_path = Path(record.zkey).with_suffix(".json")
             self._circuits[record.name] = CircuitEntry(
@@ -86,31 +107,67 @@ class CircuitRegistry:
         self, name: str, zkey_path: Path, *, wasm_path: Path | None = None, priority: str = "normal"
     ) -> CircuitInfo:
         """Register a circom circuit (see :meth:`prooflane.engine.Engine.register_circuit`)."""
-        _check_files(zkey_path, wasm_path)
         try:
             prio = Priority(priority)
         except ValueError:
             raise JobRejected(f"priority {priority!r}: expected critical, high or normal", 422) from None
-        digest = _digest(Path(zkey_path), Path(wasm_path) if wasm_path else None)
-        if (known := self._circuits.get(name)) is not None:
-            if known.record.digest != digest:
-                raise JobRejected(f"circuit {name!r} is registered with other files; pick another name", 409)
-            return circuit_info(known)
-        folder = self._pipeline.config.data_dir / "circuits" / name
-        folder.mkdir(parents=True, exist_ok=True)
+        while (earlier := self._registering.get(name)) is not None:
+            await asyncio.wait({earlier})
+        registering = self._registering[name] = asyncio.get_running_loop().create_future()
+        try:
+            return await self._register(name, str(zkey_path), str(wasm_path) if wasm_path else None, prio)
+        finally:
+            del self._registering[name]
+            registering.set_result(None)
+
+    async def _register(
+        self, name: str, zkey_path: str, wasm_path: str | None, prio: Priority
+    ) -> CircuitInfo:
+        cfg = self._pipeline.config
+        incoming = cfg.data_dir / "circuits" / f".incoming-{uuid.uuid4().hex}"
+        given_up = threading.Event()  # set when the request stops waiting for the copy
+        try:
+            try:
+                digest = await off_loop(
+                    copy_circuit_files, self.root_folders(), zkey_path, wasm_path, incoming,
+                    cfg.memory_budget_bytes, given_up,
+                )  # fmt: skip
+            except ProoflaneError as exc:
+                raise refusal(exc) from None
+            finally:
+                given_up.set()
+            if (known := self._circuits.get(name)) is not None:
+                if known.record.digest != digest:
+                    taken = f"circuit {name!r} is registered with other files; pick another name"
+                    raise JobRejected(taken, 409)
+                return circuit_info(known)
+            folder = cfg.data_dir / "circuits" / name
+            await asyncio.to_thread(_move_folder, incoming, folder)
+            try:
+                return await self._inspect_and_journal(name, folder, zkey_path, digest, prio)
+            except BaseException:
+                await asyncio.to_thread(shutil.rmtree, folder, True)  # a failed registration keeps nothing
+                raise
+        finally:
+            await asyncio.to_thread(shutil.rmtree, incoming, True)
+
+    async def _inspect_and_journal(
+        self, name: str, folder: Path, zkey_path: str, digest: str, prio: Priority
+    ) -> CircuitInfo:
         zkey = folder / "circuit.zkey"
-        shutil.copyfile(zkey_path, zkey)
-        wasm = folder / "circuit.wasm" if wasm_path else None
-        if wasm_path and wasm:
-            shutil.copyfile(wasm_path, wasm)
+        wasm = folder / "circuit.wasm"
         try:
             meta = await self._backend.run(inspect_zkey, f"circom:{name}", str(zkey))
+        except PoolProcessDied as exc:
+            raise JobRejected(
+                f"zkey {zkey_path!r}: the process inspecting it died ({exc}); nothing kept: try again", 503
+            ) from None
         except ProoflaneError as exc:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise JobRejected(f"zkey {str(zkey_path)!r}: {exc}", 422) from None
-        zkey.with_suffix(".json").write_text(json.dumps(meta.to_json()))
+            raise JobRejected(f"zkey {zkey_path!r}: {exc}", 422) from None
+        await asyncio.to_thread(zkey.with_suffix(".json").write_text, json.dumps(meta.to_json()))
+        wasm_kept = str(wasm) if await asyncio.to_thread(wasm.exists) else None
         record = CircuitRecord(
-            name, str(zkey), str(wasm) if wasm else None, digest, prio.value, meta.curve, meta.constraints,
+            name, str(zkey), wasm_kept, digest, prio.value, meta.curve, meta.constraints,
             meta.public_signals, meta.partition_bytes,
         )  # fmt: skip
         self._pipeline.journal.add_circuit(record)
@@ -148,14 +205,30 @@ def _kind_infos(metas: dict[str, CircuitMeta]) -> list[KindInfo]:
     return out
 
 
-def _check_files(zkey: Path, wasm: Path | None) -> None:
-    for label, path in (("zkey", zkey), ("wasm", wasm)):
-        if path is not None and not Path(path).is_file():
-            raise JobRejected(f"{label} {str(path)!r}: no such file on the daemon's machine", 422)
+def copy_circuit_files(
+    folders: tuple[Path, ...],
+    zkey: str,
+    wasm: str | None,
+    target: Path,
+    limit: int,
+    given_up: threading.Event,
+) -> str:
+    """Copy a registration's .zkey (and .wasm) into the new folder ``target``, each resolved inside the
+    roots and a regular file of at most ``limit`` bytes; the SHA-256 of both. Blocks: run it off the loop."""
+    roots = Roots.of(folders)
+    zkey_path = roots.confine(zkey, "zkey")
+    wasm_path = roots.confine(wasm, "wasm") if wasm is not None else None
+    target.mkdir(parents=True)
+    digest = hashlib.sha256()
+    copy_limited(zkey_path, target / "circuit.zkey", limit, "zkey", digest, given_up)
+    if wasm_path is not None:
+        copy_limited(wasm_path, target / "circuit.wasm", limit, "wasm", digest, given_up)
+    else:
+        digest.update(b"-")
+    return digest.hexdigest()
 
 
-def _digest(*paths: Path | None) -> str:
-    h = hashlib.sha256()
-    for path in paths:
-        h.update(path.read_bytes() if path else b"-")
-    return h.hexdigest()
+def _move_folder(source: Path, target: Path) -> None:
+    """``source`` becomes ``target`` (a folder left by an earlier, interrupted registration is replaced)."""
+    shutil.rmtree(target, ignore_errors=True)
+    source.rename(target)

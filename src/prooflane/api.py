@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Protocol
 
-from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Security
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -29,6 +31,7 @@ from ._snapshot import Health
 from .config import Config
 from .errors import JobRejected
 from .models import (
+    JOB_ID_SCHEMA,
     CircuitInfo,
     CircuitRegistration,
     JobAccepted,
@@ -44,6 +47,9 @@ __all__ = ["ApiSettings", "EngineApi", "close_streams", "create_app"]
 
 DASHBOARD = Path(__file__).resolve().parent / "dashboard"
 JOB_STATES = tuple(state.value for state in JobState)
+MAX_WAIT_SECS = 300.0
+"""The longest long-poll (``GET /v1/jobs/{id}/proof?wait=``), as /openapi.json gives it."""
+_STATES = {"enum": list(JOB_STATES)}  # in /openapi.json; another state is 400, naming the states
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -106,7 +112,7 @@ class ApiSettings:
 
     token: str | None = None
     max_body_bytes: int = 1 << 20
-    max_wait_secs: float = 300.0
+    max_wait_secs: float = MAX_WAIT_SECS
     heartbeat_secs: float = 15.0
 
     @classmethod
@@ -150,10 +156,24 @@ def close_streams(app: FastAPI) -> None:
 # --- auth and errors ---------------------------------------------------------------------------
 
 
+# In /openapi.json the mutating routes say they need a bearer token exactly when one is configured.
+_BEARER = HTTPBearer(auto_error=False, description="The daemon's `token`: `Authorization: Bearer <token>`.")
+
+
 def _require_token(settings: ApiSettings) -> Callable[..., None]:
-    def check(authorization: Annotated[str | None, Header()] = None) -> None:
-        if settings.token is None:
-            return
+    if settings.token is None:
+
+        def open_route() -> None:
+            return None
+
+        return open_route
+
+    def check(
+        request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_BEARER)]
+    ) -> None:
+        # ``credentials`` puts the scheme in /openapi.json; the header is read here, to say what is wrong.
+        assert settings.token is not None
+        authorization = request.headers.get("authorization")
         if authorization is None:
             raise _unauthorized("this route needs a bearer token: send 'Authorization: Bearer <token>'")
         scheme, _, given = authorization.partition(" ")
@@ -183,7 +203,8 @@ def _describe(error: Any) -> str:
 
 async def _job_rejected(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, JobRejected)
-    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+    headers = {"Retry-After": "1"} if exc.status_code == 503 else None  # "try again": soon
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -212,6 +233,10 @@ def _allowed_methods(request: Request) -> list[str]:
     return sorted(methods)
 
 
+JobId = Annotated[str, PathParam(description="The job's id.", json_schema_extra=JOB_ID_SCHEMA)]
+"""A job id in a route's path (any other string is simply no job: 404)."""
+
+
 def _not_found_job(job_id: str) -> HTTPException:
     return HTTPException(404, f"no job with id {job_id!r}")
 
@@ -231,7 +256,9 @@ def _add_job_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> N
 
     @app.get("/v1/jobs", response_model=list[JobView], tags=["jobs"])
     async def jobs(
-        state: Annotated[str | None, Query(description="only jobs in this state")] = None,
+        state: Annotated[
+            str | None, Query(description="only jobs in this state", json_schema_extra=_STATES)
+        ] = None,
         limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
     ) -> list[JobView]:
         """Jobs from the journal, newest first, finished ones included."""
@@ -240,7 +267,7 @@ def _add_job_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> N
         return engine.jobs(state, limit)
 
     @app.get("/v1/jobs/{job_id}", response_model=JobView, tags=["jobs"])
-    async def job(job_id: str) -> JobView:
+    async def job(job_id: JobId) -> JobView:
         """One job: its state and the state of each partition."""
         view = engine.job(job_id)
         if view is None:
@@ -257,8 +284,15 @@ def _add_job_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> N
         },
     )
     async def proof(
-        job_id: str,
-        wait: Annotated[float, Query(ge=0, description="seconds to wait for the proof (long-poll)")] = 0.0,
+        job_id: JobId,
+        wait: Annotated[
+            float,
+            Query(
+                ge=0,
+                description="seconds to wait for the proof (long-poll)",
+                json_schema_extra={"maximum": MAX_WAIT_SECS},  # more is 400, saying the limit
+            ),
+        ] = 0.0,
     ) -> Response:
         """The job's proofs once done; `?wait=S` holds the request up to S seconds for it."""
         if wait > settings.max_wait_secs:
@@ -266,7 +300,7 @@ def _add_job_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> N
         return await _proof_or_state(engine, job_id, wait, app.state.closing)
 
     @app.delete("/v1/jobs/{job_id}", response_model=JobView, dependencies=auth, tags=["jobs"])
-    async def cancel(job_id: str) -> JobView:
+    async def cancel(job_id: JobId) -> JobView:
         """Cancel a job at whatever stage it is; its memory and workers are freed."""
         if engine.job(job_id) is None:
             raise _not_found_job(job_id)

@@ -65,6 +65,8 @@ class Config:
     ray_include_dashboard: bool = False
     ray_start_timeout_secs: float = 120.0
     request_timeout_secs: float = 30.0
+    # Folders whose files requests may name (sectors, witnesses, circuits), besides data_dir (docs/config.md).
+    allowed_roots: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
         # Profiles and curves have their homes in the circuits and the prover (imported here: heavy to load).
@@ -95,6 +97,8 @@ class Config:
             _check(getattr(self, key) >= 0, key, "expected 0 (none declared) or a positive number")
         _check(self.ray_start_timeout_secs > 0, "ray_start_timeout_secs", "expected a positive number")
         _check(self.request_timeout_secs > 0, "request_timeout_secs", "expected a number of seconds > 0")
+        for root in self.allowed_roots:
+            _check(Path(root).is_absolute(), "allowed_roots", f"{str(root)!r}: expected an absolute folder")
         for device in self.devices:
             _check(device.split(":")[0] == "cpu", "devices", f"unknown device {device!r}: expected 'cpu[:N]'")
 
@@ -186,6 +190,9 @@ def coerce_value(source: str, key: str, annotation: Any, value: Any) -> Any:
         value = float(value) if ok else value
     elif kind == "str":
         ok = isinstance(value, str)
+    elif kind == "tuple[Path, ...]":
+        ok = isinstance(value, list | tuple) and all(isinstance(v, str | Path) for v in value)
+        value = tuple(Path(str(v)).expanduser() for v in value) if ok else value
     else:  # tuple[str, ...]
         ok = isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
         value = tuple(value) if ok else value

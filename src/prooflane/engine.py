@@ -191,7 +191,7 @@ class Engine:
             raise JobRejected("the engine is not running: start it first", 503)
         self._refuse_without_journal("no job is accepted")
         try:
-            return self._admission.submit(req)
+            return await self._admission.submit(req)
         except JournalUnwritable as exc:
             self._pipeline.journal_failed(exc)
             raise JobRejected(f"no job is accepted: {exc}", 507) from None

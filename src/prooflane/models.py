@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.config import JsonDict
 
 from .states import JobState, PartitionState, Priority
 
@@ -32,6 +33,9 @@ __all__ = [
 # fullmatch, never `$`: `$` also matches before a final newline, so "a\n" would pass as a different id.
 _JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _HEX = re.compile(r"(0x)?[0-9a-fA-F]{2,128}")
+# The same rules as JSON Schema patterns for /openapi.json (checked by the validators, not by these).
+JOB_ID_SCHEMA: JsonDict = {"pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}
+_HEX_SCHEMA: JsonDict = {"pattern": "^(0x)?[0-9a-fA-F]{2,128}$"}
 
 
 MAX_INPUT_DEPTH = 32
@@ -61,7 +65,11 @@ class InlineSector(_Frozen):
     """A sector described in the request instead of a folder: the engine creates it in its data folder."""
 
     size: int = Field(gt=0, description="Sector size in bytes.")
-    seed: str | None = Field(default=None, description="Hex seed of the sector's data; random when absent.")
+    seed: str | None = Field(
+        default=None,
+        description="Hex seed of the sector's data; random when absent.",
+        json_schema_extra={"pattern": "^(0x)?([0-9a-fA-F]{2})*$"},
+    )
 
 
 class JobRequest(_Frozen):
@@ -75,9 +83,15 @@ class JobRequest(_Frozen):
 
     kind: str = Field(description="Proof kind, as listed by GET /v1/kinds.")
     sector: str | InlineSector | None = None
-    randomness: str | None = Field(default=None, description="Hex challenge randomness.")
+    randomness: str | None = Field(
+        default=None, description="Hex challenge randomness.", json_schema_extra=_HEX_SCHEMA
+    )
     priority: Priority | None = Field(default=None, description="Overrides the kind's priority.")
-    job_id: str | None = Field(default=None, description="Client-chosen id; resubmitting it is idempotent.")
+    job_id: str | None = Field(
+        default=None,
+        description="Client-chosen id; resubmitting it is idempotent.",
+        json_schema_extra=JOB_ID_SCHEMA,
+    )
     circuit: str | None = None
     witnesses: list[str | dict[str, Any]] | None = None
 
@@ -198,7 +212,7 @@ class CircuitRegistration(_Frozen):
     generator, which lets jobs pass circuit inputs instead of ready .wtns files.
     """
 
-    name: str
+    name: str = Field(json_schema_extra=JOB_ID_SCHEMA)
     zkey: str
     wasm: str | None = None
     priority: Priority = Priority.NORMAL

@@ -12,14 +12,23 @@ A sector folder holds:
   sector is made (BN254) or when first asked for (another curve).
 - ``meta.json``: format, version, sector id, size, leaf count, replica id, update key, and per curve the
   roots ``comm_d`` (data), ``comm_r`` (replica) and ``comm_r_update`` (updated replica) as decimal strings.
+
+A sector folder may be named by a request, so its files are read as untrusted: each must be a regular file
+(a symlink, a FIFO, a device or a folder in its place is refused, never followed or waited on), of the
+size ``meta.json`` gives it (``meta.json`` itself at most ``MAX_META_BYTES``), and is read with that limit.
+``open`` checks all of that before it reads the data; an expected size (``size_bytes``) is checked against
+``meta.json`` before anything else is read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import secrets
+import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,18 +36,32 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .._files import FileRefused, describe_mode, open_regular, read_limited
 from ..errors import SectorError
 from ..groth16 import BN128, Curve, curve_by_name
 from .merkle import MerkleTree
 from .poseidon import poseidon_many
 from .profiles import LEAF_BYTES
 
-__all__ = ["FORMAT", "TREES", "Sector", "SectorRoots"]
+__all__ = ["FORMAT", "MAX_META_BYTES", "TREES", "Sector", "SectorRoots", "WrongSectorSize", "create_sector"]
 
 FORMAT = "prooflane-sector"
 VERSION = 1
 TREES = ("d", "r", "u")  # data, replica, updated replica
 _LEAF_BITS = 253
+MAX_META_BYTES = 16 << 10
+"""The largest ``meta.json`` read (one written by ``create`` holds about 1 KiB with both curves' roots)."""
+
+
+class WrongSectorSize(SectorError):
+    """Raised when a sector opened for a given size holds another (before its data is read)."""
+
+    def __init__(self, folder: str, size_bytes: int, expected: int) -> None:
+        self.folder, self.size_bytes, self.expected = folder, size_bytes, expected
+        super().__init__(f"{folder}: holds {size_bytes} bytes, expected {expected}")
+
+    def __reduce__(self) -> tuple[type[WrongSectorSize], tuple[str, int, int]]:
+        return type(self), (self.folder, self.size_bytes, self.expected)
 
 
 @dataclass(frozen=True)
@@ -137,18 +160,33 @@ class Sector:
         return sector
 
     @classmethod
-    def open(cls, path: str | Path) -> Sector:
-        """Open a sector folder written by ``Sector.create`` (or ``prooflane sector new``)."""
+    def open(cls, path: str | Path, *, size_bytes: int | None = None) -> Sector:
+        """Open a sector folder written by ``Sector.create`` (or ``prooflane sector new``).
+
+        With ``size_bytes``, a sector of another size is refused (SectorError) before its data is read.
+        Every file must be a regular file of its expected size (see the module docstring).
+        """
         folder = Path(path)
         meta_path = folder / "meta.json"
         try:
-            meta = json.loads(meta_path.read_text())
-        except FileNotFoundError:
-            raise SectorError(f"{meta_path}: no such file (is {folder} a sector folder?)") from None
-        except (OSError, ValueError) as exc:
+            info = os.stat(folder)
+        except OSError as exc:
+            raise SectorError(f"{folder}: no such sector folder ({exc.strerror or exc})") from None
+        if not stat.S_ISDIR(info.st_mode):
+            raise SectorError(f"{folder}: {describe_mode(info.st_mode)}, expected a sector folder")
+        try:
+            meta = json.loads(read_limited(meta_path, MAX_META_BYTES, "sector file"))
+        except FileRefused as exc:
+            if not meta_path.exists() and not meta_path.is_symlink():
+                raise SectorError(f"{meta_path}: no such file (is {folder} a sector folder?)") from None
+            raise SectorError(str(exc)) from None
+        except ValueError as exc:
             raise SectorError(f"{meta_path}: cannot be read as JSON ({exc})") from None
         _check_meta(meta_path, meta)
+        if size_bytes is not None and meta["size_bytes"] != size_bytes:
+            raise WrongSectorSize(str(folder), meta["size_bytes"], size_bytes)
         sector = cls(folder, meta)
+        sector._check_tree_files()
         sector._load_data()
         return sector
 
@@ -177,12 +215,20 @@ class Sector:
             return cached
         self.roots(curve)
         path = self._tree_path(curve, which)
+        want = self._tree_bytes
         try:
-            raw = np.memmap(path, dtype=np.uint8, mode="r")
+            fd, size = open_regular(path, want, "sector file")
+        except FileRefused as exc:
+            raise SectorError(str(exc)) from None
+        try:
+            if size != want:
+                raise SectorError(f"{path}: {size} bytes, expected {want}")
+            with os.fdopen(os.dup(fd), "rb") as file:
+                raw = np.memmap(file, dtype=np.uint8, mode="r")
         except (OSError, ValueError) as exc:
             raise SectorError(f"{path}: cannot be read ({exc})") from None
-        if raw.size != (2 * self.leaf_count - 1) * LEAF_BYTES:
-            raise SectorError(f"{path}: {raw.size} bytes, expected {(2 * self.leaf_count - 1) * LEAF_BYTES}")
+        finally:
+            os.close(fd)
         tree = MerkleTree.from_bytes(raw, self.leaf_count, curve)
         self._trees[(curve.name, which)] = tree
         return tree
@@ -190,7 +236,7 @@ class Sector:
     def roots(self, curve: Curve = BN128) -> SectorRoots:
         """The three roots on ``curve``, building and saving that curve's trees the first time."""
         stored = self._meta["roots"].get(curve.name)
-        if stored is None or not all(self._tree_path(curve, w).exists() for w in TREES):
+        if stored is None or not all(os.path.lexists(self._tree_path(curve, w)) for w in TREES):
             stored = self._build_trees(curve)
         return SectorRoots(int(stored["comm_d"]), int(stored["comm_r"]), int(stored["comm_r_update"]))
 
@@ -217,15 +263,35 @@ class Sector:
     def _tree_path(self, curve: Curve, which: str) -> Path:
         return self.path / f"tree-{curve.name}-{which}.bin"
 
+    @property
+    def _tree_bytes(self) -> int:
+        return (2 * self.leaf_count - 1) * LEAF_BYTES
+
+    def _check_tree_files(self) -> None:
+        """Every tree file present is a regular file of its size (without opening it); missing ones are
+        built when first asked for."""
+        for name in self._meta["roots"]:
+            for which in TREES:
+                path = self.path / f"tree-{name}-{which}.bin"
+                try:
+                    info = os.lstat(path)
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    raise SectorError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+                if not stat.S_ISREG(info.st_mode):
+                    raise SectorError(f"{path}: {describe_mode(info.st_mode)}, expected a regular file")
+                if info.st_size != self._tree_bytes:
+                    raise SectorError(f"{path}: {info.st_size} bytes, expected {self._tree_bytes}")
+
     def _load_data(self) -> NDArray[np.uint8]:
         if self._data is None:
             path = self.path / "data.bin"
             try:
-                data = np.fromfile(path, dtype=np.uint8)
-            except OSError as exc:
-                raise SectorError(f"{path}: cannot be read ({exc})") from None
-            if data.size != self.size_bytes:
-                raise SectorError(f"{path}: {data.size} bytes, but meta.json says {self.size_bytes}")
+                raw = bytearray(read_limited(path, self.size_bytes, "sector file", exact=True))
+            except FileRefused as exc:
+                raise SectorError(str(exc)) from None
+            data = np.frombuffer(raw, dtype=np.uint8)
             high = data.reshape(-1, LEAF_BYTES)[:, -1] >> (_LEAF_BITS - 8 * (LEAF_BYTES - 1))
             bad = np.flatnonzero(high)
             if bad.size:
@@ -248,6 +314,19 @@ class Sector:
         }
 
 
+def create_sector(path: str, size_bytes: int, seed: bytes | None) -> int:
+    """``Sector.create`` for a process pool: makes the sector (its BN254 trees included) and returns only
+    its size, so that nothing large crosses back. A failed create leaves no folder behind."""
+    folder = Path(path)
+    existed = folder.exists()
+    try:
+        return Sector.create(folder, size_bytes, seed=seed).size_bytes
+    except BaseException:
+        if not existed:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
 def _seed_bytes(seed: int | bytes | str | None) -> bytes:
     if seed is None:
         return secrets.token_bytes(32)
@@ -266,9 +345,16 @@ def _derive(tag: bytes, seed: bytes, sector_id: int) -> int:
 def _atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_bytes(data)
+        # A file of its own, created here: never through a symlink someone left at the temporary name.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
         os.replace(tmp, path)
     except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
         raise SectorError(f"{path}: cannot be written ({exc.strerror or exc})") from None
 
 
