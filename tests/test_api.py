@@ -17,7 +17,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from engine_support import INLINE_SECTOR, Harness, api_config, on_long_poll
+from engine_support import INLINE_SECTOR, WAIT, Harness, api_config, on_long_poll
 from prooflane.api import DASHBOARD, ApiSettings, _event_stream, close_streams, create_app
 from prooflane.config import Config
 from prooflane.devices import InProcessBackend, Step
@@ -307,7 +307,12 @@ async def test_healthz_and_submit_wait_for_the_engine_to_be_ready(
         await engine.start()
         try:
             assert (await http.get("/healthz")).json()["ok"] is True
-            assert (await http.post("/v1/jobs", json=job | {"kind": "winning-post"})).status_code == 202
+            # An inline sector: the daemon makes the sector folder from the request, then proves it.
+            accepted = await http.post("/v1/jobs", json={"kind": "winning-post", "sector": INLINE_SECTOR})
+            assert accepted.status_code == 202
+            proof = await http.get(f"/v1/jobs/{accepted.json()['job_id']}/proof", params={"wait": WAIT})
+            assert proof.status_code == 200
+            assert verifies(engine, "winning-post", proof.json()["partitions"][0])
         finally:
             await engine.stop()
         stopped = await http.get("/healthz")
