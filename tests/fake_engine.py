@@ -46,9 +46,13 @@ Item = FeedItem  # the tracker feed's items: an id, an event name, JSON data
 @dataclass
 class FakeSnapshot:
     seq: int
+    jobs: int | None = None  # bounded(jobs): list at most this many pipelines
 
     def to_json_text(self) -> str:
         return json.dumps(self.to_json())
+
+    def bounded(self, jobs: int) -> FakeSnapshot:
+        return FakeSnapshot(self.seq, jobs)
 
     def to_json(self) -> dict[str, Any]:
         """The documented /status shape, with one worker and one job."""
@@ -73,7 +77,7 @@ class FakeSnapshot:
             "pipelines": [
                 {"job_id": "job-1", "proof_kind": "porep-c2", "priority": "normal", "state": "running"}
                 | {"total_partitions": 1, "partitions_done": 0, "partitions": [partition]}
-            ],
+            ][: self.jobs],
             "workers": [worker | {"current_partition": 0, "finalizing": [], "busy_seconds_total": 1.5}],
             "devices": [{"device": "cpu:0", "kind": "cpu", "busy_fraction_1m": 0.5}],
             "counters": counters,

@@ -1,24 +1,30 @@
 """The status tracker's read side: frozen snapshots and totals built from its records at one moment.
 
-Every function here reads :class:`~prooflane._ledger.Records` and writes nothing but a job's cached partition
-views (rebuilt only when one of its partitions moved). They run on the event loop, between two events, like
-every tracker read.
+Every function here reads :class:`~prooflane._ledger.Records` and writes nothing but a job's cached views
+(its partitions' frozen views and the JSON text of both, rebuilt only when the job's ``version`` moved, which
+every write to the job or its partitions does). They run on the event loop, between two events, like every
+tracker read.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ._ledger import Job, Records, Worker
+from ._encode import json_frame
+from ._ledger import Job, JobViews, Records, Worker
 from ._snapshot import (
     CountersStatus,
     DeviceStatus,
     FinalizingLease,
     Health,
     HistoryStatus,
+    LiveJobsStatus,
     MemoryStatus,
+    PartitionStatus,
     PipelineStatus,
     RecentJob,
     StatusSnapshot,
@@ -75,6 +81,7 @@ def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
     """A frozen, consistent view of the records, as ``GET /status`` serves it."""
     listed = {w.device.name for w in r.workers.values()}
     devices = [d for d in r.devices.values() if d.name in listed]
+    pipelines = tuple(_pipeline(j, now) for j in r.jobs.values())
     return StatusSnapshot(
         version=head.version,
         boot_id=head.boot_id,
@@ -95,7 +102,8 @@ def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
         history=_history(r, now, devices),
         recent_jobs=tuple(_recent_job(j, now) for j in reversed(r.recent_jobs)),
         recent_partitions=tuple(r.recent_partitions),
-        pipelines=tuple(_pipeline(j, now) for j in r.jobs.values()),
+        live_jobs=_live_jobs(pipelines),
+        pipelines=pipelines,
     )
 
 
@@ -144,10 +152,26 @@ def totals(
 
 
 def _pipeline(job: Job, now: float) -> PipelineStatus:
-    if job.views is None or job.views[0] != job.version:
-        # Partition views change only when a partition moves: rebuild them only then.
-        views = tuple(p.status() for p in job.partitions)
-        job.views = (job.version, views, partitions_json(views))
+    views = job.views
+    if views is None or views.version != job.version:
+        # The job or a partition changed since its views were built (any write moves the version).
+        version = job.version
+        partitions = tuple(p.status() for p in job.partitions)
+        text = partitions_json(partitions)
+        status = _pipeline_status(job, now, partitions, text, None)
+        views = JobViews(version, partitions, text, json_frame(status))
+        job.views = views
+        return dataclasses.replace(status, json_frame=views.frame)
+    return _pipeline_status(job, now, views.partitions, views.partitions_json, views.frame)
+
+
+def _pipeline_status(
+    job: Job,
+    now: float,
+    partitions: tuple[PartitionStatus, ...],
+    text: str,
+    frame: tuple[str, str] | None,
+) -> PipelineStatus:
     state = job.outcome or (JobState.RUNNING if job.started else JobState.QUEUED)
     end = job.ended_at if job.ended_at is not None else now
     return PipelineStatus(
@@ -159,11 +183,25 @@ def _pipeline(job: Job, now: float) -> PipelineStatus:
         elapsed_secs=end - job.submitted_at,
         total_partitions=len(job.partitions),
         partitions_done=job.done,
-        partitions=job.views[1],
-        partitions_json=job.views[2],
+        partitions=partitions,
+        partitions_json=text,
         reason=job.reason,
         failed_partition=job.failed_partition,
         circuit=job.circuit,
+        json_frame=frame,
+    )
+
+
+def _live_jobs(pipelines: tuple[PipelineStatus, ...]) -> LiveJobsStatus:
+    states = Counter(p.state for p in pipelines)
+    return LiveJobsStatus(
+        total=len(pipelines),
+        shown=len(pipelines),
+        queued=states[JobState.QUEUED],
+        running=states[JobState.RUNNING],
+        done=states[JobState.DONE],
+        failed=states[JobState.FAILED],
+        cancelled=states[JobState.CANCELLED],
     )
 
 

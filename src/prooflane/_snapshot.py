@@ -9,12 +9,13 @@ renamed).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._encode import NOT_JSON, json_text_in, to_json, to_json_text
-from .states import JobState, PartitionState, WorkerState
+from ._encode import JSON_FRAME, NOT_JSON, VARIES, json_text_in, to_json, to_json_text
+from .states import JobState, PartitionState, Priority, WorkerState
 
 __all__ = [
     "AllocationStatus",
@@ -24,6 +25,7 @@ __all__ = [
     "Health",
     "HistoryStatus",
     "JobState",
+    "LiveJobsStatus",
     "MemoryStatus",
     "PartitionState",
     "PartitionStatus",
@@ -54,14 +56,18 @@ class PartitionStatus:
 
 @dataclass(frozen=True, slots=True)
 class PipelineStatus:
-    """One job in the live view (running, or finished within the retention time)."""
+    """One job in the live view (running, or finished within the retention time).
+
+    Only ``started_secs_ago`` and ``elapsed_secs`` change from one read to the next while the job stays the
+    same, so the tracker keeps the rest of its JSON text (``json_frame``) and encodes just those two.
+    """
 
     job_id: str
     proof_kind: str
     priority: str
     state: JobState
-    started_secs_ago: float
-    elapsed_secs: float
+    started_secs_ago: float = field(metadata=VARIES)
+    elapsed_secs: float = field(metadata=VARIES)
     total_partitions: int
     partitions_done: int
     reason: str | None
@@ -70,6 +76,8 @@ class PipelineStatus:
     partitions: tuple[PartitionStatus, ...] = field(kw_only=True, metadata=json_text_in("partitions_json"))
     # The partitions as JSON text, cached by the tracker while they do not change (not part of the value).
     partitions_json: str | None = field(default=None, compare=False, repr=False, metadata=NOT_JSON)
+    # The whole entry's JSON text around the two times (_encode.json_frame), cached likewise.
+    json_frame: tuple[str, str] | None = field(default=None, compare=False, repr=False, metadata=JSON_FRAME)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +232,20 @@ class RecentPartition:
 
 
 @dataclass(frozen=True, slots=True)
+class LiveJobsStatus:
+    """How many jobs the live view holds, by state (always every one of them), and how many of them
+    ``pipelines`` lists: all, unless the snapshot was bounded (``GET /status?jobs=N``)."""
+
+    total: int
+    shown: int
+    queued: int
+    running: int
+    done: int
+    failed: int
+    cancelled: int
+
+
+@dataclass(frozen=True, slots=True)
 class StatusSnapshot:
     """One consistent view of the tracker, taken at event ``seq`` of boot ``boot_id``.
 
@@ -250,7 +272,24 @@ class StatusSnapshot:
     history: HistoryStatus
     recent_jobs: tuple[RecentJob, ...]
     recent_partitions: tuple[RecentPartition, ...]
+    live_jobs: LiveJobsStatus
     pipelines: tuple[PipelineStatus, ...]  # last: the bulk of the document
+
+    def bounded(self, jobs: int) -> StatusSnapshot:
+        """This snapshot with at most ``jobs`` entries in ``pipelines`` (itself when it has no more).
+
+        Kept first: the running jobs; then the queued ones in the order they run (priority, then
+        submission); then the ended ones, the latest end first. Those kept stay in submission order, and
+        ``live_jobs`` still counts every job of the live view, with ``shown`` the number kept.
+        """
+        if jobs < 0:
+            raise ValueError(f"jobs must be >= 0, got {jobs}")
+        if jobs >= len(self.pipelines):
+            return self
+        ranked = sorted(range(len(self.pipelines)), key=lambda i: _show_rank(self.pipelines[i], i))
+        kept = tuple(self.pipelines[i] for i in sorted(ranked[:jobs]))
+        live_jobs = dataclasses.replace(self.live_jobs, shown=len(kept))
+        return dataclasses.replace(self, live_jobs=live_jobs, pipelines=kept)
 
     def to_json_text(self) -> str:
         """The ``GET /status`` document as compact JSON text: serve this body as it is.
@@ -265,6 +304,18 @@ class StatusSnapshot:
         """The ``GET /status`` document (a fresh dict of JSON types)."""
         doc: dict[str, Any] = to_json(self)
         return doc
+
+
+_PRIORITY_RANK = {p.value: p.rank for p in Priority}
+
+
+def _show_rank(job: PipelineStatus, position: int) -> tuple[int, float, int]:
+    """Which jobs a bounded snapshot keeps first (lowest rank): running, then queued, then ended."""
+    if job.state is JobState.RUNNING:
+        return (0, 0, position)
+    if job.state is JobState.QUEUED:
+        return (1, _PRIORITY_RANK.get(job.priority, len(_PRIORITY_RANK)), position)
+    return (2, job.started_secs_ago - job.elapsed_secs, -position)  # ended longest ago last
 
 
 def partitions_json(partitions: tuple[PartitionStatus, ...]) -> str:
