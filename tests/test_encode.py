@@ -87,24 +87,25 @@ class Timed:
     left: int | None = field(metadata=VARIES)
     branches: tuple[Branch, ...] = field(metadata=json_text_in("branches_text"))
     branches_text: str | None = field(default=None, metadata=NOT_JSON)
-    frame: tuple[str, str] | None = field(default=None, metadata=JSON_FRAME)
+    frame: tuple[str, ...] | None = field(default=None, metadata=JSON_FRAME)
 
 
 def test_a_frame_holds_the_text_around_the_varying_fields() -> None:
     plain = Timed("t", Colour.RED, 1.5, 3, (BRANCH,))
-    before, after = json_frame(plain)
-    assert before == '{"name":"t","colour":"red",'
+    frame = json_frame(plain)
+    before, between, after = frame
+    assert (before, between) == ('{"name":"t","colour":"red","age":', ',"left":')
     assert after.startswith(',"branches":[{"zeta":2,') and after.endswith("]}")
     for age, left in [(2.25, None), (float("nan"), 7), (1e300, -1), (0.1 + 0.2, 0)]:
-        framed = dataclasses.replace(plain, age=age, left=left, frame=(before, after))
+        framed = dataclasses.replace(plain, age=age, left=left, frame=frame)
         expected = json.dumps(to_json(framed), separators=(",", ":"))
         assert to_json_text(framed) == expected == to_json_text(dataclasses.replace(framed, frame=None))
         assert to_json_text((framed, framed)) == f"[{expected},{expected}]"
 
 
 def test_the_frame_is_spliced_in_as_it_is() -> None:
-    framed = Timed("t", Colour.RED, 1.0, 2, (), frame=("{<", ">}"))
-    assert to_json_text(framed) == '{<"age":1.0,"left":2>}'
+    framed = Timed("t", Colour.RED, 1.0, 2, (), frame=("{<", "|", ">}"))
+    assert to_json_text(framed) == "{<1.0|2>}"
 
 
 def test_a_frame_needs_one_run_of_scalar_varying_fields() -> None:
@@ -113,12 +114,12 @@ def test_a_frame_needs_one_run_of_scalar_varying_fields() -> None:
         a: float = field(metadata=VARIES)
         b: str
         c: float = field(metadata=VARIES)
-        frame: tuple[str, str] | None = field(default=None, metadata=JSON_FRAME)
+        frame: tuple[str, ...] | None = field(default=None, metadata=JSON_FRAME)
 
     @dataclass(frozen=True)
     class Nested:
         a: Leaf = field(metadata=VARIES)
-        frame: tuple[str, str] | None = field(default=None, metadata=JSON_FRAME)
+        frame: tuple[str, ...] | None = field(default=None, metadata=JSON_FRAME)
 
     with pytest.raises(TypeError, match="consecutive"):
         json_frame(Apart(1.0, "x", 2.0))
@@ -126,3 +127,30 @@ def test_a_frame_needs_one_run_of_scalar_varying_fields() -> None:
         json_frame(Nested(LEAF))
     with pytest.raises(TypeError, match="JSON_FRAME"):
         json_frame(LEAF)
+
+
+class Shouted:
+    """Writes its own JSON (the encoder's SelfEncoding protocol)."""
+
+    def __init__(self, word: str) -> None:
+        self.word = word
+
+    def write_json(self, out: list[str]) -> None:
+        out.append(json.dumps(self.word.upper()))
+
+    def json_value(self) -> str:
+        return self.word.upper()
+
+
+@dataclass(frozen=True, slots=True)
+class Speech:
+    first: Shouted
+    maybe: Shouted | None
+    after: int
+
+
+def test_a_value_that_encodes_itself_is_asked_for_its_json() -> None:
+    speech = Speech(Shouted("hi"), None, 3)
+    assert to_json(speech) == {"first": "HI", "maybe": None, "after": 3}
+    assert to_json_text(speech) == '{"first":"HI","maybe":null,"after":3}'
+    assert to_json({"x": Shouted("a")}) == {"x": "A"}

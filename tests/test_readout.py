@@ -150,3 +150,15 @@ def test_live_job_counts_follow_every_state(s: Script) -> None:
     live = s.tracker.snapshot().live_jobs
     assert (live.total, live.cancelled) == (1, 0)
     assert s.tracker.snapshot().pipelines[0].partitions[0].state is PartitionState.SYNTHESIZING
+
+
+def test_pipelines_read_as_a_tuple_of_views(s: Script) -> None:
+    s.job("A", partitions=1)
+    s.job("B", partitions=2)
+    pipelines = s.tracker.snapshot().pipelines
+    assert len(pipelines) == 2 and [p.job_id for p in pipelines] == ["A", "B"]
+    assert pipelines[1].total_partitions == 2 and [p.job_id for p in pipelines[:1]] == ["A"]
+    assert pipelines == tuple(pipelines) and pipelines == s.tracker.snapshot().pipelines
+    assert pipelines != ("A", "B") and hash(pipelines) == hash(tuple(pipelines))
+    assert repr(pipelines).startswith("Pipelines((PipelineStatus(job_id='A'")
+    assert pipelines.bounded(5) is pipelines and [p.job_id for p in pipelines.bounded(1)] == ["A"]

@@ -8,10 +8,13 @@ they are. Field metadata changes that:
 - ``metadata=json_text_in("attr")``: the field's JSON text may already be held in the field ``attr`` (a
   ``str | None``); :func:`to_json_text` then splices that text in instead of encoding the field again;
 - ``metadata=VARIES`` on a run of consecutive scalar fields, with one field ``metadata=JSON_FRAME``: that
-  field may hold the object's JSON text without the varying fields, as ``(before, after)`` made by
-  :func:`json_frame`; :func:`to_json_text` then writes ``before``, the varying fields, ``after``. A view
-  whose fields mostly stay the same while a few (times since something) change at every read is then
-  encoded with a few number conversions instead of a walk over all its fields.
+  field may hold the object's JSON text around the varying fields' values, as made by :func:`json_frame`;
+  :func:`to_json_text` then writes the frame's pieces with the values between them. A view whose fields
+  mostly stay the same while a few (times since something) change at every read is then encoded with a
+  few number conversions instead of a walk over all its fields.
+
+A value of a class with ``write_json(out)`` and ``json_value()`` (:class:`SelfEncoding`) encodes itself:
+the first appends its JSON text to ``out`` in pieces, the second gives it as plain JSON types.
 
 How each field is converted is worked out once per class, from its type hints, so encoding a view costs a
 dict built in C plus the conversions its non-scalar fields need.
@@ -29,7 +32,17 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["JSON_FRAME", "NOT_JSON", "VARIES", "json_frame", "json_text_in", "to_json", "to_json_text"]
+__all__ = [
+    "JSON_FRAME",
+    "NOT_JSON",
+    "VARIES",
+    "SelfEncoding",
+    "json_frame",
+    "json_text_in",
+    "number_text",
+    "to_json",
+    "to_json_text",
+]
 
 _SKIP = "prooflane.json.skip"
 _TEXT_IN = "prooflane.json.text_in"
@@ -43,8 +56,18 @@ VARIES: Mapping[str, Any] = types.MappingProxyType({_VARIES: True})
 """Field metadata: a scalar that changes at every read while the other fields stay (see ``JSON_FRAME``)."""
 
 JSON_FRAME: Mapping[str, Any] = types.MappingProxyType({_SKIP: True, _FRAME: True})
-"""Field metadata: not in the document; may hold :func:`json_frame` of the object (a ``tuple[str, str]`` or
-None), which :func:`to_json_text` then uses around the ``VARIES`` fields' current values."""
+"""Field metadata: not in the document; may hold :func:`json_frame` of the object (a ``tuple[str, ...]`` or
+None), which :func:`to_json_text` then writes around the ``VARIES`` fields' current values."""
+
+
+@typing.runtime_checkable
+class SelfEncoding(typing.Protocol):
+    """A value that writes its own JSON: ``write_json`` appends its text in pieces, ``json_value`` gives it
+    as plain JSON types (the two must agree)."""
+
+    def write_json(self, out: list[str]) -> None: ...
+
+    def json_value(self) -> Any: ...
 
 
 def json_text_in(attr: str) -> Mapping[str, Any]:
@@ -52,11 +75,13 @@ def json_text_in(attr: str) -> Mapping[str, Any]:
     return types.MappingProxyType({_TEXT_IN: attr})
 
 
-def json_frame(value: Any) -> tuple[str, str]:
-    """The JSON text of dataclass ``value`` without its ``VARIES`` fields: ``(before, after)``.
+def json_frame(value: Any) -> tuple[str, ...]:
+    """The JSON text of dataclass ``value`` around the values of its ``VARIES`` fields: one piece more than
+    there are such fields, their keys included.
 
-    ``before + <the varying fields> + after`` is ``to_json_text(value)``; keep the frame in the field marked
-    ``JSON_FRAME`` of a value whose other fields are the same, and only the varying ones are encoded.
+    Joining the pieces with the varying values' JSON (:func:`number_text`) between them gives
+    ``to_json_text(value)``; keep the frame in the field marked ``JSON_FRAME`` of a value whose other fields
+    are the same, and only the varying ones are encoded.
     """
     return _plan(type(value)).frame(value)
 
@@ -141,9 +166,18 @@ class _Cached:
         self.name, self.cache, self.items = name, cache, items
         self.key = _dumps(name) + ":"
         self.run = _Run((name,), hints)
+        self.self_encoding = _self_encoding(hints[name])
 
     def write(self, value: Any, out: list[str]) -> None:
         """Append ``"name":value`` from the cached text, the items' own texts, or an encoding."""
+        if self.self_encoding:
+            out.append(self.key)
+            field_value = getattr(value, self.name)
+            if field_value is None:
+                out.append("null")
+            else:
+                field_value.write_json(out)
+            return
         text = getattr(value, self.cache) if self.cache is not None else None
         if text is not None:
             out.append(self.key)
@@ -191,10 +225,9 @@ class _Plan:
             frame = getattr(value, self.frame_attr)
             if frame is not None:
                 out.append(frame[0])
-                for key, item in zip(self.varies, self.varying(value)):  # noqa: B905 (one per key)
-                    out.append(key)
-                    out.append(_scalar_text(item))
-                out.append(frame[1])
+                for n, item in enumerate(self.varying(value), 1):
+                    out.append(number_text(item))
+                    out.append(frame[n])
                 return
         if self.plain:
             out.append(_dumps(self.dumpable(value)))
@@ -203,7 +236,7 @@ class _Plan:
         _write_segments(self.segments, value, out, ",")
         out.append("}")
 
-    def frame(self, value: Any) -> tuple[str, str]:
+    def frame(self, value: Any) -> tuple[str, ...]:
         if self.frame_attr is None:
             raise TypeError(f"{type(value).__name__} has no field marked JSON_FRAME")
         before = ["{"]
@@ -215,7 +248,8 @@ class _Plan:
             after.append(",")
             _write_segments(self.after, value, after, ",")
         after.append("}")
-        return "".join(before), "".join(after)
+        # Piece n ends with the key of varying field n: its value goes right after it.
+        return ("".join(before) + self.varies[0], *self.varies[1:], "".join(after))
 
 
 def _write_segments(segments: list[_Run | _Cached], value: Any, out: list[str], comma: str) -> None:
@@ -241,7 +275,7 @@ def _segments(fields: Sequence[dataclasses.Field[Any]], hints: Mapping[str, Any]
     run: list[str] = []
     for f in fields:
         items = _cached_items(hints[f.name])
-        if _TEXT_IN in f.metadata or items is not None:
+        if _TEXT_IN in f.metadata or items is not None or _self_encoding(hints[f.name]):
             if run:
                 segments.append(_Run(tuple(run), hints))
                 run = []
@@ -279,6 +313,8 @@ def _converter(hint: Any, dumps: bool) -> Convert | None:
         return None if dumps and issubclass(hint, str) else operator.attrgetter("value")
     if isinstance(hint, type) and issubclass(hint, _SCALARS):
         return None
+    if _self_encoding(hint):
+        return operator.methodcaller("json_value")
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return _plan(hint).dumpable if dumps else _plan(hint).convert
     if origin in (tuple, list) or (isinstance(origin, type) and issubclass(origin, Sequence)):
@@ -294,6 +330,14 @@ def _converter(hint: Any, dumps: bool) -> Convert | None:
     if getattr(hint, "__supertype__", None) is not None:  # a NewType
         return _converter(hint.__supertype__, dumps)
     return _convert
+
+
+def _self_encoding(hint: Any) -> bool:
+    """Whether values of type ``hint`` (or ``hint | None``) write their own JSON."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) in (types.UnionType, typing.Union) and len(args) == 1:
+        hint = args[0]
+    return isinstance(hint, type) and not dataclasses.is_dataclass(hint) and issubclass(hint, SelfEncoding)
 
 
 def _each(item: Convert) -> Convert:
@@ -323,6 +367,8 @@ def _convert(value: Any) -> Any:
         return value.value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _plan(type(value)).convert(value)
+    if isinstance(value, SelfEncoding):
+        return value.json_value()
     if isinstance(value, Mapping):
         return {k: _convert(v) for k, v in value.items()}
     if isinstance(value, tuple | list):
@@ -334,8 +380,8 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def _scalar_text(value: Any) -> str:
-    """``_dumps(value)`` for a scalar, without json.dumps's call overhead for the common numbers."""
+def number_text(value: Any) -> str:
+    """``json.dumps(value)`` for a scalar, without its call overhead for the common numbers."""
     kind = type(value)
     if kind is float and math.isfinite(value):
         return float.__repr__(value)  # what json writes for a finite float

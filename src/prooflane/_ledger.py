@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import assert_never
 
 from . import events as ev
-from ._snapshot import AllocationStatus, PartitionStatus, RecentPartition
+from ._snapshot import AllocationStatus, PartitionStatus, PipelineEntry, RecentPartition
 from ._stats import DeviceBusy, MinuteHistory, PhaseHistogram
 from .states import JobState, PartitionState, WorkerState
 
@@ -94,13 +94,11 @@ class Job:
 
 @dataclass(frozen=True, slots=True)
 class JobViews:
-    """What the read-out builds for a job and reuses while its ``version`` stays: the frozen partition
-    views, their JSON text, and the job's JSON text around its time fields (``PipelineStatus.json_frame``)."""
+    """What the read-out builds for a job and reuses while its ``version`` stays: its entry in the
+    snapshots' ``pipelines`` (its view and JSON text)."""
 
     version: int
-    partitions: tuple[PartitionStatus, ...]
-    partitions_json: str
-    frame: tuple[str, str]
+    entry: PipelineEntry
 
 
 _UNVERSIONED = frozenset({"version", "views"})

@@ -8,7 +8,6 @@ tracker read.
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -25,12 +24,15 @@ from ._snapshot import (
     LiveJobsStatus,
     MemoryStatus,
     PartitionStatus,
+    PipelineEntry,
+    Pipelines,
     PipelineStatus,
     RecentJob,
     StatusSnapshot,
     SynthesisStatus,
     WorkerStatus,
     partitions_json,
+    pipeline_rank,
 )
 from ._stats import MINUTE, DeviceBusy, HistogramView
 from .states import JobState, PartitionState, WorkerState
@@ -81,7 +83,7 @@ def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
     """A frozen, consistent view of the records, as ``GET /status`` serves it."""
     listed = {w.device.name for w in r.workers.values()}
     devices = [d for d in r.devices.values() if d.name in listed]
-    pipelines = tuple(_pipeline(j, now) for j in r.jobs.values())
+    entries = tuple(_entry(j, now) for j in r.jobs.values())
     return StatusSnapshot(
         version=head.version,
         boot_id=head.boot_id,
@@ -102,8 +104,8 @@ def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
         history=_history(r, now, devices),
         recent_jobs=tuple(_recent_job(j, now) for j in reversed(r.recent_jobs)),
         recent_partitions=tuple(r.recent_partitions),
-        live_jobs=_live_jobs(pipelines),
-        pipelines=pipelines,
+        live_jobs=_live_jobs(entries),
+        pipelines=Pipelines(entries, now),
     )
 
 
@@ -151,27 +153,21 @@ def totals(
     )
 
 
-def _pipeline(job: Job, now: float) -> PipelineStatus:
+def _entry(job: Job, now: float) -> PipelineEntry:
     views = job.views
     if views is None or views.version != job.version:
-        # The job or a partition changed since its views were built (any write moves the version).
+        # The job or a partition changed since its entry was built (any write moves the version).
         version = job.version
         partitions = tuple(p.status() for p in job.partitions)
-        text = partitions_json(partitions)
-        status = _pipeline_status(job, now, partitions, text, None)
-        views = JobViews(version, partitions, text, json_frame(status))
-        job.views = views
-        return dataclasses.replace(status, json_frame=views.frame)
-    return _pipeline_status(job, now, views.partitions, views.partitions_json, views.frame)
+        status = _pipeline_status(job, now, partitions)
+        before, between, after = json_frame(status)
+        rank = pipeline_rank(status.state, job.priority, job.ended_at)
+        entry = PipelineEntry(status, (before, between, after), job.submitted_at, job.ended_at, rank)
+        views = job.views = JobViews(version, entry)
+    return views.entry
 
 
-def _pipeline_status(
-    job: Job,
-    now: float,
-    partitions: tuple[PartitionStatus, ...],
-    text: str,
-    frame: tuple[str, str] | None,
-) -> PipelineStatus:
+def _pipeline_status(job: Job, now: float, partitions: tuple[PartitionStatus, ...]) -> PipelineStatus:
     state = job.outcome or (JobState.RUNNING if job.started else JobState.QUEUED)
     end = job.ended_at if job.ended_at is not None else now
     return PipelineStatus(
@@ -184,19 +180,18 @@ def _pipeline_status(
         total_partitions=len(job.partitions),
         partitions_done=job.done,
         partitions=partitions,
-        partitions_json=text,
+        partitions_json=partitions_json(partitions),
         reason=job.reason,
         failed_partition=job.failed_partition,
         circuit=job.circuit,
-        json_frame=frame,
     )
 
 
-def _live_jobs(pipelines: tuple[PipelineStatus, ...]) -> LiveJobsStatus:
-    states = Counter(p.state for p in pipelines)
+def _live_jobs(entries: tuple[PipelineEntry, ...]) -> LiveJobsStatus:
+    states = Counter(e.status.state for e in entries)
     return LiveJobsStatus(
-        total=len(pipelines),
-        shown=len(pipelines),
+        total=len(entries),
+        shown=len(entries),
         queued=states[JobState.QUEUED],
         running=states[JobState.RUNNING],
         done=states[JobState.DONE],

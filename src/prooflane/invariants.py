@@ -44,7 +44,7 @@ class JobFacts:
 
     job: Job
     version: int
-    states: Counter[PartitionState]
+    states: tuple[tuple[PartitionState, int], ...]
     leased: tuple[tuple[str, PartitionState, ev.LeaseToken | None], ...]
     problems: tuple[str, ...]
 
@@ -82,11 +82,14 @@ def _broken(records: Records, facts_of: Callable[[Job], JobFacts]) -> list[str]:
     finalizing = Counter(t for w in records.workers.values() for t in w.finalizing)
     states: Counter[PartitionState] = Counter()
     terminal: Counter[JobState] = Counter(records.pruned)
-    for job in records.jobs.values():
+    for job in records.jobs.values():  # this loop runs for every job at every new seq: keep it lean
         facts = facts_of(job)
-        problems.extend(facts.problems)
-        problems.extend(_lease_problems(facts, current, finalizing))
-        states.update(facts.states)
+        if facts.problems:
+            problems.extend(facts.problems)
+        if facts.leased:
+            problems.extend(_lease_problems(facts, current, finalizing))
+        for state, n in facts.states:
+            states[state] += n
         if job.outcome is not None:
             terminal[job.outcome] += 1
     counted = records.states
@@ -157,7 +160,7 @@ def _job_facts(job: Job) -> JobFacts:
         problems.append(f"job {job.job_id} ended with live partitions")
     if not ended and job.counted:
         problems.append(f"job {job.job_id} is counted but has not ended")
-    states = Counter(p.state for p in job.partitions)
+    states = tuple(Counter(p.state for p in job.partitions).items())
     return JobFacts(job, version, states, tuple(leased), tuple(problems))
 
 
