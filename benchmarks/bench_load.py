@@ -218,7 +218,8 @@ async def load(url: str, args: argparse.Namespace, sector: str) -> dict[str, Any
     readers = [
         asyncio.create_task(event_stream(host, port, s, o)) for s, o in zip(streams, opened, strict=True)
     ]
-    await asyncio.wait_for(asyncio.gather(*(o.wait() for o in opened)), 60)
+    if opened:
+        await asyncio.wait_for(asyncio.gather(*(o.wait() for o in opened)), 60)
     polls, stop = PollStats(), asyncio.Event()
     pollers = [
         asyncio.create_task(poller(host, port, args.interval, polls, stop)) for _ in range(args.pollers)
@@ -263,8 +264,8 @@ async def load(url: str, args: argparse.Namespace, sector: str) -> dict[str, Any
         "healthz_p99_ms": percentile(polls.healthz_ms, 99),
         "poll_errors": polls.errors[:10],
         "events_emitted": emitted,
-        "events_received_min": min(min(s.received, s.last - s.start) for s in streams),
-        "events_received_max": max(s.received for s in streams),
+        "events_received_min": min((min(s.received, s.last - s.start) for s in streams), default=0),
+        "events_received_max": max((s.received for s in streams), default=0),
         "clients_complete": sum(s.last >= after["seq"] and s.gaps == 0 for s in streams),
         "gaps": sum(s.gaps for s in streams),
         "resyncs": sum(s.resyncs for s in streams),

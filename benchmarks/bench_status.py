@@ -253,9 +253,11 @@ def _serve_tracker(jobs: int, ready: Connection) -> None:
 
 
 def keepalive_row(jobs: int, samples: int) -> dict[str, Any]:
-    """Serve ``jobs`` live jobs in a child process; time /healthz and /status through one kept-alive
-    Client."""
+    """Serve ``jobs`` live jobs in a child process; time /healthz and /status through one kept-alive Client,
+    then through one kept-alive ``http.client`` connection (what is left without httpx and JSON parsing),
+    with the server process's CPU per request."""
     import httpx
+    import psutil
 
     from prooflane import Client
 
@@ -265,18 +267,27 @@ def keepalive_row(jobs: int, samples: int) -> dict[str, Any]:
     try:
         if not ours.poll(120):
             raise SystemExit("the served tracker did not start in 120 s")
-        url = f"http://127.0.0.1:{ours.recv()}"
+        port = ours.recv()
+        url = f"http://127.0.0.1:{port}"
+        server = psutil.Process(child.pid)
         health: list[float] = []
         status: list[float] = []
-        wire: list[float] = []
-        with httpx.Client(base_url=url, timeout=30) as http, Client(url, http=http) as client:
+        with httpx.Client(base_url=url, timeout=30) as transport, Client(url, http=transport) as client:
             client.health()
             for _ in range(samples):
                 health.append(_timed(client.health))
                 status.append(_timed(client.status))
-                wire.append(_timed(lambda: http.get("/status").content))
             body = client.status()
-            size = len(http.get("/status").content)
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        bare: dict[str, list[float]] = {}
+        server_cpu: dict[str, float] = {}
+        for path in ("/healthz", "/status", f"/status?jobs={BOUNDED}"):
+            _get(connection, path)
+            before = sum(server.cpu_times()[:2])
+            bare[path] = [_timed(lambda p=path: _get(connection, p)) for _ in range(samples)]  # type: ignore[misc]
+            server_cpu[path] = (sum(server.cpu_times()[:2]) - before) / samples * 1000
+        size = len(_get(connection, "/status"))
+        connection.close()
     finally:
         child.kill()
         child.join()
@@ -288,18 +299,38 @@ def keepalive_row(jobs: int, samples: int) -> dict[str, Any]:
         "status_p50_ms": _percentile(status, 50),
         "status_p99_ms": _percentile(status, 99),
         "status_max_ms": max(status),
-        "status_wire_p50_ms": _percentile(wire, 50),
-        "status_wire_p99_ms": _percentile(wire, 99),
+        "bare_healthz_p50_ms": _percentile(bare["/healthz"], 50),
+        "bare_status_p50_ms": _percentile(bare["/status"], 50),
+        "bare_status_p99_ms": _percentile(bare["/status"], 99),
+        "bare_bounded_p50_ms": _percentile(bare[f"/status?jobs={BOUNDED}"], 50),
+        "server_cpu_healthz_ms": server_cpu["/healthz"],
+        "server_cpu_status_ms": server_cpu["/status"],
+        "server_cpu_bounded_ms": server_cpu[f"/status?jobs={BOUNDED}"],
         "status_bytes": size,
     }
 
 
+def _get(connection: http.client.HTTPConnection, path: str) -> bytes:
+    connection.request("GET", path)
+    response = connection.getresponse()
+    body = response.read()
+    if response.status != 200:
+        raise SystemExit(f"GET {path} answered {response.status}: {body[:200]!r}")
+    return body
+
+
 def keepalive(samples: int, sizes: list[int]) -> dict[str, Any]:
     rows = [keepalive_row(jobs, samples) for jobs in sizes]
-    columns = ["live_jobs", "live_partitions", "healthz_p50_ms", "healthz_p99_ms", "status_p50_ms",
-               "status_p99_ms", "status_max_ms", "status_wire_p50_ms", "status_wire_p99_ms",
-               "status_bytes"]  # fmt: skip
-    print_table(columns, [[row[c] for c in columns] for row in rows])
+    client = ["live_jobs", "live_partitions", "healthz_p50_ms", "healthz_p99_ms", "status_p50_ms",
+              "status_p99_ms", "status_max_ms", "status_bytes"]  # fmt: skip
+    print("through one kept-alive prooflane.Client (httpx; /status parsed as JSON):")
+    print_table(client, [[row[c] for c in client] for row in rows])
+    bare = ["live_jobs", "bare_healthz_p50_ms", "bare_status_p50_ms", "bare_status_p99_ms",
+            "bare_bounded_p50_ms", "server_cpu_healthz_ms", "server_cpu_status_ms",
+            "server_cpu_bounded_ms"]  # fmt: skip
+    print(f"through one kept-alive http.client connection (bodies unparsed; bounded: ?jobs={BOUNDED}),")
+    print("and the server process's CPU per request (two events every 10 ms included):")
+    print_table(bare, [[row[c] for c in bare] for row in rows])
     return {"mode": "keepalive", "samples": samples, "rows": rows}
 
 

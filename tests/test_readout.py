@@ -21,6 +21,7 @@ from test_status import Script
 
 def fresh_text(s: Script) -> str:
     """The ``/status`` text of a tracker that never kept anything between reads."""
+    s.tracker.records.recent_partitions_json = None
     for job in s.tracker.records.jobs.values():
         job.views = None
     return s.tracker.snapshot().to_json_text()
@@ -49,6 +50,15 @@ def test_a_retry_after_a_workers_death_shows_the_new_attempt(s: Script) -> None:
     s(ev.PartitionRetried, job_id="A", partition=0, attempt=2, reason="worker W0 died")
     (partition,) = assert_fresh(s).pipelines[0].partitions  # no partition moved, yet the view follows
     assert (partition.attempt, partition.reason) == (2, "worker W0 died")
+
+
+def test_recent_partitions_text_follows_every_partition_done(s: Script) -> None:
+    s.job("A", partitions=3)
+    for index in range(3):
+        token = s.start("W0", "A", index)
+        s.prove_end(token)
+        s.finalize(token)
+        assert [p.index for p in assert_fresh(s).recent_partitions] == list(range(index + 1))
 
 
 def test_a_job_that_ends_without_a_partition_moving_shows_its_end(s: Script) -> None:

@@ -202,6 +202,8 @@ class Records:
     history: MinuteHistory
     recent_jobs: deque[Job]
     recent_partitions: deque[RecentPartition]
+    recent_partitions_added: int = 0  # bumped with every append to recent_partitions
+    recent_partitions_json: tuple[int, str] | None = None  # the read-out's text of them, at that count
     seq: int = 0  # the id of the last event received (applied or dropped)
     stale: int = 0
     illegal: int = 0

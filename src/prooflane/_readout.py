@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ._encode import json_frame
+from ._encode import json_frame, to_json_text
 from ._ledger import Job, JobViews, Records, Worker
 from ._snapshot import (
     CountersStatus,
@@ -28,6 +28,7 @@ from ._snapshot import (
     Pipelines,
     PipelineStatus,
     RecentJob,
+    RecentPartition,
     StatusSnapshot,
     SynthesisStatus,
     WorkerStatus,
@@ -84,6 +85,7 @@ def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
     listed = {w.device.name for w in r.workers.values()}
     devices = [d for d in r.devices.values() if d.name in listed]
     entries = tuple(_entry(j, now) for j in r.jobs.values())
+    recent = tuple(r.recent_partitions)
     return StatusSnapshot(
         version=head.version,
         boot_id=head.boot_id,
@@ -103,7 +105,8 @@ def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
         counters=_counters(r),
         history=_history(r, now, devices),
         recent_jobs=tuple(_recent_job(j, now) for j in reversed(r.recent_jobs)),
-        recent_partitions=tuple(r.recent_partitions),
+        recent_partitions=recent,
+        recent_partitions_json=_recent_partitions_json(r, recent),
         live_jobs=_live_jobs(entries),
         pipelines=Pipelines(entries, now),
     )
@@ -165,6 +168,14 @@ def _entry(job: Job, now: float) -> PipelineEntry:
         entry = PipelineEntry(status, (before, between, after), job.submitted_at, job.ended_at, rank)
         views = job.views = JobViews(version, entry)
     return views.entry
+
+
+def _recent_partitions_json(r: Records, recent: tuple[RecentPartition, ...]) -> str:
+    """Their JSON text, made again only after a partition was added."""
+    kept = r.recent_partitions_json
+    if kept is None or kept[0] != r.recent_partitions_added:
+        kept = r.recent_partitions_json = (r.recent_partitions_added, to_json_text(recent))
+    return kept[1]
 
 
 def _pipeline_status(job: Job, now: float, partitions: tuple[PartitionStatus, ...]) -> PipelineStatus:

@@ -388,9 +388,11 @@ class StatusSnapshot:
     counters: CountersStatus
     history: HistoryStatus
     recent_jobs: tuple[RecentJob, ...]
-    recent_partitions: tuple[RecentPartition, ...]
+    recent_partitions: tuple[RecentPartition, ...] = field(metadata=json_text_in("recent_partitions_json"))
     live_jobs: LiveJobsStatus
     pipelines: Pipelines  # last: the bulk of the document
+    # recent_partitions as JSON text, kept by the tracker until a partition is added (not part of the value)
+    recent_partitions_json: str | None = field(default=None, compare=False, repr=False, metadata=NOT_JSON)
 
     def bounded(self, jobs: int) -> StatusSnapshot:
         """This snapshot with at most ``jobs`` entries in ``pipelines`` (itself when it has no more).

@@ -472,6 +472,7 @@ class StatusTracker:
         self._r.phases["finalize"].observe(event.finalize_ms / 1000)
         self._r.history.count_partition(event.at)
         self._r.recent_partitions.append(partition.recent())
+        self._r.recent_partitions_added += 1
         return context
 
     def _end_lease(self, token: ev.LeaseToken, at: float) -> None:
