@@ -37,6 +37,8 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import psutil
+
 from _common import print_table, write_json
 from prooflane._daemon_process import DaemonProcess
 from prooflane._workload import DEFAULT_MIX, parse_mix, plan
@@ -224,7 +226,7 @@ async def load(url: str, args: argparse.Namespace, sector: str) -> dict[str, Any
     pollers = [
         asyncio.create_task(poller(host, port, args.interval, polls, stop)) for _ in range(args.pollers)
     ]
-    started = time.perf_counter()
+    started, started_cpu = time.perf_counter(), time.process_time()
     submits = await submit_all(host, port, plan(args.jobs, parse_mix(args.mix)), sector)
     submitted_secs = time.perf_counter() - started
     await asyncio.sleep(args.hold)
@@ -253,6 +255,7 @@ async def load(url: str, args: argparse.Namespace, sector: str) -> dict[str, Any
         "submit_p50_ms": percentile(submits, 50),
         "submit_p99_ms": percentile(submits, 99),
         "measured_secs": time.perf_counter() - started,
+        "load_generator_cpu_secs": time.process_time() - started_cpu,
         "status_requests": len(polls.status_ms),
         "status_p50_ms": percentile(polls.status_ms, 50),
         "status_p99_ms": percentile(polls.status_ms, 99),
@@ -307,6 +310,7 @@ def main() -> None:
             parser.error("--url needs --sector")
         result = asyncio.run(load(args.url, args, str(args.sector.resolve())))
         result["daemon_peak_rss_bytes"] = result["daemon_peak_rss_ready_bytes"] = 0  # not ours to read
+        result["daemon_cpu_secs"] = float("nan")
         report(args, result, load_start)
         return
     with tempfile.TemporaryDirectory(prefix="prooflane-load-") as tmp:
@@ -318,7 +322,10 @@ def main() -> None:
         config.write_text('devices = ["cpu:0"]\nworkers_per_device = 1\nsynthesis_workers = 1\n' + keys)
         with DaemonProcess(folder / "data", config_file=config) as daemon:
             rss_ready = peak_rss_bytes(daemon.pid)
+            process = psutil.Process(daemon.pid)
+            cpu_before = sum(process.cpu_times()[:2])
             result = asyncio.run(load(daemon.url, args, str(sector)))
+            result["daemon_cpu_secs"] = sum(process.cpu_times()[:2]) - cpu_before
             result["daemon_peak_rss_bytes"] = peak_rss_bytes(daemon.pid)
             result["daemon_peak_rss_ready_bytes"] = rss_ready
     report(args, result, load_start)
@@ -346,6 +353,10 @@ def report(args: argparse.Namespace, result: dict[str, Any], load_start: float) 
         ["live jobs at the end", json.dumps(result["live_jobs_end"])],
         ["daemon peak RSS (ready -> end)", f"{result['daemon_peak_rss_ready_bytes'] / 2**20:.0f} -> "
                                            f"{result['daemon_peak_rss_bytes'] / 2**20:.0f} MiB"],
+        ["daemon process CPU (its event loop; workers are other processes)",
+         f"{result['daemon_cpu_secs']:.1f} s in {result['measured_secs']:.1f} s"],
+        ["this process's CPU (the 40 clients and the submitter)",
+         f"{result['load_generator_cpu_secs']:.1f} s in {result['measured_secs']:.1f} s"],
         ["poll errors", str(len(result["poll_errors"]))],
         ["load average (1 min), start -> end", f"{load_start:.2f} -> {result['load_average']['end']:.2f}"],
     ]  # fmt: skip
