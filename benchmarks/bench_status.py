@@ -1,17 +1,20 @@
-"""How much the status view costs: ``/status`` latency with 100 live jobs of 16 partitions, and the tracker's
-CPU per event and per partition.
+"""How much the status view costs: ``/status`` at 100, 200 and 400 live jobs of 16 partitions, and the
+tracker's CPU per event and per partition.
 
-Two modes:
+Modes:
 
 * direct (default): drives a :class:`~prooflane.status.StatusTracker` with a synthetic engine's events (100
   jobs x 16 partitions over 8 workers on 4 devices, every partition through synth, lease, device section and
-  finalize), then, with 100 jobs live in mixed states, times what the ``/status`` route does
-  (``snapshot().to_json_text()``) while events keep arriving between samples.
+  finalize), then, for each size of ``--jobs`` (default 100,200,400 live jobs of 16 partitions in mixed
+  states), times what the ``/status`` route does (``snapshot().to_json_text()``) while events keep arriving
+  between samples (so every sample sees a new ``seq``: the invariants are checked again and the jobs that
+  moved are encoded again), and the same bounded to 50 jobs (``/status?jobs=50``).
   ``--partition-seconds S`` (the single-threaded CPU seconds one partition takes to prove, as
   ``bench_pipeline.py`` reports it) turns the tracker's CPU per partition into a share of proving time.
-* ``--keepalive``: serves the same 100 x 16 tracker through the daemon's own app and server stack on a free
-  port and times ``/healthz`` and ``/status`` through one :class:`prooflane.Client` (one kept-alive
-  connection), as pollers and dashboards use it.
+* ``--keepalive``: for each size, serves such a tracker through the daemon's own app and server stack in a
+  child process (two events every 10 ms keep the state moving) and times ``/healthz`` and ``/status`` through
+  one :class:`prooflane.Client` (one kept-alive connection), as pollers and dashboards use it: ``/status``
+  as ``Client.status()`` returns it (JSON parsed) and as bytes on the wire (the same connection, unparsed).
 * ``--url http://127.0.0.1:9821``: times ``GET /status`` on a running daemon (load it first, for example with
   ``prooflane bench --url ... --jobs 100``), and reports how many jobs and partitions each answer held.
 
@@ -21,12 +24,17 @@ Prints a table and writes benchmarks/results/bench_status.json. Asserts nothing 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import http.client
 import json
+import multiprocessing
+import os
 import statistics
 import time
-from typing import Any
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from _common import print_table, write_json
@@ -34,6 +42,9 @@ from prooflane import events as ev
 from prooflane.status import StatusTracker, TrackerConfig
 
 JOBS, PARTITIONS, DEVICES, WORKERS_PER_DEVICE = 100, 16, 4, 2
+SIZES = (100, 200, 400)
+BOUNDED = 50  # the bounded rows: /status?jobs=50
+MOVE_EVERY = 0.01  # keepalive mode: the served tracker gets two events this often
 
 
 class _Clock:
@@ -47,13 +58,16 @@ class _Clock:
 class SyntheticEngine:
     """Emits what an engine would, in a plausible order, without proving anything."""
 
-    def __init__(self, tracker: StatusTracker, clock: _Clock) -> None:
+    def __init__(self, tracker: StatusTracker, clock: Callable[[], float]) -> None:
         self.tracker, self.clock = tracker, clock
         self.minter = ev.LeaseMinter()
         self.events = 0
         self.workers = [f"cpu{d}/w{w}" for d in range(DEVICES) for w in range(WORKERS_PER_DEVICE)]
         for worker in self.workers:
-            self.post(ev.WorkerRegistered(at=clock.now, worker_id=worker, device=worker.split("/")[0]))
+            self.post(ev.WorkerRegistered(at=clock(), worker_id=worker, device=worker.split("/")[0]))
+        self.pending: list[tuple[str, int]] = []  # partitions left pending, which move() moves
+        self.attempts: dict[tuple[str, int], int] = {}
+        self.moves = 0
 
     def post(self, event: ev.Event) -> None:
         self.tracker.apply(event)
@@ -62,14 +76,14 @@ class SyntheticEngine:
     def submit(self, prefix: str, jobs: int) -> list[str]:
         ids = [f"{prefix}-snap-update-{n:04d}" for n in range(jobs)]
         for job_id in ids:
-            self.post(ev.JobSubmitted(at=self.clock.now, job_id=job_id, kind="snap-update", priority="normal",
+            self.post(ev.JobSubmitted(at=self.clock(), job_id=job_id, kind="snap-update", priority="normal",
                                       partitions=PARTITIONS))  # fmt: skip
         return ids
 
     def advance(self, job_id: str, index: int, steps: int, worker: str, start: int = 0) -> None:
         """Take one partition through phases start+1 .. steps (1 synth start, 2 synth end, 3 lease, 4 device
         section end, 5 finalize end)."""
-        at, name, token = self.clock.now, f"{job_id}/{index}", None
+        at, name, token = self.clock(), f"{job_id}/{index}", None
         device = worker.split("/")[0]
         for step in range(start + 1, steps + 1):
             if step == 1:
@@ -87,93 +101,115 @@ class SyntheticEngine:
             elif step == 5 and token is not None:
                 self.post(ev.FinalizeFinished(at=at, token=token, finalize_ms=80.0))
                 self.post(ev.ReservationReleased(at=at, name=name))
-        self.clock.now += 0.001
+        if isinstance(self.clock, _Clock):
+            self.clock.now += 0.001
 
     def run_jobs(self, ids: list[str]) -> None:
         """Every partition of every job through the whole pipeline, then the job's end."""
         for n, job_id in enumerate(ids):
             for index in range(PARTITIONS):
                 self.advance(job_id, index, 5, self.workers[(n * PARTITIONS + index) % len(self.workers)])
-            self.post(ev.JobDone(at=self.clock.now, job_id=job_id))
+            self.post(ev.JobDone(at=self.clock(), job_id=job_id))
+
+    def move(self) -> None:
+        """The state moves between polls: a pending partition starts synthesis and is sent back for a retry
+        (two events, one job changed)."""
+        job_id, index = key = self.pending[self.moves % len(self.pending)]
+        self.moves += 1
+        at, attempt = self.clock(), self.attempts.get(key, 1)
+        self.post(ev.SynthesisStarted(at=at, job_id=job_id, partition=index, attempt=attempt))
+        self.attempts[key] = attempt + 1
+        self.post(ev.PartitionRetried(at=at, job_id=job_id, partition=index, attempt=attempt + 1, reason="x"))
 
 
-def _live_tracker() -> tuple[_Clock, StatusTracker, SyntheticEngine, list[str]]:
-    """A tracker with 100 live jobs of 16 partitions in mixed states."""
-    clock = _Clock()
-    tracker = StatusTracker(TrackerConfig(memory_total_bytes=1 << 40), clock=clock)
+def live_tracker(
+    jobs: int, clock: Callable[[], float] | None = None, sample_rss: bool = True
+) -> tuple[StatusTracker, SyntheticEngine]:
+    """A tracker with ``jobs`` live jobs of 16 partitions in mixed states."""
+    clock = clock or _Clock()
+    tracker = StatusTracker(TrackerConfig(memory_total_bytes=1 << 40, sample_rss=sample_rss), clock=clock)
     engine = SyntheticEngine(tracker, clock)
-    live = engine.submit("live", JOBS)
+    live = engine.submit("live", jobs)
     to_prove = []
     for n, job_id in enumerate(live):
         for index in range(PARTITIONS):
             # pending, synthesizing, synthesized, proving, finalizing, done: one sixth each
             steps = (n * PARTITIONS + index) % 6
+            if steps == 0:
+                engine.pending.append((job_id, index))
             if steps == 3:
                 to_prove.append((job_id, index))
                 steps = 2
             engine.advance(job_id, index, steps, engine.workers[index % len(engine.workers)])
     for worker, (job_id, index) in zip(engine.workers, to_prove, strict=False):
         engine.advance(job_id, index, 3, worker, start=2)  # one proving partition per worker
-    return clock, tracker, engine, live
+    return tracker, engine
 
 
-def direct(samples: int, partition_seconds: float | None) -> dict[str, Any]:
+def cpu_per_event(partition_seconds: float | None) -> dict[str, Any]:
+    """The tracker's CPU for a full lifecycle of 100 jobs x 16 partitions."""
     clock = _Clock()
     tracker = StatusTracker(TrackerConfig(retention_secs=1e9, memory_total_bytes=1 << 40), clock=clock)
     engine = SyntheticEngine(tracker, clock)
-
-    # 1. CPU per event: a full lifecycle of 100 x 16 partitions.
     ids = engine.submit("warm", JOBS)
     before, start = engine.events, time.process_time()
     engine.run_jobs(ids)
     cpu = time.process_time() - start
-    lifecycle_events = engine.events - before
-    per_event_us = cpu / lifecycle_events * 1e6
-    per_partition_us = cpu / (JOBS * PARTITIONS) * 1e6
-
-    # 2. /status with 100 live jobs of 16 partitions in mixed states (the finished ones above leave the view).
-    clock, tracker, engine, live = _live_tracker()
-    latencies, cpu_ms, sizes = [], [], []
-    pending = [(j, i) for j in live for i in range(PARTITIONS) if (live.index(j) * PARTITIONS + i) % 6 == 0]
-    attempts = dict.fromkeys(pending, 1)
-    for n in range(samples):
-        # The state moves between polls: a pending partition starts synthesis and is sent back for a retry.
-        job_id, index = key = pending[n % len(pending)]
-        at = clock.now
-        engine.post(ev.SynthesisStarted(at=at, job_id=job_id, partition=index, attempt=attempts[key]))
-        attempts[key] += 1
-        engine.post(
-            ev.PartitionRetried(at=at, job_id=job_id, partition=index, attempt=attempts[key], reason="x")
-        )
-        start, start_cpu = time.perf_counter(), time.process_time()
-        body = tracker.snapshot().to_json_text()
-        latencies.append((time.perf_counter() - start) * 1000)
-        cpu_ms.append((time.process_time() - start_cpu) * 1000)
-        sizes.append(len(body))
-    snapshot = tracker.snapshot()
-    result = {
-        "mode": "direct",
-        "live_jobs": len(snapshot.pipelines),
-        "live_partitions": sum(len(p.partitions) for p in snapshot.pipelines),
-        "status_p50_ms": _percentile(latencies, 50),
-        "status_p99_ms": _percentile(latencies, 99),
-        "status_max_ms": max(latencies),
-        "status_cpu_p50_ms": _percentile(cpu_ms, 50),
-        "status_cpu_p99_ms": _percentile(cpu_ms, 99),
-        "status_bytes": int(statistics.mean(sizes)),
-        "events_per_partition": lifecycle_events / (JOBS * PARTITIONS),
-        "cpu_per_event_us": per_event_us,
-        "cpu_per_partition_us": per_partition_us,
-        "invariants_ok": snapshot.invariants_ok,
+    events = engine.events - before
+    result: dict[str, Any] = {
+        "events_per_partition": events / (JOBS * PARTITIONS),
+        "cpu_per_event_us": cpu / events * 1e6,
+        "cpu_per_partition_us": cpu / (JOBS * PARTITIONS) * 1e6,
     }
     if partition_seconds:
         result["partition_seconds"] = partition_seconds
-        result["tracker_share_of_proving"] = per_partition_us / 1e6 / partition_seconds
+        result["tracker_share_of_proving"] = result["cpu_per_partition_us"] / 1e6 / partition_seconds
     return result
 
 
+def direct_row(jobs: int, samples: int) -> dict[str, Any]:
+    """``/status`` (and ``/status?jobs=50``) as the route builds it, with ``jobs`` live jobs."""
+    tracker, engine = live_tracker(jobs)
+    full: list[tuple[float, float, int]] = []
+    bounded: list[tuple[float, float, int]] = []
+    for n in range(samples):
+        engine.move()
+        limit = BOUNDED if n % 2 else None
+        start, start_cpu = time.perf_counter(), time.process_time()
+        snapshot = tracker.snapshot()
+        body = (snapshot if limit is None else snapshot.bounded(limit)).to_json_text()
+        took = ((time.perf_counter() - start) * 1000, (time.process_time() - start_cpu) * 1000, len(body))
+        (full if limit is None else bounded).append(took)
+    snapshot = tracker.snapshot()
+    return {
+        "live_jobs": len(snapshot.pipelines),
+        "live_partitions": sum(len(p.partitions) for p in snapshot.pipelines),
+        "status_p50_ms": _percentile([t[0] for t in full], 50),
+        "status_p99_ms": _percentile([t[0] for t in full], 99),
+        "status_max_ms": max(t[0] for t in full),
+        "status_cpu_p50_ms": _percentile([t[1] for t in full], 50),
+        "status_cpu_p99_ms": _percentile([t[1] for t in full], 99),
+        "status_bytes": int(statistics.mean(t[2] for t in full)),
+        "bounded_p50_ms": _percentile([t[0] for t in bounded], 50),
+        "bounded_p99_ms": _percentile([t[0] for t in bounded], 99),
+        "bounded_bytes": int(statistics.mean(t[2] for t in bounded)),
+        "invariants_ok": snapshot.invariants_ok,
+    }
+
+
+def direct(samples: int, sizes: list[int], partition_seconds: float | None) -> dict[str, Any]:
+    rows = [direct_row(jobs, samples) for jobs in sizes]
+    columns = ["live_jobs", "live_partitions", "status_p50_ms", "status_p99_ms", "status_max_ms",
+               "status_cpu_p50_ms", "status_cpu_p99_ms", "status_bytes", "bounded_p50_ms", "bounded_p99_ms",
+               "bounded_bytes", "invariants_ok"]  # fmt: skip
+    print_table(columns, [[row[c] for c in columns] for row in rows])
+    per_event = cpu_per_event(partition_seconds)
+    print_table(["figure", "value"], [[k, v] for k, v in per_event.items()])
+    return {"mode": "direct", "samples": samples, "rows": rows, **per_event}
+
+
 class _ServedTracker:
-    """What the HTTP API needs of an engine to serve /status and /healthz: a ready flag and snapshots."""
+    """What the HTTP API needs of an engine to serve /status and /healthz: a ready flag, snapshots, health."""
 
     ready = True
 
@@ -183,49 +219,84 @@ class _ServedTracker:
     def snapshot(self) -> Any:
         return self._tracker.snapshot()
 
+    def health(self) -> Any:
+        return self._tracker.health()
 
-def keepalive(samples: int) -> dict[str, Any]:
-    """Serve the 100 x 16 tracker through the daemon's own app and server stack, then time /healthz and
-    /status through one `prooflane.Client` (one kept-alive connection), as pollers and dashboards do."""
-    import asyncio
-    import threading
-    from typing import cast
 
+def _serve_tracker(jobs: int, ready: Connection) -> None:
+    """In a child process: serve a tracker of ``jobs`` live jobs whose state keeps moving, until killed."""
     import uvicorn
 
-    from prooflane import Client
     from prooflane.api import EngineApi, create_app
     from prooflane.config import Config
     from prooflane.server import MAX_HEADER_BYTES, _connection_class, _Server, bind
 
-    _, tracker, _, _ = _live_tracker()
-    app = create_app(cast(EngineApi, _ServedTracker(tracker)), Config())
-    sock = bind("127.0.0.1", 0)
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server = _Server(
-        uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
-                       http=_connection_class(30.0), h11_max_incomplete_event_size=MAX_HEADER_BYTES)
-    )  # fmt: skip
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.01)
-    health, status = [], []
+    async def serve() -> None:
+        loop = asyncio.get_running_loop()
+        tracker, engine = live_tracker(jobs, clock=loop.time)
+        app = create_app(cast(EngineApi, _ServedTracker(tracker)), Config())
+        sock = bind("127.0.0.1", 0)
+        server = _Server(
+            uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
+                           http=_connection_class(30.0), h11_max_incomplete_event_size=MAX_HEADER_BYTES)
+        )  # fmt: skip
+
+        def move() -> None:
+            engine.move()
+            loop.call_later(MOVE_EVERY, move)
+
+        move()
+        ready.send(sock.getsockname()[1])  # listening already: a request sent now waits in line
+        await server.serve(sockets=[sock])
+
+    asyncio.run(serve())
+
+
+def keepalive_row(jobs: int, samples: int) -> dict[str, Any]:
+    """Serve ``jobs`` live jobs in a child process; time /healthz and /status through one kept-alive Client,
+    then through one kept-alive ``http.client`` connection (what is left without httpx and JSON parsing),
+    with the server process's CPU per request."""
+    import httpx
+    import psutil
+
+    from prooflane import Client
+
+    ours, theirs = multiprocessing.Pipe()
+    child = multiprocessing.get_context("fork").Process(target=_serve_tracker, args=(jobs, theirs))
+    child.start()
     try:
-        with Client(url) as client:
+        if not ours.poll(120):
+            raise SystemExit("the served tracker did not start in 120 s")
+        port = ours.recv()
+        url = f"http://127.0.0.1:{port}"
+        server = psutil.Process(child.pid)
+        health: list[float] = []
+        status: list[float] = []
+        client_cpu = {"health": 0.0, "status": 0.0}  # this process's CPU in the Client calls
+        with httpx.Client(base_url=url, timeout=30) as transport, Client(url, http=transport) as client:
             client.health()
             for _ in range(samples):
-                start = time.perf_counter()
-                client.health()
-                health.append((time.perf_counter() - start) * 1000)
-                start = time.perf_counter()
-                body = client.status()
-                status.append((time.perf_counter() - start) * 1000)
+                cpu = time.process_time()
+                health.append(_timed(client.health))
+                client_cpu["health"] += time.process_time() - cpu
+                cpu = time.process_time()
+                status.append(_timed(client.status))
+                client_cpu["status"] += time.process_time() - cpu
+            body = client.status()
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        bare: dict[str, list[float]] = {}
+        server_cpu: dict[str, float] = {}
+        for path in ("/healthz", "/status", f"/status?jobs={BOUNDED}"):
+            _get(connection, path)
+            before = sum(server.cpu_times()[:2])
+            bare[path] = [_timed(lambda p=path: _get(connection, p)) for _ in range(samples)]  # type: ignore[misc]
+            server_cpu[path] = (sum(server.cpu_times()[:2]) - before) / samples * 1000
+        size = len(_get(connection, "/status"))
+        connection.close()
     finally:
-        server.should_exit = True
-        thread.join()
+        child.kill()
+        child.join()
     return {
-        "mode": "keepalive",
         "live_jobs": len(body["pipelines"]),
         "live_partitions": sum(len(p["partitions"]) for p in body["pipelines"]),
         "healthz_p50_ms": _percentile(health, 50),
@@ -233,7 +304,42 @@ def keepalive(samples: int) -> dict[str, Any]:
         "status_p50_ms": _percentile(status, 50),
         "status_p99_ms": _percentile(status, 99),
         "status_max_ms": max(status),
+        "client_cpu_healthz_ms": client_cpu["health"] / samples * 1000,
+        "client_cpu_status_ms": client_cpu["status"] / samples * 1000,
+        "bare_healthz_p50_ms": _percentile(bare["/healthz"], 50),
+        "bare_status_p50_ms": _percentile(bare["/status"], 50),
+        "bare_status_p99_ms": _percentile(bare["/status"], 99),
+        "bare_bounded_p50_ms": _percentile(bare[f"/status?jobs={BOUNDED}"], 50),
+        "server_cpu_healthz_ms": server_cpu["/healthz"],
+        "server_cpu_status_ms": server_cpu["/status"],
+        "server_cpu_bounded_ms": server_cpu[f"/status?jobs={BOUNDED}"],
+        "status_bytes": size,
     }
+
+
+def _get(connection: http.client.HTTPConnection, path: str) -> bytes:
+    connection.request("GET", path)
+    response = connection.getresponse()
+    body = response.read()
+    if response.status != 200:
+        raise SystemExit(f"GET {path} answered {response.status}: {body[:200]!r}")
+    return body
+
+
+def keepalive(samples: int, sizes: list[int]) -> dict[str, Any]:
+    rows = [keepalive_row(jobs, samples) for jobs in sizes]
+    client = ["live_jobs", "live_partitions", "healthz_p50_ms", "healthz_p99_ms", "status_p50_ms",
+              "status_p99_ms", "status_max_ms", "status_bytes", "client_cpu_healthz_ms",
+              "client_cpu_status_ms"]  # fmt: skip
+    print("through one kept-alive prooflane.Client (httpx; /status parsed as JSON), with the Client's CPU:")
+    print_table(client, [[row[c] for c in client] for row in rows])
+    bare = ["live_jobs", "bare_healthz_p50_ms", "bare_status_p50_ms", "bare_status_p99_ms",
+            "bare_bounded_p50_ms", "server_cpu_healthz_ms", "server_cpu_status_ms",
+            "server_cpu_bounded_ms"]  # fmt: skip
+    print(f"through one kept-alive http.client connection (bodies unparsed; bounded: ?jobs={BOUNDED}),")
+    print("and the server process's CPU per request (two events every 10 ms included):")
+    print_table(bare, [[row[c] for c in bare] for row in rows])
+    return {"mode": "keepalive", "samples": samples, "rows": rows}
 
 
 def over_http(url: str, samples: int) -> dict[str, Any]:
@@ -256,7 +362,7 @@ def over_http(url: str, samples: int) -> dict[str, Any]:
         jobs.append(len(status["pipelines"]))
         partitions.append(sum(len(p["partitions"]) for p in status["pipelines"]))
         sizes.append(len(body))
-    return {
+    result = {
         "mode": "http",
         "url": url,
         "live_jobs": max(jobs),
@@ -266,6 +372,8 @@ def over_http(url: str, samples: int) -> dict[str, Any]:
         "status_max_ms": max(latencies),
         "status_bytes": int(statistics.mean(sizes)),
     }
+    print_table(["figure", "value"], [[k, v] for k, v in result.items()])
+    return result
 
 
 def under_load(url: str, samples: int, jobs: int, kind: str, sector: str) -> dict[str, Any]:
@@ -285,6 +393,12 @@ def under_load(url: str, samples: int, jobs: int, kind: str, sector: str) -> dic
     return result
 
 
+def _timed(call: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    call()
+    return (time.perf_counter() - start) * 1000
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
@@ -294,6 +408,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="time GET /status on this running daemon instead of a direct tracker")
     parser.add_argument("--samples", type=int, default=500, help="how many /status samples (default 500)")
+    parser.add_argument("--jobs", default=",".join(map(str, SIZES)),
+                        help="live jobs of 16 partitions, a row each (default 100,200,400)")  # fmt: skip
     parser.add_argument("--partition-seconds", type=float, default=None,
                         help="CPU seconds one partition takes to prove, for the tracker's share")  # fmt: skip
     parser.add_argument(
@@ -309,15 +425,18 @@ def main() -> None:
     args = parser.parse_args()
     if args.load and not (args.url and args.sector):
         parser.error("--load needs --url and --sector")
+    sizes = [int(n) for n in args.jobs.split(",")]
+    load = os.getloadavg()
     if args.keepalive:
-        result = keepalive(args.samples)
+        result = keepalive(args.samples, sizes)
     elif args.url and args.load:
         result = under_load(args.url, args.samples, args.load, args.kind, args.sector)
     elif args.url:
         result = over_http(args.url, args.samples)
     else:
-        result = direct(args.samples, args.partition_seconds)
-    print_table(["figure", "value"], [[k, v] for k, v in result.items()])
+        result = direct(args.samples, sizes, args.partition_seconds)
+    result["load_average"] = {"start": load[0], "end": os.getloadavg()[0]}
+    print(f"load average (1 min): {load[0]:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")
     write_json("bench_status", result)
 
 

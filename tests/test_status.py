@@ -217,7 +217,7 @@ def test_subscribers_learn_of_an_expiry_without_any_poll() -> None:
         stream = s.tracker.subscribe(last_event_id=s.tracker.seq)
         s.clock.advance(1.0)  # nothing is applied nor read from here on: a timer on the loop expires it
         item = await asyncio.wait_for(anext(stream), timeout=10)
-        await stream.aclose()  # type: ignore[attr-defined]
+        await stream.aclose()
         return item
 
     item = asyncio.run(main())
@@ -237,7 +237,7 @@ def test_the_expiry_timer_follows_the_tracker_to_a_new_loop() -> None:
         stream = s.tracker.subscribe(last_event_id=s.tracker.seq)
         s.clock.advance(1.0)
         items = [await asyncio.wait_for(anext(stream), timeout=10) for _ in range(2)]
-        await stream.aclose()  # type: ignore[attr-defined]
+        await stream.aclose()
         return [json.loads(i.data)["job_id"] for i in items]
 
     asyncio.run(end("A"))
@@ -858,7 +858,7 @@ def test_feed_resumes_from_an_id_without_gap_or_repeat(s: Script) -> None:
         first = await _take(stream, 3)  # 4, 5, 6 from the ring
         s.job("later")
         first += await _take(stream, 1)
-        await stream.aclose()  # type: ignore[attr-defined]
+        await stream.aclose()
         return [item.id for item in first]
 
     assert asyncio.run(main()) == [4, 5, 6, 7]

@@ -19,7 +19,7 @@ from prooflane.status import StatusTracker, TrackerConfig
 DATA = Path(__file__).parent / "data"
 
 ADDED: dict[str, tuple[str, ...]] = {
-    "": ("health",),
+    "": ("health", "live_jobs"),
     "workers": ("last_error", "restarts", "node"),
     "devices": ("workers_down", "node"),
 }

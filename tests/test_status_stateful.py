@@ -6,10 +6,17 @@ mixes in deliberately stale or duplicated ones (old lease tokens, old attempts, 
 which must be dropped and counted. Workers die (restarting), are lost (some before they ever registered) and
 register again. After every step the invariants must hold and the snapshot, its health and the metrics' worker
 counts must agree with the model: every worker ever registered is listed, a dead one never shows idle.
+
+The tracker reuses work between reads (each job's views and JSON text, each job's invariant facts, both keyed
+by the job's version), so after every step the cached answers must also equal fresh ones: the ``/status`` text
+equals the text of a snapshot built with every cache dropped and the plain encoding of the same snapshot,
+the invariants equal a check that recounts every job, and a bounded snapshot (``/status?jobs=N``) keeps the
+jobs it promises with exact counts.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +25,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from prooflane import events as ev
-from prooflane.status import Outcome, StatusTracker, TrackerConfig
+from prooflane.invariants import broken_invariants
+from prooflane.status import Outcome, StatusSnapshot, StatusTracker, TrackerConfig
 
 RETENTION = 30.0
 
@@ -34,6 +42,8 @@ class ModelPartition:
 class ModelJob:
     parts: list[ModelPartition]
     ended_at: float | None = None
+    outcome: str | None = None  # done, failed or cancelled once ended
+    started: bool = False  # a partition began synthesis: the job is running
 
 
 @dataclass
@@ -53,6 +63,7 @@ class TrackerMachine(RuleBasedStateMachine):
         self.tracker = StatusTracker(
             TrackerConfig(retention_secs=RETENTION, sample_rss=False),
             clock=lambda: self.now,
+            wall_clock=lambda: 1.7e9,
             strict=True,
         )
         self.minter = ev.LeaseMinter()
@@ -165,6 +176,7 @@ class TrackerMachine(RuleBasedStateMachine):
     def start_synthesis(self, job_id: str, index: int) -> ModelPartition:
         part = self.jobs[job_id].parts[index]
         part.state = "synthesizing"
+        self.jobs[job_id].started = True
         self.send(ev.SynthesisStarted(at=self.now, job_id=job_id, partition=index, attempt=part.attempt))
         return part
 
@@ -286,7 +298,7 @@ class TrackerMachine(RuleBasedStateMachine):
         for i, part in enumerate(job.parts):
             if part.state in LIVE:
                 self.end_part(part, "failed" if i == named else "cancelled")
-        job.ended_at = self.now
+        job.ended_at, job.outcome = self.now, how
         if how == "failed":
             self.send(ev.JobFailed(at=self.now, job_id=job_id, reason="r", partition=named))
         else:
@@ -299,7 +311,7 @@ class TrackerMachine(RuleBasedStateMachine):
     def job_done(self, data: st.DataObject) -> None:
         done = [j for j in self.live_jobs() if all(p.state == "done" for p in self.jobs[j].parts)]
         job_id = data.draw(st.sampled_from(done))
-        self.jobs[job_id].ended_at = self.now
+        self.jobs[job_id].ended_at, self.jobs[job_id].outcome = self.now, "done"
         self.send(ev.JobDone(at=self.now, job_id=job_id))
 
     # --- stale and duplicated events -------------------------------------------------------------------
@@ -430,7 +442,47 @@ class TrackerMachine(RuleBasedStateMachine):
             options.append(self.give_back)
         data.draw(st.sampled_from(options))(data)
 
+    @rule(jobs=st.integers(0, 5))
+    def bounded_view(self, jobs: int) -> None:
+        """``/status?jobs=N``: the jobs it keeps, in submission order, with every job still counted."""
+        full = self.tracker.snapshot()
+        bounded = full.bounded(jobs)
+        kept = [p.job_id for p in bounded.pipelines]
+        order = [p.job_id for p in full.pipelines]
+        assert kept == [j for j in order if j in kept] and len(kept) == min(jobs, len(order))
+        assert bounded.live_jobs == full.live_jobs.__class__(**{**_counts(full), "shown": len(kept)})
+        left_out = [p for p in full.pipelines if p.job_id not in kept]
+        rank = {"running": 0, "queued": 1, "done": 2, "failed": 2, "cancelled": 2}
+        for shown in bounded.pipelines:  # nothing left out ranks before what is kept
+            assert all(rank[p.state.value] >= rank[shown.state.value] for p in left_out)
+        assert bounded.to_json_text() == json.dumps(bounded.to_json(), separators=(",", ":"))
+        assert full.bounded(len(order)) is full
+
     # --- after every step ------------------------------------------------------------------------------
+
+    @invariant()
+    def cached_answers_equal_fresh_ones(self) -> None:
+        snapshot = self.tracker.snapshot()
+        text = snapshot.to_json_text()
+        assert text == json.dumps(snapshot.to_json(), separators=(",", ":"))
+        records = self.tracker.records
+        records.recent_partitions_json = None  # what a tracker that never kept anything would build
+        for job in records.jobs.values():
+            job.views = None
+        assert self.tracker.snapshot().to_json_text() == text
+        assert self.tracker.invariants() == broken_invariants(self.tracker.records)  # a recount of every job
+
+    @invariant()
+    def live_jobs_are_counted_exactly(self) -> None:
+        snapshot = self.tracker.snapshot()
+        expected = {"queued": 0, "running": 0, "done": 0, "failed": 0, "cancelled": 0}
+        for job in self.jobs.values():
+            if job.ended_at is not None and self.now - job.ended_at >= RETENTION:
+                continue  # left the live view
+            state = job.outcome or ("running" if job.started else "queued")
+            expected[state] += 1
+        total = sum(expected.values())
+        assert _counts(snapshot) == {"total": total, "shown": total, **expected}
 
     @invariant()
     def invariants_hold(self) -> None:
@@ -482,6 +534,12 @@ class TrackerMachine(RuleBasedStateMachine):
         for name, models in devices.items():
             live = sum(m.down is None for m in models)
             assert (shown[name].workers, shown[name].workers_down) == (live, len(models) - live)
+
+
+def _counts(snapshot: StatusSnapshot) -> dict[str, int]:
+    live = snapshot.live_jobs
+    return {"total": live.total, "shown": live.shown, "queued": live.queued, "running": live.running,
+            "done": live.done, "failed": live.failed, "cancelled": live.cancelled}  # fmt: skip
 
 
 TrackerMachine.TestCase.settings = settings(

@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 from typing import assert_never
 
 from . import events as ev
-from ._snapshot import AllocationStatus, PartitionStatus, RecentPartition
+from ._snapshot import AllocationStatus, PartitionStatus, PipelineEntry, RecentPartition
 from ._stats import DeviceBusy, MinuteHistory, PhaseHistogram
 from .states import JobState, PartitionState, WorkerState
 
 __all__ = [
     "IllegalEvent",
     "Job",
+    "JobViews",
     "Lease",
     "MemoryEvent",
     "MemoryLedger",
@@ -58,7 +59,13 @@ class IllegalEvent(Exception):
 
 @dataclass(slots=True, eq=False)
 class Job:
-    """A job in the live view."""
+    """A job in the live view.
+
+    Invariant: ``version`` changes whenever anything its ``/status`` entry shows changes. That holds by
+    construction: every write to a field of the job or of one of its partitions bumps it (``__setattr__``
+    here and in :class:`Partition`), so the cached views and JSON text in ``views``, keyed by ``version``,
+    are never stale, whichever handler wrote what.
+    """
 
     job_id: str
     kind: str
@@ -73,8 +80,28 @@ class Job:
     counted: bool = False
     reason: str | None = None
     failed_partition: int | None = None
-    version: int = 0  # bumped on every partition move: keys the cached partition views
-    views: tuple[int, tuple[PartitionStatus, ...], str] | None = None  # version, views, their JSON
+    version: int = 0  # bumped on every write to the job or its partitions: keys the cached views
+    views: JobViews | None = None  # the partition views and the job's JSON text at one version
+
+    def __setattr__(self, name: str, value: object) -> None:
+        object.__setattr__(self, name, value)
+        if name not in _UNVERSIONED:
+            try:  # noqa: SIM105 (runs on every write: no context manager)
+                object.__setattr__(self, "version", self.version + 1)
+            except AttributeError:  # still in __init__: version comes later
+                pass
+
+
+@dataclass(frozen=True, slots=True)
+class JobViews:
+    """What the read-out builds for a job and reuses while its ``version`` stays: its entry in the
+    snapshots' ``pipelines`` (its view and JSON text)."""
+
+    version: int
+    entry: PipelineEntry
+
+
+_UNVERSIONED = frozenset({"version", "views"})
 
 
 @dataclass(slots=True, eq=False)
@@ -91,6 +118,12 @@ class Partition:
     prove_ms: float | None = None
     finalize_ms: float | None = None
     reason: str | None = None
+
+    def __setattr__(self, name: str, value: object) -> None:
+        object.__setattr__(self, name, value)
+        if name != "job":  # any write but the first one (in __init__) may change what the job shows
+            job = self.job
+            job.version += 1
 
     @property
     def name(self) -> str:
@@ -169,6 +202,8 @@ class Records:
     history: MinuteHistory
     recent_jobs: deque[Job]
     recent_partitions: deque[RecentPartition]
+    recent_partitions_added: int = 0  # bumped with every append to recent_partitions
+    recent_partitions_json: tuple[int, str] | None = None  # the read-out's text of them, at that count
     seq: int = 0  # the id of the last event received (applied or dropped)
     stale: int = 0
     illegal: int = 0

@@ -1,30 +1,39 @@
 """The status tracker's read side: frozen snapshots and totals built from its records at one moment.
 
-Every function here reads :class:`~prooflane._ledger.Records` and writes nothing but a job's cached partition
-views (rebuilt only when one of its partitions moved). They run on the event loop, between two events, like
-every tracker read.
+Every function here reads :class:`~prooflane._ledger.Records` and writes nothing but a job's cached views
+(its partitions' frozen views and the JSON text of both, rebuilt only when the job's ``version`` moved, which
+every write to the job or its partitions does). They run on the event loop, between two events, like every
+tracker read.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ._ledger import Job, Records, Worker
+from ._encode import json_frame, to_json_text
+from ._ledger import Job, JobViews, Records, Worker
 from ._snapshot import (
     CountersStatus,
     DeviceStatus,
     FinalizingLease,
     Health,
     HistoryStatus,
+    LiveJobsStatus,
     MemoryStatus,
+    PartitionStatus,
+    PipelineEntry,
+    Pipelines,
     PipelineStatus,
     RecentJob,
+    RecentPartition,
     StatusSnapshot,
     SynthesisStatus,
     WorkerStatus,
     partitions_json,
+    pipeline_rank,
 )
 from ._stats import MINUTE, DeviceBusy, HistogramView
 from .states import JobState, PartitionState, WorkerState
@@ -75,6 +84,8 @@ def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
     """A frozen, consistent view of the records, as ``GET /status`` serves it."""
     listed = {w.device.name for w in r.workers.values()}
     devices = [d for d in r.devices.values() if d.name in listed]
+    entries = tuple(_entry(j, now) for j in r.jobs.values())
+    recent = tuple(r.recent_partitions)
     return StatusSnapshot(
         version=head.version,
         boot_id=head.boot_id,
@@ -94,8 +105,10 @@ def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
         counters=_counters(r),
         history=_history(r, now, devices),
         recent_jobs=tuple(_recent_job(j, now) for j in reversed(r.recent_jobs)),
-        recent_partitions=tuple(r.recent_partitions),
-        pipelines=tuple(_pipeline(j, now) for j in r.jobs.values()),
+        recent_partitions=recent,
+        recent_partitions_json=_recent_partitions_json(r, recent),
+        live_jobs=_live_jobs(entries),
+        pipelines=Pipelines(entries, now),
     )
 
 
@@ -143,11 +156,29 @@ def totals(
     )
 
 
-def _pipeline(job: Job, now: float) -> PipelineStatus:
-    if job.views is None or job.views[0] != job.version:
-        # Partition views change only when a partition moves: rebuild them only then.
-        views = tuple(p.status() for p in job.partitions)
-        job.views = (job.version, views, partitions_json(views))
+def _entry(job: Job, now: float) -> PipelineEntry:
+    views = job.views
+    if views is None or views.version != job.version:
+        # The job or a partition changed since its entry was built (any write moves the version).
+        version = job.version
+        partitions = tuple(p.status() for p in job.partitions)
+        status = _pipeline_status(job, now, partitions)
+        before, between, after = json_frame(status)
+        rank = pipeline_rank(status.state, job.priority, job.ended_at)
+        entry = PipelineEntry(status, (before, between, after), job.submitted_at, job.ended_at, rank)
+        views = job.views = JobViews(version, entry)
+    return views.entry
+
+
+def _recent_partitions_json(r: Records, recent: tuple[RecentPartition, ...]) -> str:
+    """Their JSON text, made again only after a partition was added."""
+    kept = r.recent_partitions_json
+    if kept is None or kept[0] != r.recent_partitions_added:
+        kept = r.recent_partitions_json = (r.recent_partitions_added, to_json_text(recent))
+    return kept[1]
+
+
+def _pipeline_status(job: Job, now: float, partitions: tuple[PartitionStatus, ...]) -> PipelineStatus:
     state = job.outcome or (JobState.RUNNING if job.started else JobState.QUEUED)
     end = job.ended_at if job.ended_at is not None else now
     return PipelineStatus(
@@ -159,11 +190,24 @@ def _pipeline(job: Job, now: float) -> PipelineStatus:
         elapsed_secs=end - job.submitted_at,
         total_partitions=len(job.partitions),
         partitions_done=job.done,
-        partitions=job.views[1],
-        partitions_json=job.views[2],
+        partitions=partitions,
+        partitions_json=partitions_json(partitions),
         reason=job.reason,
         failed_partition=job.failed_partition,
         circuit=job.circuit,
+    )
+
+
+def _live_jobs(entries: tuple[PipelineEntry, ...]) -> LiveJobsStatus:
+    states = Counter(e.status.state for e in entries)
+    return LiveJobsStatus(
+        total=len(entries),
+        shown=len(entries),
+        queued=states[JobState.QUEUED],
+        running=states[JobState.RUNNING],
+        done=states[JobState.DONE],
+        failed=states[JobState.FAILED],
+        cancelled=states[JobState.CANCELLED],
     )
 
 

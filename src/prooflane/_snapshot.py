@@ -9,12 +9,14 @@ renamed).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+import heapq
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
-from ._encode import NOT_JSON, json_text_in, to_json, to_json_text
-from .states import JobState, PartitionState, WorkerState
+from ._encode import JSON_FRAME, NOT_JSON, VARIES, json_text_in, number_text, to_json, to_json_text
+from .states import JobState, PartitionState, Priority, WorkerState
 
 __all__ = [
     "AllocationStatus",
@@ -24,10 +26,13 @@ __all__ = [
     "Health",
     "HistoryStatus",
     "JobState",
+    "LiveJobsStatus",
     "MemoryStatus",
     "PartitionState",
     "PartitionStatus",
+    "PipelineEntry",
     "PipelineStatus",
+    "Pipelines",
     "RecentJob",
     "RecentPartition",
     "StatusSnapshot",
@@ -54,14 +59,18 @@ class PartitionStatus:
 
 @dataclass(frozen=True, slots=True)
 class PipelineStatus:
-    """One job in the live view (running, or finished within the retention time)."""
+    """One job in the live view (running, or finished within the retention time).
+
+    Only ``started_secs_ago`` and ``elapsed_secs`` change from one read to the next while the job stays the
+    same, so the tracker keeps the rest of its JSON text (``json_frame``) and encodes just those two.
+    """
 
     job_id: str
     proof_kind: str
     priority: str
     state: JobState
-    started_secs_ago: float
-    elapsed_secs: float
+    started_secs_ago: float = field(metadata=VARIES)
+    elapsed_secs: float = field(metadata=VARIES)
     total_partitions: int
     partitions_done: int
     reason: str | None
@@ -70,6 +79,122 @@ class PipelineStatus:
     partitions: tuple[PartitionStatus, ...] = field(kw_only=True, metadata=json_text_in("partitions_json"))
     # The partitions as JSON text, cached by the tracker while they do not change (not part of the value).
     partitions_json: str | None = field(default=None, compare=False, repr=False, metadata=NOT_JSON)
+    # The whole entry's JSON text around the two times (_encode.json_frame), cached likewise.
+    json_frame: tuple[str, ...] | None = field(default=None, compare=False, repr=False, metadata=JSON_FRAME)
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineEntry:
+    """One job of the live view as the tracker keeps it while the job does not change: its view as built then
+    (``status``: its two times are as of then), its JSON text around the two times, and what they count
+    from. A snapshot holds these and makes the job's :class:`PipelineStatus` only when it is read."""
+
+    status: PipelineStatus
+    frame: tuple[str, str, str]  # the text before started_secs_ago, between it and elapsed_secs, after
+    submitted_at: float
+    ended_at: float | None
+    rank: tuple[int, float]  # what a bounded snapshot keeps first: see Pipelines.bounded
+
+    def at(self, now: float) -> PipelineStatus:
+        """The job's view at ``now``."""
+        end = self.ended_at if self.ended_at is not None else now
+        started, elapsed = now - self.submitted_at, end - self.submitted_at
+        return dataclasses.replace(
+            self.status, started_secs_ago=started, elapsed_secs=elapsed, json_frame=self.frame
+        )
+
+
+def pipeline_rank(state: JobState, priority: str, ended_at: float | None) -> tuple[int, float]:
+    """Which jobs a bounded snapshot keeps first (lowest rank): running, then queued in the order they run,
+    then ended, the last to end first."""
+    if state is JobState.RUNNING:
+        return (0, 0.0)
+    if state is JobState.QUEUED:
+        return (1, float(_PRIORITY_RANK.get(priority, len(_PRIORITY_RANK))))
+    return (2, -(ended_at or 0.0))
+
+
+class Pipelines(Sequence[PipelineStatus]):
+    """``StatusSnapshot.pipelines``: the live view's jobs in submission order, a read-only sequence of
+    :class:`PipelineStatus`.
+
+    The views are made when first read; the JSON text is written from each job's kept text with its two
+    times filled in. So serving ``/status`` costs two numbers per job that did not change, and builds a view
+    only of those that did. Compares equal to the tuple of its views.
+    """
+
+    __slots__ = ("_entries", "_now", "_views")
+
+    def __init__(self, entries: tuple[PipelineEntry, ...] = (), now: float = 0.0) -> None:
+        self._entries = entries
+        self._now = now
+        self._views: tuple[PipelineStatus, ...] | None = None
+
+    def views(self) -> tuple[PipelineStatus, ...]:
+        """Every job's view, as a tuple."""
+        if self._views is None:
+            now = self._now
+            self._views = tuple(entry.at(now) for entry in self._entries)
+        return self._views
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @overload
+    def __getitem__(self, index: int) -> PipelineStatus: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[PipelineStatus, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> PipelineStatus | tuple[PipelineStatus, ...]:
+        return self.views()[index]
+
+    def __iter__(self) -> Iterator[PipelineStatus]:
+        return iter(self.views())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Pipelines):
+            return self.views() == other.views()
+        if isinstance(other, tuple):
+            return self.views() == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.views())
+
+    def __repr__(self) -> str:
+        return f"Pipelines({self.views()!r})"
+
+    def bounded(self, jobs: int) -> Pipelines:
+        """At most ``jobs`` of them (see :meth:`StatusSnapshot.bounded`), still in submission order."""
+        entries = self._entries
+        if jobs >= len(entries):
+            return self
+        # Ended jobs that ended together: the later submitted first.
+        kept = heapq.nsmallest(
+            jobs, range(len(entries)), key=lambda i: (*entries[i].rank, i if entries[i].rank[0] < 2 else -i)
+        )
+        return Pipelines(tuple(entries[i] for i in sorted(kept)), self._now)
+
+    def write_json(self, out: list[str]) -> None:
+        """Append the JSON array, each job's kept text around its two times at this snapshot."""
+        now = self._now
+        out.append("[")
+        for n, entry in enumerate(self._entries):  # runs for every live job at every read: keep it lean
+            if n:
+                out.append(",")
+            end = entry.ended_at if entry.ended_at is not None else now
+            started, elapsed = now - entry.submitted_at, end - entry.submitted_at
+            # repr is the JSON of a finite number (x - x == 0 exactly then); number_text does the rest
+            started_text = repr(started) if started - started == 0 else number_text(started)
+            elapsed_text = repr(elapsed) if elapsed - elapsed == 0 else number_text(elapsed)
+            before, between, after = entry.frame
+            out += (before, started_text, between, elapsed_text, after)
+        out.append("]")
+
+    def json_value(self) -> list[dict[str, Any]]:
+        """The JSON array as plain types."""
+        return [to_json(view) for view in self.views()]
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +349,20 @@ class RecentPartition:
 
 
 @dataclass(frozen=True, slots=True)
+class LiveJobsStatus:
+    """How many jobs the live view holds, by state (always every one of them), and how many of them
+    ``pipelines`` lists: all, unless the snapshot was bounded (``GET /status?jobs=N``)."""
+
+    total: int
+    shown: int
+    queued: int
+    running: int
+    done: int
+    failed: int
+    cancelled: int
+
+
+@dataclass(frozen=True, slots=True)
 class StatusSnapshot:
     """One consistent view of the tracker, taken at event ``seq`` of boot ``boot_id``.
 
@@ -249,8 +388,26 @@ class StatusSnapshot:
     counters: CountersStatus
     history: HistoryStatus
     recent_jobs: tuple[RecentJob, ...]
-    recent_partitions: tuple[RecentPartition, ...]
-    pipelines: tuple[PipelineStatus, ...]  # last: the bulk of the document
+    recent_partitions: tuple[RecentPartition, ...] = field(metadata=json_text_in("recent_partitions_json"))
+    live_jobs: LiveJobsStatus
+    pipelines: Pipelines  # last: the bulk of the document
+    # recent_partitions as JSON text, kept by the tracker until a partition is added (not part of the value)
+    recent_partitions_json: str | None = field(default=None, compare=False, repr=False, metadata=NOT_JSON)
+
+    def bounded(self, jobs: int) -> StatusSnapshot:
+        """This snapshot with at most ``jobs`` entries in ``pipelines`` (itself when it has no more).
+
+        Kept first: the running jobs; then the queued ones in the order they run (priority, then
+        submission); then the ended ones, the latest end first. Those kept stay in submission order, and
+        ``live_jobs`` still counts every job of the live view, with ``shown`` the number kept.
+        """
+        if jobs < 0:
+            raise ValueError(f"jobs must be >= 0, got {jobs}")
+        if jobs >= len(self.pipelines):
+            return self
+        kept = self.pipelines.bounded(jobs)
+        live_jobs = dataclasses.replace(self.live_jobs, shown=len(kept))
+        return dataclasses.replace(self, live_jobs=live_jobs, pipelines=kept)
 
     def to_json_text(self) -> str:
         """The ``GET /status`` document as compact JSON text: serve this body as it is.
@@ -265,6 +422,9 @@ class StatusSnapshot:
         """The ``GET /status`` document (a fresh dict of JSON types)."""
         doc: dict[str, Any] = to_json(self)
         return doc
+
+
+_PRIORITY_RANK = {p.value: p.rank for p in Priority}
 
 
 def partitions_json(partitions: tuple[PartitionStatus, ...]) -> str:

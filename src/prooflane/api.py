@@ -26,7 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
 from . import __version__, metrics
-from ._feed import FeedItem
+from ._feed import FeedItem, Subscription
 from ._snapshot import Health
 from .config import Config
 from .errors import JobRejected
@@ -50,6 +50,7 @@ JOB_STATES = tuple(state.value for state in JobState)
 MAX_WAIT_SECS = 300.0
 """The longest long-poll (``GET /v1/jobs/{id}/proof?wait=``), as /openapi.json gives it."""
 _STATES = {"enum": list(JOB_STATES)}  # in /openapi.json; another state is 400, naming the states
+SSE_BATCH_EVENTS = 256  # the most events one write of an event stream carries
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -59,9 +60,11 @@ Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class SnapshotText(Protocol):
-    """What the API needs of a status snapshot: its JSON text."""
+    """What the API needs of a status snapshot: its JSON text, and the same bounded to some jobs."""
 
     def to_json_text(self) -> str: ...
+
+    def bounded(self, jobs: int) -> SnapshotText: ...
 
 
 class EngineApi(Protocol):
@@ -383,10 +386,22 @@ def _add_kind_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> 
 def _add_status_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> None:
     @app.head("/status", include_in_schema=False)
     @app.get("/status", tags=["status"], response_class=JSONResponse)
-    async def status() -> Response:
+    async def status(
+        jobs: Annotated[
+            int | None,
+            Query(
+                ge=0,
+                description="list at most this many jobs in `pipelines`: running, then next to run, then the "
+                "last ended (`live_jobs` still counts them all)",
+            ),
+        ] = None,
+    ) -> Response:
         """A frozen snapshot of everything the engine is doing (the shape other tools parse)."""
         # The snapshot writes its own JSON text (cached per job): /status is polled often and must stay cheap.
-        return Response(engine.snapshot().to_json_text(), media_type="application/json")
+        snapshot = engine.snapshot()
+        if jobs is not None:
+            snapshot = snapshot.bounded(jobs)
+        return Response(snapshot.to_json_text(), media_type="application/json")
 
     @app.get("/v1/events", tags=["status"], response_class=StreamingResponse)
     async def events(
@@ -434,10 +449,48 @@ async def _event_stream(
 ) -> AsyncGenerator[str, None]:
     """Format the tracker's feed as SSE, with a comment line as heartbeat while nothing happens."""
     feed: AsyncIterator[FeedItem] = engine.subscribe(resume)
+    yield ": prooflane event stream\nretry: 1000\n\n"
+    frames = (
+        _subscription_frames(feed, heartbeat, closing)
+        if isinstance(feed, Subscription)
+        else _iterator_frames(feed, heartbeat, closing)
+    )
+    try:
+        async for chunk in frames:
+            yield chunk
+    finally:
+        await frames.aclose()
+
+
+async def _subscription_frames(
+    feed: Subscription, heartbeat: float, closing: asyncio.Event
+) -> AsyncGenerator[str, None]:
+    """The tracker's own feed: every event ready goes out in one write (a burst costs one send, not one per
+    event), and waiting costs no task per event."""
+    closed = asyncio.ensure_future(closing.wait())
+    closed.add_done_callback(lambda _: feed.close())  # wakes the wait below
+    try:
+        while not closing.is_set():
+            if feed.ready:
+                yield "".join(_sse_frame(i.id, i.event, i.data) for i in feed.take(SSE_BATCH_EVENTS))
+                continue
+            try:
+                async with asyncio.timeout(heartbeat):
+                    await feed.wait()
+            except TimeoutError:
+                yield ": heartbeat\n\n"
+    finally:
+        closed.cancel()
+        feed.close()
+
+
+async def _iterator_frames(
+    feed: AsyncIterator[FeedItem], heartbeat: float, closing: asyncio.Event
+) -> AsyncGenerator[str, None]:
+    """Any other feed: one event per write."""
     closed = asyncio.ensure_future(closing.wait())
     pending: asyncio.Future[Any] | None = None
     try:
-        yield ": prooflane event stream\nretry: 1000\n\n"
         while True:
             if pending is None:
                 pending = asyncio.ensure_future(anext(feed))

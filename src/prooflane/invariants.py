@@ -15,31 +15,81 @@ from the records, trusting no count the fold keeps:
 - reserved memory equals the sum of live reservations;
 - every terminal job has an end time and is counted exactly once (the counters equal the terminal jobs, those
   gone from the live view included), and has no live partition.
+
+:class:`InvariantCheck` gives the same answer for a tracker that asks at every new ``seq``: what depends on
+one job alone (its partitions' states, its done count, leases outside proving/finalizing, its end) is
+recounted only when the job's ``version`` moved, which every write to the job or its partitions does
+(:class:`prooflane._ledger.Job`); everything across jobs and workers is checked afresh every time.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from . import events as ev
 from ._ledger import Job, Records
 from .states import LIVE_PARTITION_STATES, JobState, PartitionState
 
-__all__ = ["broken_invariants"]
+__all__ = ["InvariantCheck", "broken_invariants"]
 
 P = PartitionState
 
 
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    """What the invariants read of one job at one ``version``: its partitions per state, the partitions that
+    must hold a lease (name, state, lease), and the broken invariants of the job alone."""
+
+    job: Job
+    version: int
+    states: tuple[tuple[PartitionState, int], ...]
+    leased: tuple[tuple[str, PartitionState, ev.LeaseToken | None], ...]
+    problems: tuple[str, ...]
+
+
 def broken_invariants(records: Records) -> list[str]:
-    """Every broken invariant of ``records``, in words; empty when all hold."""
+    """Every broken invariant of ``records``, in words; empty when all hold. Recounts every job."""
+    return _broken(records, _job_facts)
+
+
+class InvariantCheck:
+    """:func:`broken_invariants` for one tracker, asked again at every new ``seq``: a job's own facts are
+    recounted only when its ``version`` moved (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._facts: dict[str, JobFacts] = {}
+
+    def __call__(self, records: Records) -> list[str]:
+        known, kept = self._facts, {}
+
+        def facts(job: Job) -> JobFacts:
+            fact = known.get(job.job_id)
+            if fact is None or fact.job is not job or fact.version != job.version:
+                fact = _job_facts(job)
+            kept[job.job_id] = fact
+            return fact
+
+        problems = _broken(records, facts)
+        self._facts = kept  # jobs gone from the live view are forgotten
+        return problems
+
+
+def _broken(records: Records, facts_of: Callable[[Job], JobFacts]) -> list[str]:
     problems = _worker_problems(records)
     current = Counter(w.current for w in records.workers.values() if w.current is not None)
     finalizing = Counter(t for w in records.workers.values() for t in w.finalizing)
     states: Counter[PartitionState] = Counter()
     terminal: Counter[JobState] = Counter(records.pruned)
-    for job in records.jobs.values():
-        problems.extend(_job_problems(job, current, finalizing))
-        states.update(p.state for p in job.partitions)
+    for job in records.jobs.values():  # this loop runs for every job at every new seq: keep it lean
+        facts = facts_of(job)
+        if facts.problems:
+            problems.extend(facts.problems)
+        if facts.leased:
+            problems.extend(_lease_problems(facts, current, finalizing))
+        for state, n in facts.states:
+            states[state] += n
         if job.outcome is not None:
             terminal[job.outcome] += 1
     counted = records.states
@@ -82,24 +132,20 @@ def _worker_problems(records: Records) -> list[str]:
     return problems
 
 
-def _job_problems(job: Job, current: Counter[ev.LeaseToken], finalizing: Counter[ev.LeaseToken]) -> list[str]:
-    """Broken invariants of one job, given how many workers hold each lease as current / finalizing."""
+def _job_facts(job: Job) -> JobFacts:
+    """The job's own facts, recounted from its partitions (one pass: this runs for every partition of every
+    job that changed)."""
+    version = job.version
     problems = []
+    leased = []
     done = live = 0
-    for p in job.partitions:  # one pass: this runs for every partition at every new seq
+    for p in job.partitions:
         state = p.state
         if state is P.DONE:
             done += 1
-        elif state is P.PROVING:
+        elif state is P.PROVING or state is P.FINALIZING:
             live += 1
-            if p.lease is None or current[p.lease] != 1:
-                holders = current[p.lease] if p.lease is not None else 0
-                problems.append(f"partition {p.name} is proving but the current lease of {holders} workers")
-            continue
-        elif state is P.FINALIZING:
-            live += 1
-            if p.lease is None or finalizing[p.lease] != 1:
-                problems.append(f"partition {p.name} is finalizing but no single worker finalizes it")
+            leased.append((p.name, state, p.lease))
             continue
         elif state in LIVE_PARTITION_STATES:
             live += 1
@@ -114,4 +160,21 @@ def _job_problems(job: Job, current: Counter[ev.LeaseToken], finalizing: Counter
         problems.append(f"job {job.job_id} ended with live partitions")
     if not ended and job.counted:
         problems.append(f"job {job.job_id} is counted but has not ended")
+    states = tuple(Counter(p.state for p in job.partitions).items())
+    return JobFacts(job, version, states, tuple(leased), tuple(problems))
+
+
+def _lease_problems(
+    facts: JobFacts, current: Counter[ev.LeaseToken], finalizing: Counter[ev.LeaseToken]
+) -> list[str]:
+    """Each partition proving must be the current lease of exactly one worker, each one finalizing a
+    finalizing lease of exactly one (given how many workers hold each lease as current / finalizing)."""
+    problems = []
+    for name, state, lease in facts.leased:
+        if state is P.PROVING:
+            if lease is None or current[lease] != 1:
+                holders = current[lease] if lease is not None else 0
+                problems.append(f"partition {name} is proving but the current lease of {holders} workers")
+        elif lease is None or finalizing[lease] != 1:
+            problems.append(f"partition {name} is finalizing but no single worker finalizes it")
     return problems

@@ -1,9 +1,10 @@
 """Run the daemon: the engine and the HTTP server in one asyncio loop, stopped cleanly by SIGINT/SIGTERM.
 
 The socket is bound before anything else so a port in use is reported at once; the HTTP server then
-answers `/healthz` with 503 while the engine starts, and 200 once it accepts jobs. On a signal (or when the
-process named by ``parent_pid`` ends) the event streams and long-polls are closed, the server finishes the
-requests in flight, and the engine stops last.
+answers `/healthz` with 503 while the engine starts, and 200 once it accepts jobs. What the process made
+before serving is frozen out of the cycle collector's full passes (see `_freeze_startup_objects`). On a
+signal (or when the process named by ``parent_pid`` ends) the event streams and long-polls are closed, the
+server finishes the requests in flight, and the engine stops last.
 
 Connections: accepted sockets get TCP_NODELAY (a response written in several sends would otherwise wait on
 the client's delayed ACK, about 40 ms per request on a kept-alive connection); a request not fully received
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import gc
 import json
 import logging
 import os
@@ -282,4 +284,18 @@ def serve(
     """Bind, then run the daemon in a fresh event loop until a signal (or the end of ``parent_pid``) stops
     it."""
     sock = bind(host, port)
+    _freeze_startup_objects()
     asyncio.run(run_daemon(config, sock, on_ready=on_ready, parent_pid=parent_pid))
+
+
+def _freeze_startup_objects() -> None:
+    """Keep what this process made before serving (modules, classes, the web framework: most of its objects,
+    and they live as long as it does) out of the cycle collector's full passes.
+
+    A full pass walks every tracked object while the event loop waits; at 1,000 live jobs a daemon holds
+    about twice as many objects as it started with, and passes of 100 ms and more were measured on a busy
+    machine. Frozen objects are still freed when their last reference goes; only cycles among them would
+    stay, and there is nothing of a job's yet (the engine starts after this).
+    """
+    gc.collect()
+    gc.freeze()

@@ -38,21 +38,21 @@ import enum
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any, assert_never
 
 import psutil
 
 from . import __version__, _readout
 from . import events as ev
-from ._feed import EventFeed, FeedItem
+from ._feed import EventFeed, Subscription
 from ._ledger import IllegalEvent, Job, Lease, Partition, Records, StaleEvent, TrackerConfig, Worker
 from ._readout import SnapshotHead, TrackerTotals
 from ._reasons import readable_reason
 from ._snapshot import Health, StatusSnapshot
 from ._stats import DeviceBusy
 from .errors import IllegalTransition
-from .invariants import broken_invariants
+from .invariants import InvariantCheck
 from .states import (
     LIVE_PARTITION_STATES,
     PARTITION_TRANSITIONS,
@@ -120,6 +120,7 @@ class StatusTracker:
         # Written only by apply() on the event loop (see the module docstring).
         self._r = Records.new(self.config)
         self._invariants_at: tuple[int, list[str]] = (-1, [])
+        self._check_invariants = InvariantCheck()
         # The timer armed on a running loop for the oldest ended job's expiry, and that loop.
         self._expiry_timer: tuple[asyncio.AbstractEventLoop, asyncio.TimerHandle] | None = None
 
@@ -193,8 +194,8 @@ class StatusTracker:
             raise IllegalTransition(f"{ev.event_name(event)}: {context['detail']}")
         return outcome
 
-    def subscribe(self, last_event_id: int | None = None) -> AsyncIterator[FeedItem]:
-        """The event stream for SSE (see :meth:`prooflane._feed.EventFeed.subscribe`)."""
+    def subscribe(self, last_event_id: int | None = None) -> Subscription:
+        """The event stream for SSE (see :class:`prooflane._feed.Subscription`)."""
         return self.feed.subscribe(last_event_id)
 
     def _dispatch(self, event: ev.Event) -> dict[str, Any]:
@@ -354,8 +355,7 @@ class StatusTracker:
         except IllegalTransition as exc:
             raise IllegalEvent(str(exc)) from None
         job = partition.job
-        partition.state = new
-        job.version += 1
+        partition.state = new  # bumps job.version: its cached views are rebuilt at the next read
         self._r.states[old] -= 1
         self._r.states[new] += 1
         if old is P.PENDING:
@@ -472,6 +472,7 @@ class StatusTracker:
         self._r.phases["finalize"].observe(event.finalize_ms / 1000)
         self._r.history.count_partition(event.at)
         self._r.recent_partitions.append(partition.recent())
+        self._r.recent_partitions_added += 1
         return context
 
     def _end_lease(self, token: ev.LeaseToken, at: float) -> None:
@@ -552,9 +553,10 @@ class StatusTracker:
         return self._r
 
     def invariants(self) -> list[str]:
-        """Every broken invariant, in words; empty when all hold. Recomputed from scratch per ``seq``."""
+        """Every broken invariant, in words; empty when all hold. Checked again at every new ``seq`` (a job's
+        own facts recounted when it changed: :class:`prooflane.invariants.InvariantCheck`)."""
         if self._invariants_at[0] != self._r.seq:
-            self._invariants_at = (self._r.seq, broken_invariants(self._r))
+            self._invariants_at = (self._r.seq, self._check_invariants(self._r))
         return list(self._invariants_at[1])
 
     def health(self, *extra_reasons: str) -> Health:

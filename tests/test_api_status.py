@@ -1,0 +1,145 @@
+"""The status routes over the real status tracker: ``/status`` bounded by ``?jobs=``, and the event stream
+written from the tracker's own feed (a burst in few writes, heartbeats, the end of a stream, resync).
+
+``tests/test_api.py`` covers the HTTP layer over a fake engine; here the engine side is a real
+:class:`~prooflane.status.StatusTracker` behind the methods the status routes call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import cast
+
+import httpx
+import pytest
+
+from prooflane import events as ev
+from prooflane._feed import Subscription
+from prooflane._snapshot import Health, StatusSnapshot
+from prooflane.api import SSE_BATCH_EVENTS, EngineApi, _event_stream, create_app
+from prooflane.config import Config
+from prooflane.status import StatusTracker, TrackerConfig, TrackerTotals
+
+pytestmark = pytest.mark.anyio
+
+
+class TrackerEngine:
+    """The engine methods the status routes call, answered by a real tracker."""
+
+    ready = True
+
+    def __init__(self, tracker: StatusTracker) -> None:
+        self.tracker = tracker
+
+    def snapshot(self) -> StatusSnapshot:
+        return self.tracker.snapshot()
+
+    def totals(self) -> TrackerTotals:
+        return self.tracker.totals()
+
+    def health(self) -> Health:
+        return self.tracker.health()
+
+    def subscribe(self, last_event_id: int | None = None) -> Subscription:
+        return self.tracker.subscribe(last_event_id)
+
+
+def tracker_with_jobs(jobs: int) -> StatusTracker:
+    tracker = StatusTracker(TrackerConfig(sample_rss=False), clock=lambda: 10.0, strict=True)
+    tracker.apply(ev.WorkerRegistered(at=10.0, worker_id="cpu0/w0", device="cpu0"))
+    for n in range(jobs):
+        tracker.apply(ev.JobSubmitted(at=10.0, job_id=f"j{n}", kind="k", priority="normal", partitions=2))
+    return tracker
+
+
+def http_for(engine: TrackerEngine) -> httpx.AsyncClient:
+    app = create_app(cast(EngineApi, engine), Config())
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+
+
+async def test_status_bounded_by_jobs_lists_that_many_and_counts_them_all() -> None:
+    engine = TrackerEngine(tracker_with_jobs(5))
+    engine.tracker.apply(ev.SynthesisStarted(at=10.0, job_id="j3", partition=0))
+    async with http_for(engine) as http:
+        whole = (await http.get("/status")).json()
+        bounded = (await http.get("/status", params={"jobs": 2})).json()
+        none = (await http.get("/status", params={"jobs": 0})).json()
+        head = await http.head("/status", params={"jobs": 1})
+    assert [p["job_id"] for p in whole["pipelines"]] == ["j0", "j1", "j2", "j3", "j4"]
+    assert [p["job_id"] for p in bounded["pipelines"]] == [
+        "j0",
+        "j3",
+    ]  # running first, then the oldest queued
+    assert bounded["live_jobs"] == {"total": 5, "shown": 2, "queued": 4, "running": 1, "done": 0, "failed": 0,
+                                    "cancelled": 0}  # fmt: skip
+    assert none["pipelines"] == [] and none["live_jobs"]["total"] == 5
+    assert whole["live_jobs"]["shown"] == 5
+    assert head.status_code == 200 and head.content == b""
+
+
+@pytest.mark.parametrize("jobs", ["-1", "many"])
+async def test_a_bad_jobs_bound_is_422_naming_it(jobs: str) -> None:
+    async with http_for(TrackerEngine(tracker_with_jobs(1))) as http:
+        answer = await http.get("/status", params={"jobs": jobs})
+    assert answer.status_code == 422
+    assert answer.json()["detail"].startswith("invalid request: query.jobs:")
+
+
+async def read(stream: AsyncIterator[str], chunks: int) -> list[str]:
+    return [await asyncio.wait_for(anext(stream), timeout=10) for _ in range(chunks)]
+
+
+def ids(chunk: str) -> list[int]:
+    return [int(line.removeprefix("id: ")) for line in chunk.splitlines() if line.startswith("id: ")]
+
+
+async def test_a_burst_of_events_goes_out_in_few_writes_without_a_gap() -> None:
+    tracker = tracker_with_jobs(0)
+    engine = TrackerEngine(tracker)
+    stream = _event_stream(cast(EngineApi, engine), 0, 60.0, asyncio.Event())
+    for n in range(SSE_BATCH_EVENTS + 43):  # published before the stream reads anything
+        tracker.apply(ev.JobSubmitted(at=10.0, job_id=f"j{n}", kind="k", priority="normal", partitions=1))
+    preamble, first, second = await read(stream, 3)
+    assert preamble.startswith(": prooflane event stream")
+    assert ids(first) == list(range(1, SSE_BATCH_EVENTS + 1))  # WorkerRegistered was id 1
+    assert ids(second) == list(range(SSE_BATCH_EVENTS + 1, tracker.seq + 1))
+    frame = first.split("\n\n")[1]
+    assert frame.startswith("id: 2\nevent: job_submitted\ndata: ")
+    assert json.loads(frame.split("data: ", 1)[1])["job_id"] == "j0"
+    tracker.apply(ev.JobSubmitted(at=10.0, job_id="late", kind="k", priority="normal", partitions=1))
+    assert ids((await read(stream, 1))[0]) == [tracker.seq]  # then live, one event at a time
+    await stream.aclose()
+    assert tracker.feed.subscribers == 0
+
+
+async def test_every_subscriber_shares_one_encoding_of_each_event() -> None:
+    tracker = tracker_with_jobs(1)
+    first, second = tracker.subscribe(0), tracker.subscribe(0)
+    a, b = first.take(10), second.take(10)
+    assert a == b and all(x is y for x, y in zip(a, b, strict=True))
+    await first.aclose()
+    await second.aclose()
+
+
+async def test_an_idle_stream_sends_heartbeats_and_ends_when_the_daemon_closes() -> None:
+    tracker = tracker_with_jobs(1)
+    closing = asyncio.Event()
+    stream = _event_stream(cast(EngineApi, TrackerEngine(tracker)), tracker.seq, 0.01, closing)
+    assert (await read(stream, 3))[1:] == [": heartbeat\n\n", ": heartbeat\n\n"]
+    assert tracker.feed.subscribers == 1
+    closing.set()
+    rest = [chunk async for chunk in stream]
+    assert all(chunk == ": heartbeat\n\n" for chunk in rest)  # at most one more, then the end
+    assert tracker.feed.subscribers == 0
+
+
+async def test_a_stream_from_an_id_no_longer_held_starts_with_a_resync() -> None:
+    tracker = StatusTracker(TrackerConfig(sample_rss=False, feed_capacity=4), clock=lambda: 10.0)
+    for n in range(10):
+        tracker.apply(ev.BudgetSet(at=10.0, total_bytes=n))
+    stream = _event_stream(cast(EngineApi, TrackerEngine(tracker)), 2, 60.0, asyncio.Event())
+    chunk = (await read(stream, 2))[1]
+    assert chunk == 'id: 10\nevent: resync\ndata: {"reason":"behind","seq":10}\n\n'
+    await stream.aclose()
