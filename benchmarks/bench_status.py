@@ -6,15 +6,16 @@ Modes:
 * direct (default): drives a :class:`~prooflane.status.StatusTracker` with a synthetic engine's events (100
   jobs x 16 partitions over 8 workers on 4 devices, every partition through synth, lease, device section and
   finalize), then, for each size of ``--jobs`` (default 100,200,400 live jobs of 16 partitions in mixed
-  states), times what the ``/status`` route does (``snapshot().to_json_text()``) while events keep arriving
-  between samples (so every sample sees a new ``seq``: the invariants are checked again and the jobs that
-  moved are encoded again), and the same bounded to 50 jobs (``/status?jobs=50``).
+  states, see :func:`live_tracker`), times what the ``/status`` route does (``snapshot().to_json_text()``)
+  while events keep arriving between samples (so every sample sees a new ``seq``: the invariants are checked
+  again and the jobs that moved are encoded again), and the same bounded to 50 jobs (``/status?jobs=50``).
   ``--partition-seconds S`` (the single-threaded CPU seconds one partition takes to prove, as
   ``bench_pipeline.py`` reports it) turns the tracker's CPU per partition into a share of proving time.
 * ``--keepalive``: for each size, serves such a tracker through the daemon's own app and server stack in a
   child process (two events every 10 ms keep the state moving) and times ``/healthz`` and ``/status`` through
-  one :class:`prooflane.Client` (one kept-alive connection), as pollers and dashboards use it: ``/status``
-  as ``Client.status()`` returns it (JSON parsed) and as bytes on the wire (the same connection, unparsed).
+  one :class:`prooflane.Client` (one kept-alive connection), as pollers and dashboards use it, with the
+  Client's CPU per call; then through one kept-alive ``http.client`` connection (bodies unparsed), with the
+  server process's CPU per request.
 * ``--url http://127.0.0.1:9821``: times ``GET /status`` on a running daemon (load it first, for example with
   ``prooflane bench --url ... --jobs 100``), and reports how many jobs and partitions each answer held.
 
@@ -42,6 +43,7 @@ from prooflane import events as ev
 from prooflane.status import StatusTracker, TrackerConfig
 
 JOBS, PARTITIONS, DEVICES, WORKERS_PER_DEVICE = 100, 16, 4, 2
+FINALIZING_PER_WORKER = 2
 SIZES = (100, 200, 400)
 BOUNDED = 50  # the bounded rows: /status?jobs=50
 MOVE_EVERY = 0.01  # keepalive mode: the served tracker gets two events this often
@@ -125,22 +127,29 @@ class SyntheticEngine:
 def live_tracker(
     jobs: int, clock: Callable[[], float] | None = None, sample_rss: bool = True
 ) -> tuple[StatusTracker, SyntheticEngine]:
-    """A tracker with ``jobs`` live jobs of 16 partitions in mixed states."""
+    """A tracker with ``jobs`` live jobs of 16 partitions in mixed states: pending, synthesizing, synthesized
+    and done in about equal parts, one partition proving and at most ``FINALIZING_PER_WORKER`` finalizing per
+    worker (as an engine has them: a worker holds one lease at a time and hands it to its finalizer)."""
     clock = clock or _Clock()
     tracker = StatusTracker(TrackerConfig(memory_total_bytes=1 << 40, sample_rss=sample_rss), clock=clock)
     engine = SyntheticEngine(tracker, clock)
     live = engine.submit("live", jobs)
     to_prove = []
+    finalizing = dict.fromkeys(engine.workers, 0)
     for n, job_id in enumerate(live):
         for index in range(PARTITIONS):
-            # pending, synthesizing, synthesized, proving, finalizing, done: one sixth each
-            steps = (n * PARTITIONS + index) % 6
+            worker = engine.workers[index % len(engine.workers)]
+            steps = (n * PARTITIONS + index) % 6  # 0 pending, 1 synthesizing, 2 synthesized, 3 proving ...
             if steps == 0:
                 engine.pending.append((job_id, index))
             if steps == 3:
                 to_prove.append((job_id, index))
                 steps = 2
-            engine.advance(job_id, index, steps, engine.workers[index % len(engine.workers)])
+            if steps == 4 and finalizing[worker] < FINALIZING_PER_WORKER:
+                finalizing[worker] += 1
+            elif steps == 4:
+                steps = 5  # ... 4 finalizing while the worker has room, else 5 done
+            engine.advance(job_id, index, steps, worker)
     for worker, (job_id, index) in zip(engine.workers, to_prove, strict=False):
         engine.advance(job_id, index, 3, worker, start=2)  # one proving partition per worker
     return tracker, engine
@@ -168,16 +177,20 @@ def cpu_per_event(partition_seconds: float | None) -> dict[str, Any]:
 
 
 def direct_row(jobs: int, samples: int) -> dict[str, Any]:
-    """``/status`` (and ``/status?jobs=50``) as the route builds it, with ``jobs`` live jobs."""
+    """``/status`` (and ``/status?jobs=50``) as the route builds it, with ``jobs`` live jobs.
+
+    A tracker without bounded snapshots (an older prooflane on ``PYTHONPATH``, for a comparison) is timed
+    on ``/status`` alone, and its bounded figures repeat the whole snapshot's."""
     tracker, engine = live_tracker(jobs)
     full: list[tuple[float, float, int]] = []
     bounded: list[tuple[float, float, int]] = []
+    can_bound = hasattr(tracker.snapshot(), "bounded")
     for n in range(samples):
         engine.move()
         limit = BOUNDED if n % 2 else None
         start, start_cpu = time.perf_counter(), time.process_time()
         snapshot = tracker.snapshot()
-        body = (snapshot if limit is None else snapshot.bounded(limit)).to_json_text()
+        body = (snapshot.bounded(limit) if limit is not None and can_bound else snapshot).to_json_text()
         took = ((time.perf_counter() - start) * 1000, (time.process_time() - start_cpu) * 1000, len(body))
         (full if limit is None else bounded).append(took)
     snapshot = tracker.snapshot()

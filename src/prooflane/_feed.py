@@ -175,6 +175,11 @@ class Subscription:
         """True when :meth:`take` would hand out at least one item."""
         return self._behind_at is not None or self._overflowed_at is not None or bool(self._queue)
 
+    @property
+    def closed(self) -> bool:
+        """True once detached (:meth:`close`): nothing more will come."""
+        return self._closed
+
     async def wait(self) -> None:
         """Return once an item is ready (at once if one is)."""
         while not self.ready and not self._closed:

@@ -64,7 +64,8 @@ class Job:
     Invariant: ``version`` changes whenever anything its ``/status`` entry shows changes. That holds by
     construction: every write to a field of the job or of one of its partitions bumps it (``__setattr__``
     here and in :class:`Partition`), so the cached views and JSON text in ``views``, keyed by ``version``,
-    are never stale, whichever handler wrote what.
+    are never stale, whichever handler wrote what. (``partitions`` is assigned once, never changed in
+    place.)
     """
 
     job_id: str

@@ -1,9 +1,9 @@
 """The status tracker's read side: frozen snapshots and totals built from its records at one moment.
 
-Every function here reads :class:`~prooflane._ledger.Records` and writes nothing but a job's cached views
-(its partitions' frozen views and the JSON text of both, rebuilt only when the job's ``version`` moved, which
-every write to the job or its partitions does). They run on the event loop, between two events, like every
-tracker read.
+Every function here reads :class:`~prooflane._ledger.Records` and writes nothing but what reads reuse: a
+job's entry (its frozen views and JSON text, rebuilt only when the job's ``version`` moved, which every write
+to the job or its partitions does) and the text of the recent partitions (rebuilt when one was added). They
+run on the event loop, between two events, like every tracker read.
 """
 
 from __future__ import annotations

@@ -170,10 +170,12 @@ class Pipelines(Sequence[PipelineStatus]):
         entries = self._entries
         if jobs >= len(entries):
             return self
-        # Ended jobs that ended together: the later submitted first.
-        kept = heapq.nsmallest(
-            jobs, range(len(entries)), key=lambda i: (*entries[i].rank, i if entries[i].rank[0] < 2 else -i)
-        )
+
+        def rank(i: int) -> tuple[int, float, int]:
+            kind, order = entries[i].rank
+            return (kind, order, i if kind < 2 else -i)  # ended together: the later submitted first
+
+        kept = heapq.nsmallest(jobs, range(len(entries)), key=rank)
         return Pipelines(tuple(entries[i] for i in sorted(kept)), self._now)
 
     def write_json(self, out: list[str]) -> None:

@@ -470,7 +470,7 @@ async def _subscription_frames(
     closed = asyncio.ensure_future(closing.wait())
     closed.add_done_callback(lambda _: feed.close())  # wakes the wait below
     try:
-        while not closing.is_set():
+        while not closing.is_set() and not feed.closed:
             if feed.ready:
                 yield "".join(_sse_frame(i.id, i.event, i.data) for i in feed.take(SSE_BATCH_EVENTS))
                 continue
