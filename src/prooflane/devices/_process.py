@@ -141,6 +141,8 @@ class ProcessBackend(DeviceBackend):
         try:
             async with self.budget.slot():
                 try:
+                    if any(_ended(pid) for pid in _pool_pids(pool)):
+                        raise BrokenProcessPool("a process of it ended while idle")
                     future = pool.submit(_trimmed, call, *args)
                 except (EOFError, OSError, BrokenProcessPool) as exc:
                     # It never ran: a process could not be started (its forkserver ended), or the pool had
@@ -149,7 +151,7 @@ class ProcessBackend(DeviceBackend):
                     raise PoolReplaced(
                         f"the synthesis pool was replaced ({exc or type(exc).__name__})"
                     ) from None
-                return await asyncio.wrap_future(future)
+                return await _result(pool, asyncio.wrap_future(future))
         except BrokenProcessPool:
             # Its bookkeeping also breaks when only the forkserver behind it ended (the processes live on):
             # then no process died with the work.
@@ -449,15 +451,56 @@ def _round_trip(conn: Connection, message: tuple[Any, ...]) -> Any:
     return conn.recv()
 
 
+async def _result(pool: ProcessPoolExecutor, future: asyncio.Future[T]) -> T:
+    """``future``'s result, or BrokenProcessPool as soon as a process of ``pool`` ends first.
+
+    The pool's own bookkeeping cannot be trusted with that: a process killed while it writes its result
+    leaves half a message in the result pipe, whose other end the daemon itself holds, so the pool's reader
+    waits for the rest for ever and never says the pool broke. Each process's pidfd says when it ended.
+    """
+    loop = asyncio.get_running_loop()
+    ended: asyncio.Future[Any] = loop.create_future()
+
+    def end() -> None:
+        if not ended.done():
+            ended.set_result(None)
+
+    pidfds = []
+    for pid in _pool_pids(pool):
+        with contextlib.suppress(OSError):
+            pidfds.append(os.pidfd_open(pid))
+    try:
+        for fd in pidfds:
+            loop.add_reader(fd, end)
+        waited: set[asyncio.Future[Any]] = {future, ended}
+        await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for fd in pidfds:
+            loop.remove_reader(fd)
+            os.close(fd)
+    if future.done():
+        return future.result()
+    future.cancel()
+    ended.cancel()
+    raise BrokenProcessPool("a process of the pool ended while it held the work")
+
+
 def _kill_pool(pool: ProcessPoolExecutor) -> None:
     # ProcessPoolExecutor has no public way to end busy processes; the backend owns these, so end them. The
     # pids are signalled directly: a process whose forkserver died reads as exited while it still runs.
     processes = list(getattr(pool, "_processes", {}).values())
+    # Its reader may wait for the rest of a half-written result (see _result) on a pipe whose writing end is
+    # the daemon's own: closing that end gives the reader EOF, so the pool's thread ends (and the daemon can
+    # exit: the interpreter joins that thread on the way out). Taken now: shutdown forgets the queue.
+    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         if process.pid is not None:
             with contextlib.suppress(OSError):
                 os.kill(process.pid, signal.SIGKILL)
+    if writer is not None:
+        with contextlib.suppress(OSError):
+            writer.close()
 
 
 # -- in worker processes ------------------------------------------------------------------------------
