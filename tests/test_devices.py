@@ -206,8 +206,9 @@ async def test_device_sections_finalizations_and_syntheses_share_the_core_budget
                 backend.run(synthesize_partition, task),
             )
         assert outcomes[0] is True and outcomes[1] is True
-        # Two device sections, two finalizations, three syntheses: each held the one slot, one at a time.
-        assert backend.budget.steps == 7 and backend.budget.peak == 1 and backend.budget.running == 0
+        # Two device sections, two finalizers' key loads, two finalizations, three syntheses: each held the
+        # one slot, one at a time.
+        assert backend.budget.steps == 9 and backend.budget.peak == 1 and backend.budget.running == 0
     finally:
         for worker in workers:
             worker.kill()

@@ -333,6 +333,7 @@ class Sample:
     asked_at: float  # when /healthz was asked
     healthz: int  # its HTTP status (0: no answer)
     status: dict[str, Any] | None  # the /status asked right after (None: no answer)
+    healthz_secs: float = 0.0  # how long /healthz took to answer
 
 
 def take_sample(boot: Boot, http: httpx.Client) -> Sample:
@@ -342,12 +343,13 @@ def take_sample(boot: Boot, http: httpx.Client) -> Sample:
         code = http.get("/healthz").status_code
     except httpx.HTTPError:  # no answer: the daemon may be down right now
         code = 0
+    took = time.monotonic() - asked
     status: dict[str, Any] | None = None
     with contextlib.suppress(httpx.HTTPError, ValueError):
         answer = http.get("/status")
         if answer.status_code == 200:
             status = answer.json()
-    return Sample(boot.index, asked, code, status)
+    return Sample(boot.index, asked, code, status, took)
 
 
 class Sampler:

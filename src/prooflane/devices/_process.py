@@ -45,7 +45,7 @@ import signal
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, MutableMapping
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.context import ForkServerContext
 from typing import Any, TypeVar
@@ -123,6 +123,8 @@ class ProcessBackend(DeviceBackend):
         self._niceness = niceness
         self.budget = CoreBudget(cores)
         self._io = ThreadPoolExecutor(max_workers=4 * workers + 4, thread_name_prefix="prooflane-io")
+        # Processes are started in one thread of their own, off the event loop (see ChildProcess.start).
+        self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prooflane-start")
         self._pool: ProcessPoolExecutor | None = None
 
     async def start(self) -> None:
@@ -133,6 +135,7 @@ class ProcessBackend(DeviceBackend):
             _kill_pool(self._pool)
             self._pool = None
         self._io.shutdown(wait=False, cancel_futures=True)
+        self._starter.shutdown(wait=False, cancel_futures=True)
 
     async def run(self, call: Callable[..., T], *args: Any) -> T:
         pool = self._pool
@@ -143,7 +146,9 @@ class ProcessBackend(DeviceBackend):
                 try:
                     if any(_ended(pid) for pid in _pool_pids(pool)):
                         raise BrokenProcessPool("a process of it ended while idle")
-                    future = pool.submit(_trimmed, call, *args)
+                    # Submitting may start a pool process: in the starter thread, off the event loop.
+                    submit = functools.partial(pool.submit, _trimmed, call, *args)
+                    future = await asyncio.get_running_loop().run_in_executor(self._starter, submit)
                 except (EOFError, OSError, BrokenProcessPool) as exc:
                     # It never ran: a process could not be started (its forkserver ended), or the pool had
                     # broken before (a process of it died while idle).
@@ -167,7 +172,9 @@ class ProcessBackend(DeviceBackend):
             self._pool = self._new_pool()
 
     def new_worker(self, worker_id: str, device: Device) -> ProcessWorker:
-        return ProcessWorker(worker_id, device, self._ctx, self._io, self._niceness, self.budget)
+        return ProcessWorker(
+            worker_id, device, self._ctx, self._io, self._niceness, self.budget, starter=self._starter
+        )
 
     def pool_pids(self) -> list[int]:
         """The pool's process ids (for diagnostics and fault tests)."""
@@ -197,25 +204,38 @@ class ChildProcess:
         self.name = name
         self._io = io
         self._budget = budget or CoreBudget(0)
-        parent, child = ctx.Pipe(duplex=True)
+        self._niceness = niceness
+        parent, self._child = ctx.Pipe(duplex=True)
         self._conn: Connection = parent
-        self._proc = ctx.Process(target=target, args=(child, os.getpid()), name=name, daemon=True)
+        self._proc = ctx.Process(target=target, args=(self._child, os.getpid()), name=name, daemon=True)
         self._lock = asyncio.Lock()  # one request in flight per process: replies match requests in order
         self._pidfd: int | None = None
         self._unwatch: Callable[[], object] = lambda: None
         self._ended = False
+        self._start_error: str | None = None
         self.working_on: str | None = None  # the partition whose own work the request in flight does
+
+    async def start(self, starter: Executor) -> None:
+        """Start the process in ``starter`` (one thread): off the event loop, because starting one waits for
+        the forkserver, and a forkserver that ended is started again first (seconds: it imports prooflane)."""
+        await asyncio.get_running_loop().run_in_executor(starter, self._start)
+
+    def _start(self) -> None:
+        """In the starter thread: start the process; end it at once if it was ended meanwhile."""
         try:
             self._proc.start()
         except (EOFError, OSError) as exc:  # the forkserver ended while it started this one
+            self._start_error = f"{self.name} could not be started ({exc or type(exc).__name__})"
             self._ended = True
-            self._start_error: str | None = f"{name} could not be started ({exc or type(exc).__name__})"
-        else:
-            self._start_error = None
-        child.close()
-        if niceness and self._proc.pid is not None:
+        finally:
+            self._child.close()
+        pid = self._proc.pid
+        if pid is not None and self._niceness:
             with contextlib.suppress(OSError):
-                os.setpriority(os.PRIO_PROCESS, self._proc.pid, niceness)
+                os.setpriority(os.PRIO_PROCESS, pid, self._niceness)
+        if pid is not None and self._ended:  # killed while it started
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
     @property
     def pid(self) -> int | None:
@@ -282,18 +302,21 @@ class ChildProcess:
             with contextlib.suppress(OSError):
                 os.close(self._pidfd)
             self._pidfd = None
-        elif self._proc.is_alive():
+        elif self._proc.pid is not None and self._proc.is_alive():
             self._proc.kill()
         # The pipe stays open: a thread may still be reading it, and it reads EOF once the process is gone.
 
     def join(self, timeout: float) -> None:
         """Wait for the process to end (after ``kill``); blocking."""
-        self._proc.join(timeout)
+        if self._proc.pid is not None:
+            self._proc.join(timeout)
 
     def _exit_reason(self, exc: BaseException) -> str:
         if self._start_error is not None:
             return self._start_error
-        self._proc.join(1.0)
+        if self._proc.pid is None:
+            return "it was ended before it started"
+        self._proc.join(_STATUS_WAIT_SECS)  # its forkserver reports the status just after it ended
         code = self._proc.exitcode
         if code is None:
             return type(exc).__name__
@@ -313,9 +336,12 @@ class ProcessWorker(DeviceWorker):
         io: ThreadPoolExecutor,
         niceness: int,
         budget: CoreBudget | None = None,
+        *,
+        starter: Executor | None = None,
     ) -> None:
         super().__init__(worker_id, device)
         self._budget = budget or CoreBudget(0)
+        self._starter = starter or io
         # Lower priority than the daemon: its event loop schedules the devices and answers /status.
         self.prover = ChildProcess(f"{worker_id} prover", _prover_main, ctx, io, niceness)
         self.finalizer = ChildProcess(
@@ -331,6 +357,7 @@ class ProcessWorker(DeviceWorker):
     async def start(self) -> None:
         """Wait until both processes answer; from then on, either one ending makes the worker die."""
         try:
+            await asyncio.gather(self.prover.start(self._starter), self.finalizer.start(self._starter))
             await asyncio.gather(self.prover.ping(), self.finalizer.ping())
         except WorkerDied as exc:
             self.die(str(exc))
@@ -424,6 +451,7 @@ def _resident_bytes() -> int:
 
 
 _STATUS_LOST = 255  # multiprocessing's exit code for a process whose forkserver ended before reporting it
+_STATUS_WAIT_SECS = 0.1  # the most the event loop waits for an exit status the pidfd said is coming
 
 
 def _pool_pids(pool: ProcessPoolExecutor | None) -> list[int]:
