@@ -14,6 +14,7 @@ import operator
 import os
 import shutil
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -34,6 +35,7 @@ from prooflane._chaos_run import (
 )
 from prooflane.client import Client, ServerEvent
 from prooflane.devices import PoolProcessDied, PoolReplaced, ProcessBackend
+from prooflane.devices._process import _zombie_status
 from prooflane.models import JobView
 
 SMALL_MIX = "porep-c2=1,snap-update=1,window-post=1,winning-post=1"  # every built-in kind
@@ -269,3 +271,14 @@ def test_the_final_check_catches_a_reservation_left_and_a_key_of_a_dead_worker()
     found = check_final(final)
     assert "64 bytes still reserved after the drain" in found
     assert any("cpu:1/w0" in f and "not live" in f for f in found)
+
+
+def test_the_exit_status_of_a_dead_process_is_read_from_its_zombie_without_waiting() -> None:
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        child.kill()
+        wait_until("the child to end", lambda: _zombie_status(child.pid) is not None)  # not reaped yet
+        assert _zombie_status(child.pid) == -signal.SIGKILL
+    finally:
+        child.wait()
+    assert _zombie_status(child.pid) is None  # reaped: nothing left to read

@@ -314,12 +314,15 @@ class ChildProcess:
     def _exit_reason(self, exc: BaseException) -> str:
         if self._start_error is not None:
             return self._start_error
-        if self._proc.pid is None:
+        pid = self._proc.pid
+        if pid is None:
             return "it was ended before it started"
-        self._proc.join(_STATUS_WAIT_SECS)  # its forkserver reports the status just after it ended
+        # Never waited for on the event loop: what its forkserver reported, else what its zombie still shows.
         code = self._proc.exitcode
         if code is None:
-            return type(exc).__name__
+            code = _zombie_status(pid)
+        if code is None:
+            return f"{type(exc).__name__} (its exit status was not known yet)"
         if code == _STATUS_LOST:
             return "its exit status is lost (the forkserver that started it, which reports it, has ended)"
         return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
@@ -451,7 +454,18 @@ def _resident_bytes() -> int:
 
 
 _STATUS_LOST = 255  # multiprocessing's exit code for a process whose forkserver ended before reporting it
-_STATUS_WAIT_SECS = 0.1  # the most the event loop waits for an exit status the pidfd said is coming
+
+
+def _zombie_status(pid: int) -> int | None:
+    """The exit code (negative: the signal) of ``pid`` while it is a zombie not yet reaped, else None."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] != "Z" or len(fields) < 50:
+        return None
+    return os.waitstatus_to_exitcode(int(fields[-1]))
 
 
 def _pool_pids(pool: ProcessPoolExecutor | None) -> list[int]:
