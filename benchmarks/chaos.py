@@ -117,6 +117,7 @@ def _print(report: ChaosReport, wall: float, load_before: float, load_after: flo
             ["time to drain", f"{report.drain_secs:.1f} s"],
             ["wall time", f"{wall:.1f} s"],
             ["samples of /healthz + /status", report.samples],
+            ["/healthz answer p50 / p99 / max", _latency(report.healthz_ms())],
             ["jobs done while the stream was cut", report.unseen_done],
             ["load average (1 min) start -> end", f"{load_before:.2f} -> {load_after:.2f}"],
             ["violations", len(report.violations)],
@@ -124,6 +125,10 @@ def _print(report: ChaosReport, wall: float, load_before: float, load_after: flo
     )
     for violation in report.violations:
         print(f"VIOLATION: {violation}")
+
+
+def _latency(ms: dict[str, float]) -> str:
+    return " / ".join(f"{ms[k]:.0f} ms" for k in ("p50", "p99", "max")) if ms else "-"
 
 
 def _secs(value: float | None) -> str:

@@ -8,16 +8,21 @@ on made-up samples and events; and a corrupt key on disk fails its partition wit
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import operator
 import os
 import shutil
 import signal
+import subprocess
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from e2e_support import circom_files, seed_keys, start_daemon, wait_done, wait_until
+from e2e_support import TIMEOUT, circom_files, seed_keys, start_daemon, wait_done, wait_until
 from prooflane._chaos import Fault, ProcessKind, Sample, daemon_tree
 from prooflane._chaos_run import (
     DEFAULT_KINDS,
@@ -29,6 +34,8 @@ from prooflane._chaos_run import (
     check_samples,
 )
 from prooflane.client import Client, ServerEvent
+from prooflane.devices import PoolProcessDied, PoolReplaced, ProcessBackend
+from prooflane.devices._process import _zombie_status
 from prooflane.models import JobView
 
 SMALL_MIX = "porep-c2=1,snap-update=1,window-post=1,winning-post=1"  # every built-in kind
@@ -138,6 +145,44 @@ def _pids(daemon_pid: int) -> set[int]:
     return {p.pid for p in daemon_tree(daemon_pid)}
 
 
+def half_written_result(megabytes: int) -> bytes:
+    """In a pool process: a result far larger than a pipe holds; the process dies while it writes it."""
+    main = threading.get_native_id()
+
+    def die_mid_write() -> None:
+        while True:
+            with open(f"/proc/self/task/{main}/wchan") as wchan:
+                if "pipe_write" in wchan.read():  # blocked on a full pipe: half the message is out
+                    os.kill(os.getpid(), signal.SIGKILL)
+            time.sleep(0.001)
+
+    threading.Thread(target=die_mid_write, daemon=True).start()
+    return b"\0" * (megabytes << 20)
+
+
+def _pool_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if type(t).__name__ == "_ExecutorManagerThread"}
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+@pytest.mark.timeout(120)
+async def test_a_synthesis_process_killed_while_it_sends_its_result_does_not_hang_the_pool() -> None:
+    before = _pool_threads()
+    backend = ProcessBackend(pool_size=1, workers=1)
+    await backend.start()
+    try:
+        with pytest.raises(PoolProcessDied) as died:
+            async with asyncio.timeout(TIMEOUT):
+                await backend.run(half_written_result, 64)
+        assert not isinstance(died.value, PoolReplaced)  # it died with the work: the work is to blame
+        assert await backend.run(operator.add, 2, 3) == 5  # a new pool took over
+    finally:
+        await backend.stop()
+    # The old pool's thread, which waited for the rest of the message, ended (else the daemon could not exit).
+    wait_until("the pools' threads to end", lambda: _pool_threads() <= before)
+
+
 # -- the checks catch what they look for (fast) ---------------------------------------------------------
 
 
@@ -226,3 +271,14 @@ def test_the_final_check_catches_a_reservation_left_and_a_key_of_a_dead_worker()
     found = check_final(final)
     assert "64 bytes still reserved after the drain" in found
     assert any("cpu:1/w0" in f and "not live" in f for f in found)
+
+
+def test_the_exit_status_of_a_dead_process_is_read_from_its_zombie_without_waiting() -> None:
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        child.kill()
+        wait_until("the child to end", lambda: _zombie_status(child.pid) is not None)  # not reaped yet
+        assert _zombie_status(child.pid) == -signal.SIGKILL
+    finally:
+        child.wait()
+    assert _zombie_status(child.pid) is None  # reaped: nothing left to read

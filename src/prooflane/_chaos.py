@@ -333,6 +333,7 @@ class Sample:
     asked_at: float  # when /healthz was asked
     healthz: int  # its HTTP status (0: no answer)
     status: dict[str, Any] | None  # the /status asked right after (None: no answer)
+    healthz_secs: float = 0.0  # how long /healthz took to answer
 
 
 def take_sample(boot: Boot, http: httpx.Client) -> Sample:
@@ -342,12 +343,18 @@ def take_sample(boot: Boot, http: httpx.Client) -> Sample:
         code = http.get("/healthz").status_code
     except httpx.HTTPError:  # no answer: the daemon may be down right now
         code = 0
+    took = time.monotonic() - asked
     status: dict[str, Any] | None = None
     with contextlib.suppress(httpx.HTTPError, ValueError):
         answer = http.get("/status")
         if answer.status_code == 200:
-            status = answer.json()
-    return Sample(boot.index, asked, code, status)
+            full = answer.json()
+            status = {key: full[key] for key in _SAMPLED}  # what the checks read, no more
+    return Sample(boot.index, asked, code, status, took)
+
+
+# The parts of /status a sample keeps (the jobs' pipelines, most of its bytes, are left out).
+_SAMPLED = ("seq", "invariants_ok", "invariant_violations", "illegal_events", "health", "devices", "workers")
 
 
 class Sampler:

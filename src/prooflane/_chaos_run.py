@@ -103,6 +103,7 @@ class ChaosReport:
     samples: int
     unseen_done: int  # jobs whose "job done" event was lost with a killed daemon's stream
     retried: dict[str, list[str]] = field(default_factory=dict)  # "job/index" -> why each retry was
+    healthz_secs: list[float] = field(default_factory=list)  # how long each answered /healthz took
     crashed_boots: set[int] = field(default_factory=set)  # boots whose daemon exited by itself
     violations: list[str] = field(default_factory=list)
 
@@ -110,6 +111,13 @@ class ChaosReport:
     def ok(self) -> bool:
         """True when every check held."""
         return not self.violations
+
+    def healthz_ms(self) -> dict[str, float]:
+        """How long /healthz took to answer while faults were injected: median, 99th percentile, most."""
+        ms = sorted(1000 * x for x in self.healthz_secs)
+        if not ms:
+            return {}
+        return {"p50": ms[len(ms) // 2], "p99": ms[min(len(ms) - 1, int(len(ms) * 0.99))], "max": ms[-1]}
 
     def by_kind(self) -> list[dict[str, Any]]:
         """Per process kind: faults injected, survived, and the seconds until the daemon was healthy again."""
@@ -163,6 +171,7 @@ class ChaosReport:
             "samples": self.samples,
             "unseen_done": self.unseen_done,
             "retried_more_than_once": {k: v for k, v in self.retried.items() if len(v) > 1},
+            "healthz_ms": self.healthz_ms(),
             "violations": self.violations,
             "ok": self.ok,
         }  # fmt: skip
@@ -422,6 +431,7 @@ class ChaosRun:
             settings=self.settings, faults=faults, jobs=states, kinds=kinds,
             partitions=sum(v.total_partitions for v in views.values()), verified_partitions=verified,
             partitions_retried=sum(map(len, retried.values())), retried=retried,
+            healthz_secs=[x.healthz_secs for x in samples if x.healthz],
             drain_secs=drained, boots=len(self._daemons), samples=len(samples), unseen_done=unseen,
             violations=violations, crashed_boots=set(self._crashed),
         )  # fmt: skip

@@ -45,7 +45,7 @@ import signal
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, MutableMapping
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.context import ForkServerContext
 from typing import Any, TypeVar
@@ -123,6 +123,8 @@ class ProcessBackend(DeviceBackend):
         self._niceness = niceness
         self.budget = CoreBudget(cores)
         self._io = ThreadPoolExecutor(max_workers=4 * workers + 4, thread_name_prefix="prooflane-io")
+        # Processes are started in one thread of their own, off the event loop (see ChildProcess.start).
+        self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prooflane-start")
         self._pool: ProcessPoolExecutor | None = None
 
     async def start(self) -> None:
@@ -133,6 +135,7 @@ class ProcessBackend(DeviceBackend):
             _kill_pool(self._pool)
             self._pool = None
         self._io.shutdown(wait=False, cancel_futures=True)
+        self._starter.shutdown(wait=False, cancel_futures=True)
 
     async def run(self, call: Callable[..., T], *args: Any) -> T:
         pool = self._pool
@@ -141,7 +144,11 @@ class ProcessBackend(DeviceBackend):
         try:
             async with self.budget.slot():
                 try:
-                    future = pool.submit(_trimmed, call, *args)
+                    if any(_ended(pid) for pid in _pool_pids(pool)):
+                        raise BrokenProcessPool("a process of it ended while idle")
+                    # Submitting may start a pool process: in the starter thread, off the event loop.
+                    submit = functools.partial(pool.submit, _trimmed, call, *args)
+                    future = await asyncio.get_running_loop().run_in_executor(self._starter, submit)
                 except (EOFError, OSError, BrokenProcessPool) as exc:
                     # It never ran: a process could not be started (its forkserver ended), or the pool had
                     # broken before (a process of it died while idle).
@@ -149,7 +156,7 @@ class ProcessBackend(DeviceBackend):
                     raise PoolReplaced(
                         f"the synthesis pool was replaced ({exc or type(exc).__name__})"
                     ) from None
-                return await asyncio.wrap_future(future)
+                return await _result(pool, asyncio.wrap_future(future))
         except BrokenProcessPool:
             # Its bookkeeping also breaks when only the forkserver behind it ended (the processes live on):
             # then no process died with the work.
@@ -165,7 +172,9 @@ class ProcessBackend(DeviceBackend):
             self._pool = self._new_pool()
 
     def new_worker(self, worker_id: str, device: Device) -> ProcessWorker:
-        return ProcessWorker(worker_id, device, self._ctx, self._io, self._niceness, self.budget)
+        return ProcessWorker(
+            worker_id, device, self._ctx, self._io, self._niceness, self.budget, starter=self._starter
+        )
 
     def pool_pids(self) -> list[int]:
         """The pool's process ids (for diagnostics and fault tests)."""
@@ -195,25 +204,38 @@ class ChildProcess:
         self.name = name
         self._io = io
         self._budget = budget or CoreBudget(0)
-        parent, child = ctx.Pipe(duplex=True)
+        self._niceness = niceness
+        parent, self._child = ctx.Pipe(duplex=True)
         self._conn: Connection = parent
-        self._proc = ctx.Process(target=target, args=(child, os.getpid()), name=name, daemon=True)
+        self._proc = ctx.Process(target=target, args=(self._child, os.getpid()), name=name, daemon=True)
         self._lock = asyncio.Lock()  # one request in flight per process: replies match requests in order
         self._pidfd: int | None = None
         self._unwatch: Callable[[], object] = lambda: None
         self._ended = False
+        self._start_error: str | None = None
         self.working_on: str | None = None  # the partition whose own work the request in flight does
+
+    async def start(self, starter: Executor) -> None:
+        """Start the process in ``starter`` (one thread): off the event loop, because starting one waits for
+        the forkserver, and a forkserver that ended is started again first (seconds: it imports prooflane)."""
+        await asyncio.get_running_loop().run_in_executor(starter, self._start)
+
+    def _start(self) -> None:
+        """In the starter thread: start the process; end it at once if it was ended meanwhile."""
         try:
             self._proc.start()
         except (EOFError, OSError) as exc:  # the forkserver ended while it started this one
+            self._start_error = f"{self.name} could not be started ({exc or type(exc).__name__})"
             self._ended = True
-            self._start_error: str | None = f"{name} could not be started ({exc or type(exc).__name__})"
-        else:
-            self._start_error = None
-        child.close()
-        if niceness and self._proc.pid is not None:
+        finally:
+            self._child.close()
+        pid = self._proc.pid
+        if pid is not None and self._niceness:
             with contextlib.suppress(OSError):
-                os.setpriority(os.PRIO_PROCESS, self._proc.pid, below_this_process(niceness))
+                os.setpriority(os.PRIO_PROCESS, pid, below_this_process(self._niceness))
+        if pid is not None and self._ended:  # killed while it started
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
     @property
     def pid(self) -> int | None:
@@ -280,21 +302,27 @@ class ChildProcess:
             with contextlib.suppress(OSError):
                 os.close(self._pidfd)
             self._pidfd = None
-        elif self._proc.is_alive():
+        elif self._proc.pid is not None and self._proc.is_alive():
             self._proc.kill()
         # The pipe stays open: a thread may still be reading it, and it reads EOF once the process is gone.
 
     def join(self, timeout: float) -> None:
         """Wait for the process to end (after ``kill``); blocking."""
-        self._proc.join(timeout)
+        if self._proc.pid is not None:
+            self._proc.join(timeout)
 
     def _exit_reason(self, exc: BaseException) -> str:
         if self._start_error is not None:
             return self._start_error
-        self._proc.join(1.0)
+        pid = self._proc.pid
+        if pid is None:
+            return "it was ended before it started"
+        # Never waited for on the event loop: what its forkserver reported, else what its zombie still shows.
         code = self._proc.exitcode
         if code is None:
-            return type(exc).__name__
+            code = _zombie_status(pid)
+        if code is None:
+            return f"{type(exc).__name__} (its exit status was not known yet)"
         if code == _STATUS_LOST:
             return "its exit status is lost (the forkserver that started it, which reports it, has ended)"
         return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
@@ -311,9 +339,12 @@ class ProcessWorker(DeviceWorker):
         io: ThreadPoolExecutor,
         niceness: int,
         budget: CoreBudget | None = None,
+        *,
+        starter: Executor | None = None,
     ) -> None:
         super().__init__(worker_id, device)
         self._budget = budget or CoreBudget(0)
+        self._starter = starter or io
         # Lower priority than the daemon: its event loop schedules the devices and answers /status.
         self.prover = ChildProcess(f"{worker_id} prover", _prover_main, ctx, io, niceness)
         self.finalizer = ChildProcess(
@@ -333,6 +364,7 @@ class ProcessWorker(DeviceWorker):
     async def start(self) -> None:
         """Wait until both processes answer; from then on, either one ending makes the worker die."""
         try:
+            await asyncio.gather(self.prover.start(self._starter), self.finalizer.start(self._starter))
             await asyncio.gather(self.prover.ping(), self.finalizer.ping())
         except WorkerDied as exc:
             self.die(str(exc))
@@ -459,6 +491,18 @@ def _resident_bytes() -> int:
 _STATUS_LOST = 255  # multiprocessing's exit code for a process whose forkserver ended before reporting it
 
 
+def _zombie_status(pid: int) -> int | None:
+    """The exit code (negative: the signal) of ``pid`` while it is a zombie not yet reaped, else None."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] != "Z" or len(fields) < 50:
+        return None
+    return os.waitstatus_to_exitcode(int(fields[-1]))
+
+
 def _pool_pids(pool: ProcessPoolExecutor | None) -> list[int]:
     processes = getattr(pool, "_processes", None) or {}
     return [p.pid for p in processes.values() if p.pid is not None]
@@ -484,15 +528,56 @@ def _round_trip(conn: Connection, message: tuple[Any, ...]) -> Any:
     return conn.recv()
 
 
+async def _result(pool: ProcessPoolExecutor, future: asyncio.Future[T]) -> T:
+    """``future``'s result, or BrokenProcessPool as soon as a process of ``pool`` ends first.
+
+    The pool's own bookkeeping cannot be trusted with that: a process killed while it writes its result
+    leaves half a message in the result pipe, whose other end the daemon itself holds, so the pool's reader
+    waits for the rest for ever and never says the pool broke. Each process's pidfd says when it ended.
+    """
+    loop = asyncio.get_running_loop()
+    ended: asyncio.Future[Any] = loop.create_future()
+
+    def end() -> None:
+        if not ended.done():
+            ended.set_result(None)
+
+    pidfds = []
+    for pid in _pool_pids(pool):
+        with contextlib.suppress(OSError):
+            pidfds.append(os.pidfd_open(pid))
+    try:
+        for fd in pidfds:
+            loop.add_reader(fd, end)
+        waited: set[asyncio.Future[Any]] = {future, ended}
+        await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for fd in pidfds:
+            loop.remove_reader(fd)
+            os.close(fd)
+    if future.done():
+        return future.result()
+    future.cancel()
+    ended.cancel()
+    raise BrokenProcessPool("a process of the pool ended while it held the work")
+
+
 def _kill_pool(pool: ProcessPoolExecutor) -> None:
     # ProcessPoolExecutor has no public way to end busy processes; the backend owns these, so end them. The
     # pids are signalled directly: a process whose forkserver died reads as exited while it still runs.
     processes = list(getattr(pool, "_processes", {}).values())
+    # Its reader may wait for the rest of a half-written result (see _result) on a pipe whose writing end is
+    # the daemon's own: closing that end gives the reader EOF, so the pool's thread ends (and the daemon can
+    # exit: the interpreter joins that thread on the way out). Taken now: shutdown forgets the queue.
+    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         if process.pid is not None:
             with contextlib.suppress(OSError):
                 os.kill(process.pid, signal.SIGKILL)
+    if writer is not None:
+        with contextlib.suppress(OSError):
+            writer.close()
 
 
 # -- in worker processes ------------------------------------------------------------------------------
