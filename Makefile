@@ -50,7 +50,7 @@ demo: $(PYSTAMP)
 	$(VENV)/bin/prooflane demo
 
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider --durations=15
 
 lint: $(PYSTAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

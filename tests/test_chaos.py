@@ -125,7 +125,8 @@ def _renew_every_process(daemon_pid: int, client: Client) -> None:
     victims = [p.pid for p in daemon_tree(daemon_pid) if p.kind in kinds]
     assert len(victims) >= 3
     for pid in victims:
-        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # one that ended by itself meanwhile (a replaced pool)
+            os.kill(pid, signal.SIGKILL)
     wait_until("new worker processes", lambda: not set(victims) & _pids(daemon_pid) and client.health())
 
 
