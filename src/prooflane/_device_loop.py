@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Awaitable
 from typing import Any
 
@@ -52,6 +53,7 @@ class DeviceLoop:
             worker = self._backend.new_worker(worker_id, device)
             self.workers[worker_id] = worker
             self._held[worker] = set()
+            started = time.monotonic()
             try:
                 await worker.start()
             except WorkerDied as exc:
@@ -69,6 +71,9 @@ class DeviceLoop:
                 await asyncio.sleep(min(MAX_BACKOFF_SECS, 0.25 * 2**failures))
                 continue
             failures = 0
+            info, took = worker.info(), time.monotonic() - started
+            pids = f" (prover {info.prover_pid}, finalizer {info.finalizer_pid})" if info.prover_pid else ""
+            log.info("worker %s started in %.2f s%s", worker_id, took, pids)
             self._pipeline.post(
                 ev.WorkerRegistered(
                     at=self._pipeline.clock(),
