@@ -555,6 +555,8 @@ async def _result(pool: ProcessPoolExecutor, future: asyncio.Future[T]) -> T:
         for fd in pidfds:
             loop.remove_reader(fd)
             os.close(fd)
+        if not future.done():  # cancelled (the daemon stops): the pool's later failure is nobody's to read
+            future.cancel()
     if future.done():
         return future.result()
     future.cancel()
