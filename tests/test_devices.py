@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from prooflane.circuits import Sector
 from prooflane.devices import Device, ProcessBackend, RemoteError
 from prooflane.devices._process import (
     ProcessWorker,
+    _result,
     below_this_process,
     exit_with,
     limit_native_threads,
@@ -250,3 +253,33 @@ async def test_device_sections_finalizations_and_syntheses_share_the_core_budget
         for worker in workers:
             worker.kill()
         await backend.stop()
+
+
+def _sleep(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def _die() -> None:
+    os._exit(9)
+
+
+async def test_a_pool_process_that_dies_is_a_broken_pool_and_a_cancelled_wait_cancels_its_request() -> None:
+    pool = ProcessPoolExecutor(1, mp_context=mp_context())
+    try:
+        assert await _result(pool, asyncio.wrap_future(pool.submit(_sleep, 0.0))) == 0.0
+        with pytest.raises(BrokenProcessPool):
+            await _result(pool, asyncio.wrap_future(pool.submit(_die)))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    pool = ProcessPoolExecutor(1, mp_context=mp_context())
+    try:
+        request = asyncio.wrap_future(pool.submit(_sleep, 30.0))
+        waiting = asyncio.ensure_future(_result(pool, request))
+        await asyncio.sleep(0.5)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert request.cancelled()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)

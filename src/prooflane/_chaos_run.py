@@ -49,7 +49,7 @@ from ._chaos import (
 from ._daemon_process import DaemonProcess
 from ._workload import DEFAULT_MIX, parse_mix, plan, sector_for
 from .client import Client
-from .errors import DaemonUnreachable, ProoflaneError
+from .errors import DaemonError, DaemonUnreachable, ProoflaneError
 from .models import JobView
 
 __all__ = ["DEFAULT_KINDS", "ChaosReport", "ChaosRun", "ChaosSettings"]
@@ -294,13 +294,14 @@ class ChaosRun:
         return client
 
     def _call(self, call: Callable[[Client], T]) -> T:
-        """``call`` on the current boot's client, again while the daemon is down (it restarts)."""
+        """``call`` on the current boot's client, again while the daemon is down (it restarts) or answers
+        503 (a process it needed for the request died: "try again", as the daemon says)."""
         deadline = time.monotonic() + self.settings.timeout
         while True:
             try:
                 return call(self._client())
-            except DaemonUnreachable:
-                if time.monotonic() > deadline:
+            except (DaemonUnreachable, DaemonError) as exc:
+                if (isinstance(exc, DaemonError) and exc.status != 503) or time.monotonic() > deadline:
                     raise
                 time.sleep(POLL_SECS)
 

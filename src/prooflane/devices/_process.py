@@ -551,12 +551,13 @@ async def _result(pool: ProcessPoolExecutor, future: asyncio.Future[T]) -> T:
             loop.add_reader(fd, end)
         waited: set[asyncio.Future[Any]] = {future, ended}
         await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        future.cancel()  # the daemon stops: the pool's later failure is nobody's to read
+        raise
     finally:
         for fd in pidfds:
             loop.remove_reader(fd)
             os.close(fd)
-        if not future.done():  # cancelled (the daemon stops): the pool's later failure is nobody's to read
-            future.cancel()
     if future.done():
         return future.result()
     future.cancel()
