@@ -142,7 +142,7 @@ def main() -> None:
                 len(config.devices) * config.ray_device_cpus
                 + config.synthesis_workers * config.ray_synthesis_cpus
             )
-            ray.init(num_cpus=math.ceil(cpus), include_dashboard=False, log_to_driver=False)
+            ray.init(address="local", num_cpus=math.ceil(cpus), include_dashboard=False, log_to_driver=False)
             try:
                 result = asyncio.run(_run(config, RayBackend.from_config(config), args.rounds))
                 return result, asyncio.run(_ray_round_trips())

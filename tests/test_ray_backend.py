@@ -1,4 +1,4 @@
-"""The engine on the ray backend, on a local Ray cluster (``ray.init(num_cpus=2)``, one per module).
+"""The engine on the ray backend, on a local Ray cluster (``ray.init(address="local", num_cpus=2)``).
 
 Real Groth16 proofs at the ``tiny`` profile: synthesis as Ray tasks, the worker as a prover and a finalizer
 actor, the synthesized data and the proving state through Ray's object store. Skipped without the ``ray``
@@ -34,7 +34,7 @@ KINDS = ("porep-c2", "snap-update", "window-post", "winning-post")
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[None]:
     """A local Ray instance for the module: two CPUs (one for the worker's prover, one for synthesis)."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         yield
     finally:

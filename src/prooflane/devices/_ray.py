@@ -123,6 +123,9 @@ class RayBackend(DeviceBackend):
         if not ray.is_initialized():
             options: dict[str, Any] = {"log_to_driver": False}
             if self.settings.address == "local":
+                # "local" makes Ray start a new instance even where `ray start` left one on this machine
+                # (with no address, ray.init would join that one instead)
+                options["address"] = "local"
                 options["include_dashboard"] = self.settings.include_dashboard
                 if self._local_cpus:
                     options["num_cpus"] = math.ceil(self._local_cpus)
