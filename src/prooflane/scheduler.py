@@ -73,8 +73,12 @@ class WorkQueue(Generic[T]):
 
     def remove_job(self, job_id: str) -> list[T]:
         """Remove every queued item of ``job_id``; return them (in queue order)."""
-        removed = [(k, item) for k, e, item in self._heap if self._live.get((k.job_id, k.partition)) == e]
-        out = [item for k, item in sorted(removed, key=lambda ki: ki[0]) if k.job_id == job_id]
+        removed = [
+            (k, item)
+            for k, e, item in self._heap
+            if k.job_id == job_id and self._live.get((k.job_id, k.partition)) == e
+        ]
+        out = [item for _, item in sorted(removed, key=lambda ki: ki[0])]
         for key in [k for k in self._live if k[0] == job_id]:
             del self._live[key]
         return out
