@@ -24,7 +24,7 @@ import uvicorn
 
 from prooflane.api import close_streams, create_app
 from prooflane.config import Config
-from prooflane.devices import InProcessBackend, Step
+from prooflane.devices import DeviceBackend, InProcessBackend, Step
 from prooflane.engine import Engine
 from prooflane.errors import JobRejected
 from prooflane.kinds import SynthesisTask
@@ -37,6 +37,7 @@ WAIT = 60.0  # the most any one condition may take before the test fails
 INLINE_SECTOR = {"size": 256, "seed": "07"}  # a tiny-profile sector the engine creates from the request
 
 T = TypeVar("T")
+H = TypeVar("H")
 
 
 @dataclass
@@ -270,18 +271,41 @@ def served(
 ) -> Iterator[Served]:
     """Start the engine (see ``running``), then serve ``create_app(engine)`` over real HTTP until the block
     ends."""
+    with _serving(running(config, clock, sector), lambda h: h.engine, api_config(config, token)) as (
+        url,
+        harness,
+        loop,
+    ):
+        yield Served(url, harness, loop)
+
+
+@contextlib.contextmanager
+def served_on(config: Config, backend: DeviceBackend) -> Iterator[str]:
+    """An engine on ``backend`` (a process backend, say) behind the real app, served as ``served`` does;
+    its URL."""
+    engine = Engine(config, backend=backend)
+    with _serving(engine, lambda e: e, config) as (url, _, _):
+        yield url
+
+
+@contextlib.contextmanager
+def _serving(
+    started: contextlib.AbstractAsyncContextManager[H], engine_of: Callable[[H], Engine], config: Config
+) -> Iterator[tuple[str, H, asyncio.AbstractEventLoop]]:
+    """Enter ``started`` on a new event loop in a thread and serve the app around its engine with uvicorn
+    on a free port of 127.0.0.1, until the block ends."""
     sock = bind("127.0.0.1", 0)  # listening already: a request made before uvicorn accepts waits in line
     loop = asyncio.new_event_loop()
-    up: concurrent.futures.Future[Harness] = concurrent.futures.Future()
+    up: concurrent.futures.Future[H] = concurrent.futures.Future()
     stop = asyncio.Event()
 
     async def serve() -> None:
         try:
-            async with running(config, clock, sector) as h:
-                app = create_app(h.engine, api_config(config, token))
+            async with started as entered:
+                app = create_app(engine_of(entered), config)
                 server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning"))
                 serving = asyncio.create_task(server.serve(sockets=[sock]))
-                up.set_result(h)
+                up.set_result(entered)
                 await stop.wait()
                 close_streams(app)
                 server.should_exit = True
@@ -294,9 +318,9 @@ def served(
     thread = threading.Thread(target=loop.run_until_complete, args=(serve(),))
     thread.start()
     try:
-        harness = up.result(WAIT)
+        entered = up.result(WAIT)
         host, port = sock.getsockname()[:2]
-        yield Served(f"http://{host}:{port}", harness, loop)
+        yield f"http://{host}:{port}", entered, loop
     finally:
         loop.call_soon_threadsafe(stop.set)
         thread.join()

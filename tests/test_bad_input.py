@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import hashlib
 import json
 import os
@@ -19,16 +18,15 @@ import shutil
 import signal
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 import pytest
-import uvicorn
 
 from e2e_support import circom_files
-from engine_support import WAIT, Served, served
+from engine_support import WAIT, Served, served, served_on
 from prooflane._files import (
     FileRefused,
     PathForbidden,
@@ -37,14 +35,11 @@ from prooflane._files import (
     open_regular,
     read_limited,
 )
-from prooflane.api import create_app
 from prooflane.circuits import Sector
 from prooflane.circuits.sector import MAX_META_BYTES, WrongSectorSize
 from prooflane.config import Config
 from prooflane.devices import ProcessBackend
-from prooflane.engine import Engine
 from prooflane.errors import ConfigError, SectorError
-from prooflane.server import bind
 
 T = TypeVar("T")
 TINY_SECTOR = {"size": 256, "seed": "07"}
@@ -461,43 +456,6 @@ class CrashingPool(ProcessBackend):
         return await super().run(call, *args)
 
 
-@contextlib.contextmanager
-def served_engine(config: Config, backend: ProcessBackend) -> Iterator[str]:
-    """``create_app`` around an engine on ``backend``, served by uvicorn on 127.0.0.1 in a thread; its URL."""
-    sock = bind("127.0.0.1", 0)
-    loop = asyncio.new_event_loop()
-    up: concurrent.futures.Future[None] = concurrent.futures.Future()
-    stop = asyncio.Event()
-
-    async def serve() -> None:
-        try:
-            async with Engine(config, backend=backend) as engine:
-                server = uvicorn.Server(
-                    uvicorn.Config(create_app(engine, config), lifespan="off", log_level="warning")
-                )
-                serving = asyncio.create_task(server.serve(sockets=[sock]))
-                up.set_result(None)
-                await stop.wait()
-                server.should_exit = True
-                await serving
-        except BaseException as exc:
-            if not up.done():
-                up.set_exception(exc)
-            raise
-
-    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),))
-    thread.start()
-    try:
-        up.result(WAIT)
-        host, port = sock.getsockname()[:2]
-        yield f"http://{host}:{port}"
-    finally:
-        loop.call_soon_threadsafe(stop.set)
-        thread.join()
-        loop.close()
-        sock.close()
-
-
 def _process_backend(config: Config) -> CrashingPool:
     cfg = config.resolved()
     return CrashingPool(pool_size=1, workers=len(cfg.devices), cores=cfg.core_budget)
@@ -510,7 +468,7 @@ def test_a_pool_process_dying_during_a_registration_is_503_and_the_next_one_succ
 ) -> None:
     config = engine_config(allowed_roots=(circom["zkey"].parent,))
     backend = _process_backend(config)
-    with served_engine(config, backend) as url:
+    with served_on(config, backend) as url:
         before = set(backend.pool_pids())
         backend.crash.add("inspect_zkey")
         body = {"name": "mul", "zkey": str(circom["zkey"])}
@@ -533,7 +491,7 @@ def test_a_killed_pool_process_fails_the_request_it_had_and_the_next_job_is_prov
 ) -> None:
     config = engine_config()
     backend = _process_backend(config)
-    with served_engine(config, backend) as url:
+    with served_on(config, backend) as url:
         pids = backend.pool_pids()
         assert pids, "the pool prepared the kinds' keys: it has a process"
         for pid in pids:
