@@ -4,7 +4,11 @@
     verify (the engine verifies every partition too), with no overlap;
 (b) sequential, 2 cores: the same, one partition at a time, synthesis included, proving with
     ``groth16.prove(..., processes=2)`` (its MSMs spread over two cores by a helper process), and verify;
-(c) the engine: a real `prooflane serve` fed the same jobs over HTTP.
+(c) two 1-core provers side by side: two processes, each proving every other partition as (a) does, with
+    no pipeline and nothing shared. It is the ceiling for any layout on these cores that spends no CPU on
+    coordination, and its CPU per partition against (a)'s is what running two MSM-heavy processes at once
+    costs on this machine (shared caches and memory bandwidth), whoever runs them;
+(d) the engine: a real `prooflane serve` fed the same jobs over HTTP.
 
 The rows run one after another. All use the same proving keys and sectors and are warmed up first (every
 key loaded: in this process, in the 2-core prover's helper, and in every worker process of the engine), so
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import multiprocessing
 import os
 import resource
 import shutil
@@ -89,7 +94,7 @@ def main() -> None:
 
 
 def run_profile(name: str, kinds: list[str], config: Path | None) -> None:
-    """The three rows for one profile, one after another, and their report."""
+    """The four rows for one profile, one after another, and their report."""
     profile = profile_by_name(name)
     print(f"== {profile.name}: {len(kinds)} jobs, load average {_load()}", flush=True)
     # Proving keys and sectors are made once per profile and kept (git-ignored) for later runs.
@@ -106,11 +111,13 @@ def run_profile(name: str, kinds: list[str], config: Path | None) -> None:
             loads["after_1_core"] = os.getloadavg()
             two_cores = run_two_cores(kinds, sectors, metas, profile.name)
             loads["after_2_cores"] = os.getloadavg()
+            side = run_side_by_side(kinds, sectors, metas, profile.name)
+            loads["after_side_by_side"] = os.getloadavg()
         # The daemon reads sectors only inside its data folder (unless its config lists allowed_roots).
         served = [str(shutil.copytree(s, data / "sectors" / Path(s).name)) for s in sectors]
         engine, extra = run_engine(data, kinds, served, metas, profile.name, Path(tmp), config)
         loads["after_engine"] = os.getloadavg()
-    report(profile.name, kinds, sequential, two_cores, engine, extra, config, loads)
+    report(profile.name, kinds, sequential, two_cores, side, engine, extra, config, loads)
 
 
 @contextlib.contextmanager
@@ -240,6 +247,52 @@ def _prove_two(
     run.phase_secs["prove"] += t2 - t1
 
 
+def run_side_by_side(
+    kinds: list[str], sectors: list[str], metas: dict[str, Any], profile: str
+) -> SequentialRun:
+    """Two processes, each proving every other partition one at a time as the 1-core prover does. Both
+    warm up first and start together; the wall time runs from the first start to the last end."""
+    work = [
+        (kind, sector, partition, n)
+        for n, (kind, sector) in enumerate(zip(kinds, sectors, strict=True))
+        for partition in range(_partitions(kind))
+    ]
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(2)
+    results = context.Queue()
+    halves = [
+        context.Process(target=_prove_half, args=(work[i::2], metas, profile, barrier, results))
+        for i in (0, 1)
+    ]
+    for process in halves:
+        process.start()
+    measured = [results.get(timeout=3600) for _ in halves]
+    for process in halves:
+        process.join()
+    run = SequentialRun()
+    run.wall_secs = max(end for _, end, _, _ in measured) - min(start for start, _, _, _ in measured)
+    run.cpu_secs = sum(cpu for _, _, cpu, _ in measured)
+    run.partitions = sum(count for _, _, _, count in measured)
+    return run
+
+
+def _prove_half(
+    work: list[tuple[str, str, int, int]], metas: dict[str, Any], profile: str, barrier: Any, results: Any
+) -> None:
+    """In a process of its own: warm up, wait for the other half, prove ``work``, report the times
+    (``perf_counter`` is the machine's monotonic clock, the same in both processes)."""
+    for kind in sorted({kind for kind, *_ in work}):
+        load_key(metas[kind].key_path, ("a", "b1", "b2", "c", "h"))
+        sector = next(sector for k, sector, *_ in work if k == kind)
+        _prove_one(kind, sector, 0, metas[kind], profile, SequentialRun())
+    barrier.wait()
+    run = SequentialRun()
+    start, cpu = time.perf_counter(), time.process_time()
+    for kind, sector, partition, job in work:
+        _prove_one(kind, sector, partition, metas[kind], profile, run, job=job)
+    results.put((start, time.perf_counter(), time.process_time() - cpu, run.partitions))
+
+
 def _partitions(kind: str) -> int:
     from prooflane.kinds import kind_spec
 
@@ -248,7 +301,7 @@ def _partitions(kind: str) -> int:
     return spec.partitions
 
 
-# --- (b) the engine ---------------------------------------------------------------------------
+# --- (d) the engine ---------------------------------------------------------------------------
 
 
 class Watch:
@@ -506,6 +559,7 @@ def report(
     kinds: list[str],
     seq: SequentialRun,
     two: SequentialRun,
+    side: SequentialRun,
     engine: Any,
     extra: dict[str, Any],
     config: Path | None,
@@ -516,6 +570,7 @@ def report(
     limit_per_hour = cores / cpu_per_partition * 3600
     seq_per_hour = seq.partitions / seq.wall_secs * 3600
     two_per_hour = two.partitions / two.wall_secs * 3600
+    side_per_hour = side.partitions / side.wall_secs * 3600
     engine_per_hour = engine.partitions / engine.wall_secs * 3600
     engine_cpu = extra["cpu_secs_per_partition"]
 
@@ -540,12 +595,15 @@ def report(
         "sequential": row(seq)
         | {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024},
         "two_cores": row(two),
+        "side_by_side": row(side),
         "engine": engine.to_json() | extra,
         "peak_rss_within_budget_plus_idle": extra["peak_rss_bytes"]
         <= extra["budget_bytes"] + extra["idle_rss_bytes"],
         "ratio_vs_two_cores": engine_per_hour / two_per_hour,
         "ratio": engine_per_hour / seq_per_hour,
         "two_cores_ratio": two_per_hour / seq_per_hour,
+        "ratio_vs_side_by_side": engine_per_hour / side_per_hour,
+        "side_by_side_cpu_over_sequential": side.cpu_secs / side.partitions / cpu_per_partition,
         "engine_cpu_over_sequential": engine_cpu / cpu_per_partition,
         "cpu_limit_partitions_per_hour": limit_per_hour,
         "engine_share_of_cpu_limit": engine_per_hour / limit_per_hour,
@@ -564,6 +622,7 @@ def report(
             for name, r, per_hour, cpu in (
                 ("sequential, 1 core", seq, seq_per_hour, cpu_per_partition),
                 ("sequential, 2 cores", two, two_per_hour, two.cpu_secs / two.partitions),
+                ("two 1-core provers side by side", side, side_per_hour, side.cpu_secs / side.partitions),
             )
         ]
         + [
@@ -586,6 +645,11 @@ def report(
             ("engine / 2-core prover", f"{payload['ratio_vs_two_cores']:.2f}x"),
             ("engine / 1-core prover", f"{payload['ratio']:.2f}x"),
             ("2-core / 1-core prover", f"{payload['two_cores_ratio']:.2f}x"),
+            ("engine / two 1-core provers side by side", f"{payload['ratio_vs_side_by_side']:.2f}x"),
+            (
+                "side by side CPU / 1-core CPU per partition",
+                f"{payload['side_by_side_cpu_over_sequential']:.3f}",
+            ),
             ("engine share of CPU limit", f"{payload['engine_share_of_cpu_limit']:.1%}"),
             ("engine CPU / 1-core CPU per partition", f"{payload['engine_cpu_over_sequential']:.3f}"),
             (
