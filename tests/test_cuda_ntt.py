@@ -11,17 +11,20 @@ from cuda_support import gpu
 from prooflane.groth16 import BLS12381, BN128, Curve, from_ints, to_ints
 from prooflane.groth16._native import backend
 from prooflane.groth16._ntt import coset_h as cpu_coset_h
-from prooflane.groth16._ntt import root_of_unity as cpu_root_of_unity
+from prooflane.groth16._ntt import root_of_unity
 from prooflane.groth16.cuda import coset_h, ntt
-from prooflane.groth16.cuda._ntt import root_of_unity
 
 CURVES = [pytest.param(BN128, id="bn128"), pytest.param(BLS12381, id="bls12381")]
 
 
 @pytest.mark.parametrize("curve", CURVES)
-def test_roots_of_unity_are_snarkjs_roots(curve: Curve) -> None:
-    for n in (1, 2, 16, 1 << 20):
-        assert root_of_unity(curve.r, n) == cpu_root_of_unity(curve, n)
+def test_roots_of_unity_are_primitive_and_nested(curve: Curve) -> None:
+    r = curve.r
+    for n in (2, 16, 1 << 20):
+        w = root_of_unity(r, n)
+        assert pow(w, n, r) == 1 and pow(w, n // 2, r) == r - 1
+        assert pow(root_of_unity(r, 2 * n), 2, r) == w
+    assert root_of_unity(r, 1) == 1
     with pytest.raises(ValueError, match="roots of unity"):
         root_of_unity(curve.r, 3)
 

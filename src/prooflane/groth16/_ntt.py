@@ -13,15 +13,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._native import Backend
-from .curves import Curve
 from .field import FieldVector, from_ints, to_ints
 
 __all__ = ["coset_h", "root_of_unity"]
 
 
 @cache
-def _two_adic(curve: Curve) -> tuple[int, int]:
-    r = curve.r
+def _two_adic(r: int) -> tuple[int, int]:
+    """(s, w) with ``r - 1 = 2^s t`` and ``w = g^t`` for the smallest quadratic non-residue ``g``."""
     g = 2
     while pow(g, (r - 1) // 2, r) != r - 1:
         g += 1
@@ -31,20 +30,21 @@ def _two_adic(curve: Curve) -> tuple[int, int]:
     return s, pow(g, t, r)
 
 
-def root_of_unity(curve: Curve, n: int) -> int:
-    """snarkjs' primitive ``n``-th root of unity (``n`` a power of two)."""
-    s, w = _two_adic(curve)
+def root_of_unity(r: int, n: int) -> int:
+    """snarkjs' primitive ``n``-th root of unity in the field of ``r`` (``n`` a power of two); the cpu
+    path and the cuda kernels both use it."""
+    s, w = _two_adic(r)
     log_n = n.bit_length() - 1
     if n != 1 << log_n or log_n > s:
-        raise ValueError(f"no {n}-th roots of unity in the scalar field of {curve.name}")
-    return pow(w, 1 << (s - log_n), curve.r)
+        raise ValueError(f"no {n}-th roots of unity in the field of {r}")
+    return pow(w, 1 << (s - log_n), r)
 
 
 @cache
 def _plan(backend: Backend, n: int) -> tuple[NDArray[np.int64], list[int]]:
     """(permutation from zksnake order to snarkjs order, powers of the coset shift ``w_2n``)."""
-    curve, r = backend.curve, backend.curve.r
-    w_s = root_of_unity(curve, n)
+    r = backend.curve.r
+    w_s = root_of_unity(r, n)
     w_z = backend.fft([0, 1] + [0] * (n - 2), n)[1] if n > 1 else 1
     log_n = n.bit_length() - 1
     k = 0  # Pohlig-Hellman in a group of order 2^log_n: w_z = w_s^k
@@ -53,7 +53,7 @@ def _plan(backend: Backend, n: int) -> tuple[NDArray[np.int64], list[int]]:
         if pow(w_z * pow(inv, k, r) % r, 1 << (log_n - i - 1), r) != 1:
             k += 1 << i
     perm = (np.arange(n, dtype=np.int64) * k) % n
-    shift = root_of_unity(curve, 2 * n)
+    shift = root_of_unity(r, 2 * n)
     powers = [1] * n
     for i in range(1, n):
         powers[i] = powers[i - 1] * shift % r

@@ -42,7 +42,7 @@ def setup(r1cs: R1CS, *, seed: bytes | None = None) -> ProvingKey:
     n = 1
     while n < m + n_pub + 1:
         n *= 2
-    lag = _lagrange(r, root_of_unity(curve, n), n, tau)
+    lag = _lagrange(r, root_of_unity(r, n), n, tau)
     u, v, w = (
         _at_tau(r1cs.n_wires, mat.rows, mat.cols, mat.values, lag, r) for mat in (r1cs.a, r1cs.b, r1cs.c)
     )
@@ -50,7 +50,7 @@ def setup(r1cs: R1CS, *, seed: bytes | None = None) -> ProvingKey:
         u[i] = (u[i] + lag[m + i]) % r
     mixed = [(beta * u[j] + alpha * v[j] + w[j]) % r for j in range(r1cs.n_wires)]
     inv_gamma, inv_delta = pow(gamma, -1, r), pow(delta, -1, r)
-    lag2 = _lagrange(r, root_of_unity(curve, 2 * n), 2 * n, tau)
+    lag2 = _lagrange(r, root_of_unity(r, 2 * n), 2 * n, tau)
     be = backend(curve)
     g1 = _multiplier(be, 1)
     g2 = _multiplier(be, 2)

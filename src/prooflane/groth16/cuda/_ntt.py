@@ -20,6 +20,7 @@ import numpy as np
 from numba import cuda as _cuda
 from numpy.typing import NDArray
 
+from .._ntt import root_of_unity
 from ..field import FieldVector
 from ._field import Field, field, to_limbs
 from ._runtime import simulated
@@ -34,27 +35,6 @@ THREADS = 256
 def _grid(n: int) -> tuple[int, int]:
     threads = 1 if simulated() else min(THREADS, max(1, n))
     return max(1, (n + threads - 1) // threads), threads
-
-
-def _two_adic(r: int) -> tuple[int, int]:
-    """(s, w) with ``r - 1 = 2^s t`` and ``w = g^t`` for the smallest quadratic non-residue ``g``: snarkjs'
-    primitive ``2^s``-th root of unity."""
-    g = 2
-    while pow(g, (r - 1) // 2, r) != r - 1:
-        g += 1
-    s, t = 0, r - 1
-    while t % 2 == 0:
-        s, t = s + 1, t // 2
-    return s, pow(g, t, r)
-
-
-def root_of_unity(r: int, n: int) -> int:
-    """snarkjs' primitive ``n``-th root of unity in the field of ``r`` (``n`` a power of two)."""
-    s, w = _two_adic(r)
-    log_n = n.bit_length() - 1
-    if n != 1 << log_n or log_n > s:
-        raise ValueError(f"no {n}-th roots of unity in the field of {r}")
-    return pow(w, 1 << (s - log_n), r)
 
 
 @dataclass(frozen=True, eq=False)
