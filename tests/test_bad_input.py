@@ -40,6 +40,7 @@ from prooflane.circuits.sector import MAX_META_BYTES, WrongSectorSize
 from prooflane.config import Config
 from prooflane.devices import ProcessBackend
 from prooflane.errors import ConfigError, SectorError
+from prooflane.states import JobState
 
 T = TypeVar("T")
 TINY_SECTOR = {"size": 256, "seed": "07"}
@@ -366,6 +367,40 @@ def test_witness_files_are_confined_and_must_be_regular_files_of_a_sane_size(
         assert accepted.status_code == 202, accepted.text
         journalled = httpx.get(f"{s.url}/v1/jobs/{accepted.json()['job_id']}").json()
         assert journalled["total_partitions"] == 1
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("swap", "says"),
+    [
+        (make_fifo, "a FIFO"),
+        (lambda path: make_sparse(path, 1 << 30), f"{1 << 30} bytes, more than"),
+    ],
+    ids=["fifo", "huge"],
+)
+def test_a_witness_swapped_after_the_job_was_accepted_fails_its_partition_naming_the_file(
+    engine_config: Callable[..., Config],
+    root: Path,
+    circom: dict[str, Path],
+    swap: Callable[[Path], Path],
+    says: str,
+) -> None:
+    witness = root / "w.wtns"
+    shutil.copy(circom["good"], witness)
+    with served(engine_config(allowed_roots=(root, circom["zkey"].parent))) as s:
+        held = s.hold()
+        registered = post(s, "/v1/circuits", {"name": "wp", "zkey": str(circom["zkey"])})
+        assert registered.status_code == 201, registered.text
+        accepted = post(s, "/v1/jobs", {"kind": "circom", "circuit": "wp", "witnesses": [str(witness)]})
+        assert accepted.status_code == 202, accepted.text
+        job_id = accepted.json()["job_id"]
+        s.reached(held)
+        witness.unlink()
+        swap(witness)
+        s.release(held)
+        assert s.done(job_id) == JobState.FAILED
+        error = httpx.get(f"{s.url}/v1/jobs/{job_id}").json()["error"]
+        assert "partition 0" in error and str(witness) in error and says in error, error
 
 
 @pytest.mark.timeout(120)

@@ -28,23 +28,15 @@ from .circuits.profiles import profile_by_name
 from .circuits.sector import Sector, WrongSectorSize, create_sector
 from .devices import PoolProcessDied
 from .errors import JobRejected, ProoflaneError
-from .kinds import BUILTIN_KINDS, CIRCOM, CircomInput, CircuitMeta, StorageInput, kind_spec
+from .kinds import BUILTIN_KINDS, CIRCOM, CircomInput, CircuitMeta, StorageInput, kind_spec, wtns_limit
 from .models import InlineSector, JobRequest
 from .states import JobState, PartitionState, Priority
 from .store import JobRecord
 
-__all__ = ["WTNS_HEADER_BYTES", "Admission", "check_witnesses", "wtns_limit"]
+__all__ = ["Admission", "check_witnesses"]
 
 P = PartitionState
 T = TypeVar("T")
-
-WTNS_HEADER_BYTES = 4096
-"""Room for a .wtns file's headers beside its values (circom writes 76 bytes of them)."""
-
-
-def wtns_limit(meta: CircuitMeta) -> int:
-    """The largest .wtns file accepted for a circuit: 32 bytes per wire, and the headers."""
-    return 32 * meta.wires + WTNS_HEADER_BYTES
 
 
 class Admission:
@@ -164,7 +156,7 @@ class Admission:
             named = {i: w for i, w in enumerate(witnesses) if isinstance(w, str)}
             if named:
                 folders = self._circuits.root_folders()
-                checked = await self._io(check_witnesses, folders, named, wtns_limit(meta))
+                checked = await self._io(check_witnesses, folders, named, wtns_limit(meta.wires))
                 witnesses = [checked.get(i, w) for i, w in enumerate(witnesses)]
             prio = req.priority or Priority(circuit.record.priority)
             return prio, {"witnesses": witnesses, "circuit": circuit.record.name}

@@ -188,6 +188,15 @@ def inspect_zkey(key_name: str, path: str) -> CircuitMeta:
     return _meta(key_name, path, key, max(constraints, 0))
 
 
+WTNS_HEADER_BYTES = 4096
+"""Room for a .wtns file's headers beside its values (circom writes 76 bytes of them)."""
+
+
+def wtns_limit(wires: int) -> int:
+    """The largest .wtns file accepted for a circuit of ``wires`` wires: 32 bytes each, and the headers."""
+    return 32 * wires + WTNS_HEADER_BYTES
+
+
 def synthesize_partition(task: SynthesisTask) -> tuple[Any, float]:
     """Build the partition's witness and synthesize it; return the Synthesized and milliseconds taken.
 
@@ -210,7 +219,11 @@ def synthesize_partition(task: SynthesisTask) -> tuple[Any, float]:
         from .groth16 import read_wtns, synthesize
 
         if isinstance(inputs.witness, str):
-            witness = read_wtns(inputs.witness)
+            from ._files import read_limited
+
+            # checked when the job was accepted; read as carefully now, since the file may have changed
+            limit = wtns_limit(_key_matrices(task.key_path).n_vars)
+            witness = read_wtns(inputs.witness, read_limited(inputs.witness, limit, "witness"))
         else:
             folder = tempfile.mkdtemp(prefix="prooflane-wtns-")
             try:

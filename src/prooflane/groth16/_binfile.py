@@ -16,12 +16,16 @@ from .errors import FormatError
 __all__ = ["Reader", "read_sections", "write_sections"]
 
 
-def read_sections(path: str | Path, magic: bytes) -> tuple[int, dict[int, memoryview]]:
-    """Read ``path``, check its magic, return its version and its sections by type."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise FormatError(path, f"cannot read: {exc.strerror or exc}") from None
+def read_sections(
+    path: str | Path, magic: bytes, data: bytes | None = None
+) -> tuple[int, dict[int, memoryview]]:
+    """Read ``path`` (or take ``data``, its bytes read already), check its magic, return its version and
+    its sections by type."""
+    if data is None:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            raise FormatError(path, f"cannot read: {exc.strerror or exc}") from None
     if len(data) < 12:
         raise FormatError(path, f"too short to be a .{magic.decode()} file ({len(data)} bytes)")
     if data[:4] != magic:

@@ -27,15 +27,16 @@ class Witness:
         return int(self.values.shape[0])
 
 
-def read_wtns(path: str | Path) -> Witness:
-    """Read a circom .wtns file (version 2)."""
-    version, sections = read_sections(path, b"wtns")
+def read_wtns(path: str | Path, data: bytes | None = None) -> Witness:
+    """Read a circom .wtns file (version 2); ``data``: its bytes, when the caller read them already
+    (``path`` then names the file in errors)."""
+    version, sections = read_sections(path, b"wtns", data)
     header, curve = scalar_field_header(path, sections, ".wtns", version, 2)
     count = header.u32()
-    data = section(path, sections, 2, "values")
-    if len(data) != 32 * count:
-        raise FormatError(path, f"section 2 holds {len(data)} bytes: expected {count} values of 32 bytes")
-    values = np.frombuffer(data, dtype="<u8").reshape(-1, 4).astype(np.uint64)
+    raw = section(path, sections, 2, "values")
+    if len(raw) != 32 * count:
+        raise FormatError(path, f"section 2 holds {len(raw)} bytes: expected {count} values of 32 bytes")
+    values = np.frombuffer(raw, dtype="<u8").reshape(-1, 4).astype(np.uint64)
     return Witness(curve, values)
 
 
