@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from prooflane.models import Priority
 from prooflane.scheduler import WorkKey, WorkQueue
@@ -59,3 +61,40 @@ async def test_get_waits_for_an_item() -> None:
     queue.push(key(Priority.HIGH, 1, 0), "x")
     async with asyncio.timeout(5):
         assert (await getter)[1] == "x"
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("push"), st.integers(0, 2), st.integers(0, 5), st.integers(0, 3)),
+        st.tuples(st.just("pop"), st.just(0), st.just(0), st.just(0)),
+        st.tuples(st.just("remove"), st.just(0), st.integers(0, 5), st.just(0)),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=OPS, slack=st.sampled_from([0, 1024]))
+def test_the_queue_agrees_with_a_sorted_list_under_any_sequence(
+    ops: list[tuple[str, int, int, int]], slack: int
+) -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.SLACK = slack  # 0: the heap is rebuilt on every removal that leaves dropped entries behind
+    model: dict[tuple[str, int], tuple[WorkKey, str]] = {}
+    for n, (op, rank, seq, partition) in enumerate(ops):
+        if op == "push":
+            k = WorkKey(rank, seq, partition, f"job{seq}")
+            model[(k.job_id, partition)] = (k, f"item{n}")
+            queue.push(k, f"item{n}")
+        elif op == "pop" and model:
+            first = min(model.values(), key=lambda entry: entry[0])
+            assert queue.pop() == first
+            del model[(first[0].job_id, first[0].partition)]
+        elif op == "remove":
+            gone = sorted(v for (job, _), v in model.items() if job == f"job{seq}")
+            assert queue.remove_job(f"job{seq}") == [item for _, item in gone]
+            model = {k: v for k, v in model.items() if k[0] != f"job{seq}"}
+        assert len(queue) == len(model)
+        assert list(queue.queued()) == sorted(k for k, _ in model.values())
+        expected = min(model.values(), key=lambda entry: entry[0]) if model else None
+        assert queue.peek() == expected

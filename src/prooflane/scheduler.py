@@ -30,20 +30,28 @@ class WorkKey:
 class WorkQueue(Generic[T]):
     """A priority queue of items keyed by ``WorkKey``; ``get`` waits for an item."""
 
+    SLACK = 1024
+    """Dropped entries the heap may hold beyond twice the live ones before it is rebuilt."""
+
     def __init__(self) -> None:
         self._heap: list[tuple[WorkKey, int, T]] = []
-        self._live: dict[tuple[str, int], int] = {}  # (job_id, partition) -> entry id still wanted
+        # job_id -> partition -> the heap entry still wanted (others in the heap are dropped when reached)
+        self._jobs: dict[str, dict[int, tuple[WorkKey, int, T]]] = {}
+        self._count = 0
         self._entry = 0
         self._changed = asyncio.Event()
 
     def __len__(self) -> int:
-        return len(self._live)
+        return self._count
 
     def push(self, key: WorkKey, item: T) -> None:
         """Add ``item``; it replaces any queued item of the same job and partition."""
         self._entry += 1
-        self._live[(key.job_id, key.partition)] = self._entry
-        heapq.heappush(self._heap, (key, self._entry, item))
+        entry = (key, self._entry, item)
+        partitions = self._jobs.setdefault(key.job_id, {})
+        self._count += key.partition not in partitions
+        partitions[key.partition] = entry
+        heapq.heappush(self._heap, entry)
         self._wake()
 
     def peek(self) -> tuple[WorkKey, T] | None:
@@ -58,7 +66,11 @@ class WorkQueue(Generic[T]):
         """Take the first item; raises IndexError when empty."""
         self._drop_dead()
         key, _, item = heapq.heappop(self._heap)
-        del self._live[(key.job_id, key.partition)]
+        partitions = self._jobs[key.job_id]
+        del partitions[key.partition]
+        if not partitions:
+            del self._jobs[key.job_id]
+        self._count -= 1
         return key, item
 
     async def get(self) -> tuple[WorkKey, T]:
@@ -72,26 +84,24 @@ class WorkQueue(Generic[T]):
         await self._changed.wait()
 
     def remove_job(self, job_id: str) -> list[T]:
-        """Remove every queued item of ``job_id``; return them (in queue order)."""
-        removed = [
-            (k, item)
-            for k, e, item in self._heap
-            if k.job_id == job_id and self._live.get((k.job_id, k.partition)) == e
-        ]
-        out = [item for _, item in sorted(removed, key=lambda ki: ki[0])]
-        for key in [k for k in self._live if k[0] == job_id]:
-            del self._live[key]
-        return out
+        """Remove every queued item of ``job_id``; return them (in queue order). Costs the job's own
+        partitions, not the queue's: their heap entries are dropped when they reach the top."""
+        partitions = self._jobs.pop(job_id, {})
+        self._count -= len(partitions)
+        if len(self._heap) > 2 * self._count + self.SLACK:  # mostly dropped entries: keep only live ones
+            self._heap = [entry for entries in self._jobs.values() for entry in entries.values()]
+            heapq.heapify(self._heap)
+        return [item for _, _, item in sorted(partitions.values(), key=lambda entry: entry[0])]
 
     def queued(self) -> Iterator[WorkKey]:
         """The queued keys in queue order."""
-        live = [k for k, e, _ in self._heap if self._live.get((k.job_id, k.partition)) == e]
-        return iter(sorted(live))
+        return iter(sorted(key for partitions in self._jobs.values() for key, _, _ in partitions.values()))
 
     def _drop_dead(self) -> None:
         while self._heap:
             key, entry, _ = self._heap[0]
-            if self._live.get((key.job_id, key.partition)) == entry:
+            wanted = self._jobs.get(key.job_id, {}).get(key.partition)
+            if wanted is not None and wanted[1] == entry:
                 return
             heapq.heappop(self._heap)
 
