@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import psutil
 
-from _common import print_table, write_json
+from _common import claim_cpu, print_table, write_json
 from prooflane._daemon_process import DaemonProcess
 from prooflane._workload import DEFAULT_MIX, parse_mix, plan
 from prooflane.circuits import Sector, profile_by_name
@@ -338,7 +338,9 @@ def main() -> None:
         Sector.create(sector, profile_by_name("tiny").sector_bytes, seed=7)
         config = folder / "daemon.toml"
         keys = f'keys_dir = "{args.keys.resolve()}"\n' if args.keys else ""
-        config.write_text('devices = ["cpu:0"]\nworkers_per_device = 1\nsynthesis_workers = 1\n' + keys)
+        roots = f'allowed_roots = ["{sector}"]\n'  # the sector lies outside the daemon's data folder
+        layout = 'devices = ["cpu:0"]\nworkers_per_device = 1\nsynthesis_workers = 1\n'
+        config.write_text(layout + keys + roots)
         with DaemonProcess(folder / "data", config_file=config) as daemon:
             rss_ready = peak_rss_bytes(daemon.pid)
             process = psutil.Process(daemon.pid)
@@ -384,4 +386,5 @@ def report(args: argparse.Namespace, result: dict[str, Any], load_start: float) 
 
 
 if __name__ == "__main__":
-    main()
+    with claim_cpu():
+        main()

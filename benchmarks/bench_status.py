@@ -38,7 +38,7 @@ from multiprocessing.connection import Connection
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-from _common import print_table, write_json
+from _common import claim_cpu, print_table, write_json
 from prooflane import events as ev
 from prooflane.status import StatusTracker, TrackerConfig
 
@@ -454,4 +454,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with claim_cpu():
+        main()
