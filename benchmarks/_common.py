@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import platform
 import threading
 import time
@@ -13,7 +14,8 @@ from typing import Any
 
 import psutil
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(os.environ.get("PROOFLANE_BENCH_RESULTS") or Path(__file__).resolve().parent / "results")
+"""Where results (and the inputs a benchmark caches) go: benchmarks/results/, or $PROOFLANE_BENCH_RESULTS."""
 
 
 def machine() -> dict[str, Any]:

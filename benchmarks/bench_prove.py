@@ -1,8 +1,9 @@
 """Prove time on one ~2^16-constraint circuit per curve, with snarkjs and groth16py on the same files.
 
-BN254: the shared square-chain key and witness (../shared/bench/square_chain-65000-bn128) when present,
-else a square chain of the same size with a development key. BLS12-381: a square chain of 65,000
-constraints with a development key (made once, cached under benchmarks/results/). For each:
+BN254: the shared square-chain key and witness (../shared/bench/square_chain-65000-bn128) when present
+and --constraints is 65,000 (the default), else a square chain of --constraints with a development key.
+BLS12-381: a square chain of --constraints with a development key (made once, cached under
+benchmarks/results/). For each:
 
 - whole processes, cold, as a user runs them, in turns (one of each per round): `prooflane prove` (its own
   --json timings too), `snarkjs groth16 prove`, and groth16py (BN254, when installed: a fresh interpreter that
@@ -60,7 +61,8 @@ from prooflane.groth16 import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared" / "bench" / "square_chain-65000-bn128"
+SHARED_CONSTRAINTS = 65000
+SHARED = ROOT.parent / "shared" / "bench" / f"square_chain-{SHARED_CONSTRAINTS}-bn128"
 SNARKJS = ROOT / "node_modules" / ".bin" / "snarkjs"
 PROOFLANE = Path(sys.executable).parent / "prooflane"
 
@@ -114,7 +116,11 @@ def square_chain(curve: Curve, n: int, x: int = 3, y: int = 5) -> tuple[R1CS, Wi
 
 def inputs(curve: Curve, constraints: int) -> tuple[Path, Path, str]:
     """(zkey, wtns, where they came from), making and caching a development key when needed."""
-    if curve.name == "bn128" and (SHARED / "circuit_final.zkey").exists():
+    if (
+        curve.name == "bn128"
+        and constraints == SHARED_CONSTRAINTS
+        and (SHARED / "circuit_final.zkey").exists()
+    ):
         return (
             SHARED / "circuit_final.zkey",
             SHARED / "witness.wtns",
@@ -253,7 +259,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--curves", default="bn128,bls12381")
-    parser.add_argument("--constraints", type=int, default=65000)
+    parser.add_argument("--constraints", type=int, default=SHARED_CONSTRAINTS)
     args = parser.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)  # the peers write their proofs here
     rows = [bench(curve_by_name(c), args.constraints, args.repeat) for c in args.curves.split(",")]
