@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -371,3 +372,29 @@ async def test_workers_run_below_the_daemon_at_the_configured_niceness(
         pids = [pid for w in engine.workers() for pid in (w.prover_pid, w.finalizer_pid)]
         assert pids and None not in pids
         assert {os.getpriority(os.PRIO_PROCESS, pid) - own for pid in pids if pid is not None} == {7}
+
+
+UNGUARDED_SCRIPT = """
+import asyncio, dataclasses, pathlib, sys
+from prooflane.config import Config
+from prooflane.engine import Engine
+
+async def main() -> None:
+    config = dataclasses.replace(Config(), data_dir=pathlib.Path(sys.argv[1]), profile="tiny")
+    async with Engine(config):
+        print("started")
+
+asyncio.run(main())  # not under `if __name__ == "__main__":`
+"""
+
+
+def test_an_engine_started_by_a_script_without_a_main_guard_says_how_to_fix_it(tmp_path: Path) -> None:
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED_SCRIPT)
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "data")],
+        capture_output=True, text=True, timeout=150, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode != 0 and "started" not in done.stdout
+    assert "while the engine started" in done.stderr, done.stderr[-3000:]
+    assert 'if __name__ == "__main__":' in done.stderr

@@ -35,7 +35,7 @@ from ._jobs import journal_view, live_view
 from ._pipeline import Pipeline
 from ._snapshot import Health, StatusSnapshot
 from .config import Config
-from .devices import DeviceBackend, ProcessBackend, WorkerInfo
+from .devices import DeviceBackend, PoolProcessDied, ProcessBackend, WorkerInfo
 from .errors import JobRejected
 from .memory import MemoryBudget
 from .models import CircuitInfo, JobProof, JobRequest, JobView, KindInfo, PartitionProof
@@ -117,7 +117,14 @@ class Engine:
         pipeline.store = Store(cfg.data_dir / "journal.sqlite3")
         await self._backend.start()
         pipeline.post(ev.SynthesisPoolSized(at=pipeline.clock(), max_concurrent=cfg.synthesis_workers))
-        await self._circuits.load()
+        try:
+            await self._circuits.load()  # the pool's first work
+        except PoolProcessDied as exc:
+            raise PoolProcessDied(
+                f"{exc} while the engine started. When a script starts the engine, the code that starts it "
+                'must run under `if __name__ == "__main__":`, since the pool\'s processes import the script '
+                "(the process's own error is printed above)"
+            ) from None
         started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._runner = asyncio.create_task(self._run(started), name="prooflane-engine")
         await started
