@@ -46,7 +46,7 @@ log = logging.getLogger("prooflane.fleet")
 
 PAGE = Path(__file__).parent / "fleet_page"
 DASHBOARD = Path(__file__).parent / "dashboard"
-_DASHBOARD_ASSETS = frozenset({"app.js", "charts.js", "style.css"})
+_DASHBOARD_ASSETS = frozenset({"app.js", "charts.js", "format.js", "style.css"})
 _MIN_FETCH_GAP_SECS = 0.2  # events come in bursts under load: at most 5 fetches of /status a second
 _PANEL_HEARTBEAT_SECS = 15.0
 _METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -473,7 +473,7 @@ def _add_panel_routes(app: FastAPI, fleet: Fleet) -> None:
 
     @app.get("/assets/{asset}")
     async def shared_asset(asset: str) -> FileResponse:
-        """The dashboard's files, for the fleet page's own use (its style sheet)."""
+        """The dashboard's files, for the fleet page's own use (its style sheet, the number formats)."""
         if asset not in _DASHBOARD_ASSETS:
             raise HTTPException(404, f"no file {asset!r} in the dashboard")
         return FileResponse(DASHBOARD / asset)

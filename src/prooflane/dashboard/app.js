@@ -1,5 +1,5 @@
 // prooflane dashboard: renders GET /status, refreshed on every server-sent event from GET /v1/events and
-// polled every 1.5 s as a fallback. Plain JS, no build step, no dependencies beyond charts.js.
+// polled every 1.5 s as a fallback. Plain JS, no build step, no dependencies beyond charts.js and format.js.
 //
 // Rules this page keeps:
 // - It never shows a worker as "idle" unless a fresh snapshot says so: when the data is older than
@@ -65,24 +65,7 @@
 
   // ------------------------------------------------------------------ formatting
 
-  function fmtBytes(n) {
-    if (n === null || n === undefined || Number.isNaN(n)) return "–";
-    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let v = Number(n);
-    let i = 0;
-    while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i += 1; }
-    return `${v.toFixed(i === 0 ? 0 : v < 10 ? 2 : 1)} ${units[i]}`;
-  }
-
-  function fmtSecs(s) {
-    if (s === null || s === undefined || Number.isNaN(s)) return "–";
-    if (s < 60) return `${s.toFixed(1)} s`;
-    const m = Math.floor(s / 60);
-    if (m < 60) return `${m}m ${String(Math.floor(s % 60)).padStart(2, "0")}s`;
-    const h = Math.floor(m / 60);
-    if (h < 24) return `${h}h ${String(m % 60).padStart(2, "0")}m`;
-    return `${Math.floor(h / 24)}d ${h % 24}h`;
-  }
+  const { fmtBytes, fmtSecs, fmtPct } = window.ProoflaneFormat;
 
   /** Phase time for partition cells: "1.2s", "0.04s", "12s", "3ms". */
   function fmtPhase(ms) {
@@ -92,8 +75,6 @@
     if (s < 10) return `${s.toFixed(1)}s`;
     return `${Math.round(s)}s`;
   }
-
-  function fmtPct(f) { return `${Math.round(f * 100)}%`; }
 
   function clock(ms) { return new Date(ms).toLocaleTimeString([], { hour12: false }); }
 

@@ -35,28 +35,12 @@
     return el;
   }
 
-  function fmtBytes(n) {
-    if (n === null || n === undefined || Number.isNaN(n)) return "–";
-    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let v = Number(n);
-    let i = 0;
-    while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i += 1; }
-    return `${v.toFixed(i === 0 ? 0 : v < 10 ? 2 : 1)} ${units[i]}`;
-  }
-  function fmtSecs(s) {
-    if (s === null || s === undefined || Number.isNaN(s)) return "–";
-    if (s < 60) return `${s.toFixed(1)} s`;
-    const m = Math.floor(s / 60);
-    if (m < 60) return `${m}m ${String(Math.floor(s % 60)).padStart(2, "0")}s`;
-    const hr = Math.floor(m / 60);
-    return hr < 24 ? `${hr}h ${String(m % 60).padStart(2, "0")}m` : `${Math.floor(hr / 24)}d ${hr % 24}h`;
-  }
+  const { fmtBytes, fmtSecs, fmtPct } = window.ProoflaneFormat;
   function fmtRate(x) { return x === null || x === undefined ? "–" : x >= 100 ? x.toFixed(0) : x.toFixed(1); }
   function fmtMoney(x) {
     if (x === null || x === undefined) return "–";
     return x >= 1 ? `$${x.toFixed(2)}` : x >= 0.01 ? `$${x.toFixed(3)}` : `$${x.toPrecision(2)}`;
   }
-  function fmtPct(f) { return `${Math.round(f * 100)}%`; }
 
   // ---------------------------------------------------------------- freshness of the fleet's own answer
 
