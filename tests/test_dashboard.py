@@ -22,23 +22,15 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
+from browser_support import chromium
 from conftest import MUL_CIRCOM
 from prooflane.circuits.profiles import profile_by_name
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = Path("/usr/bin/chromium")
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 LONG_JOB_ID = "ps-snap-update-3644168-33825"
 LONG_KIND = "sector-merkle-inclusion-poseidon-circuit"  # a circom circuit's name: 40 characters
 SECTOR_BYTES = profile_by_name("tiny").sector_bytes
@@ -188,14 +180,8 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveDaemon]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: run `make setup` (it installs Debian's chromium)")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 _SCRIPT_ERRORS: dict[int, list[str]] = {}

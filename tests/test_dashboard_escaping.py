@@ -17,15 +17,14 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Dialog, Page, sync_playwright
+from playwright.sync_api import Browser, Dialog, Page
 
+from browser_support import chromium
 from e2e_support import TIMEOUT, circom_files, running, start_daemon
 from prooflane._daemon_process import DaemonProcess
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = Path("/usr/bin/chromium")
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 IMG = "<img src=x onerror=window.__pwned=1>"
 SVG = "<svg onload=window.__pwned=2>"
 SCRIPT = "<script>window.__pwned=3</script>"
@@ -46,14 +45,8 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: run `make setup` (it installs Debian's chromium)")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 def watch(page: Page) -> list[str]:

@@ -14,15 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
+from browser_support import chromium
 from prooflane import events as ev
 from prooflane.status import StatusTracker, TrackerConfig
 
 pytestmark = pytest.mark.slow
 
 DASHBOARD = Path(__file__).resolve().parent.parent / "src" / "prooflane" / "dashboard"
-CHROMIUM = Path("/usr/bin/chromium")
 TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".json": "application/json"}
 
 
@@ -70,21 +70,15 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def page() -> Iterator[Page]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: run `make setup` (it installs Debian's chromium)")
     _Handler.status_text = _tracker().snapshot().to_json_text()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-            try:
-                page = browser.new_page()
-                page.goto(f"http://127.0.0.1:{server.server_address[1]}/")
-                yield page
-            finally:
-                browser.close()
+        with chromium() as browser:
+            page = browser.new_page()
+            page.goto(f"http://127.0.0.1:{server.server_address[1]}/")
+            yield page
     finally:
         server.shutdown()
         server.server_close()

@@ -25,9 +25,10 @@ from typing import IO, Any, ClassVar
 import httpx
 import psutil
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 from prometheus_client.parser import text_string_to_metric_families
 
+from browser_support import chromium
 from e2e_support import start_daemon, wait_until
 from prooflane._cli_fleet import FLEET_READY_PREFIX
 from prooflane._daemon_process import DaemonProcess
@@ -36,7 +37,6 @@ from prooflane.circuits.profiles import profile_by_name
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = Path("/usr/bin/chromium")
 SSHD = Path("/usr/sbin/sshd")
 TOKEN = "fleet-e2e-token"
 SECTOR_BYTES = profile_by_name("tiny").sector_bytes
@@ -330,16 +330,8 @@ def ray_daemon(daemons: Daemons) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: run `make setup` (it installs Debian's chromium)")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"]
-        )
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 def _record(errors: list[str], exc: object) -> None:
