@@ -230,7 +230,29 @@ class Fault:
     recovered_at: float | None = None  # when the daemon was back at work after it (set by the checks)
 
 
-class FaultInjector:
+class _Background:
+    """A daemon thread running ``_loop`` between ``start`` and ``stop`` (``_loop`` ends when ``_stop`` is
+    set)."""
+
+    def __init__(self, name: str) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+
+    def start(self) -> None:
+        """Start the thread."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread; returns once its round in progress, if any, is done (idempotent)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _loop(self) -> None:
+        raise NotImplementedError
+
+
+class FaultInjector(_Background):
     """Kills processes of the current boot's tree at random moments until stopped.
 
     Every ``interval`` (a range of seconds, drawn from the seeded ``rng``) it picks, among ``kinds`` with a
@@ -263,18 +285,7 @@ class FaultInjector:
         self._on_daemon = on_daemon
         self.faults: list[Fault] = []
         self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="chaos-injector", daemon=True)
-
-    def start(self) -> None:
-        """Start injecting."""
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop injecting (returns once the fault in progress, if any, is done; idempotent)."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        super().__init__("chaos-injector")
 
     def done(self) -> bool:
         """True when every kind has had its quota of faults (never while a kind has no quota)."""
@@ -357,7 +368,7 @@ def take_sample(boot: Boot, http: httpx.Client) -> Sample:
 _SAMPLED = ("seq", "invariants_ok", "invariant_violations", "illegal_events", "health", "devices", "workers")
 
 
-class Sampler:
+class Sampler(_Background):
     """Samples the current boot every ``period`` seconds until stopped."""
 
     def __init__(self, current: _Current, period: float) -> None:
@@ -365,18 +376,11 @@ class Sampler:
         self._period = period
         self.samples: list[Sample] = []
         self._clients: dict[int, httpx.Client] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="chaos-sampler", daemon=True)
-
-    def start(self) -> None:
-        """Start sampling."""
-        self._thread.start()
+        super().__init__("chaos-sampler")
 
     def stop(self) -> None:
         """Stop sampling; close its connections (idempotent)."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        super().stop()
         for client in self._clients.values():
             client.close()
 

@@ -123,21 +123,19 @@ class Roots:
         )
 
 
+_MODES = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISLNK, "a symbolic link"),
+)
+
+
 def describe_mode(mode: int) -> str:
     """What a file of ``mode`` (``st_mode``) is, in words."""
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    return "not a regular file"
+    return next((words for test, words in _MODES if test(mode)), "not a regular file")
 
 
 def open_regular(path: str | Path, limit: int, label: str) -> tuple[int, int]:

@@ -568,16 +568,15 @@ async def _result(pool: ProcessPoolExecutor, future: asyncio.Future[T]) -> T:
 def _kill_pool(pool: ProcessPoolExecutor) -> None:
     # ProcessPoolExecutor has no public way to end busy processes; the backend owns these, so end them. The
     # pids are signalled directly: a process whose forkserver died reads as exited while it still runs.
-    processes = list(getattr(pool, "_processes", {}).values())
+    pids = _pool_pids(pool)
     # Its reader may wait for the rest of a half-written result (see _result) on a pipe whose writing end is
     # the daemon's own: closing that end gives the reader EOF, so the pool's thread ends (and the daemon can
     # exit: the interpreter joins that thread on the way out). Taken now: shutdown forgets the queue.
     writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
     pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        if process.pid is not None:
-            with contextlib.suppress(OSError):
-                os.kill(process.pid, signal.SIGKILL)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
     if writer is not None:
         with contextlib.suppress(OSError):
             writer.close()
