@@ -59,7 +59,7 @@ lint: $(PYSTAMP)
 typecheck: $(PYSTAMP)
 	$(VENV)/bin/mypy
 
-fast-test: $(PYSTAMP)
+fast-test: $(PYSTAMP) $(NODESTAMP)
 	$(PY) -m pytest -q -p no:cacheprovider -m "not slow"
 
 check: lint typecheck fast-test

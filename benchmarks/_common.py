@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -46,10 +47,10 @@ def claim_cpu(period: float = 0.5) -> Iterator[dict[str, Any]]:
     (``"claimed"``): the benchmarks record it beside their figures."""
     state = _CLAIM
     state.update(claimed=False, autogroup_nice=AUTOGROUP_NICE)
-    if not Path("/proc/self/autogroup").exists():
+    before = _autogroup_nice()
+    if before is None:  # no autogroup scheduling here: the sessions already share the CPU by nice value
         yield state
         return
-    before = Path("/proc/self/autogroup").read_text().split()[-1]  # "/autogroup-317 nice 0"
     stop = threading.Event()
 
     def claim() -> None:
@@ -78,6 +79,16 @@ def claim_cpu(period: float = 0.5) -> Iterator[dict[str, Any]]:
         )
         with contextlib.suppress(OSError):
             Path("/proc/self/autogroup").write_text(f"{before}\n")
+
+
+def _autogroup_nice(path: Path = Path("/proc/self/autogroup")) -> int | None:
+    """This session's autogroup nice value, or None where there is none to read: a kernel without
+    autogroups has no such file, and one with autogroup scheduling switched off answers an empty one."""
+    try:
+        found = re.search(r"\bnice\s+(-?\d+)", path.read_text())  # "/autogroup-317 nice 0"
+    except OSError:
+        return None
+    return int(found.group(1)) if found else None
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:

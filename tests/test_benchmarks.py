@@ -56,3 +56,21 @@ def test_the_benchmark_runs_and_writes_its_results(
     written = json.loads((tmp_path / f"{result}.json").read_text())
     assert written["machine"]["cpus"] >= 1
     assert f"wrote {tmp_path / result}.json" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "nice"),
+    [("/autogroup-317 nice 0\n", 0), ("/autogroup-2 nice -19\n", -19), ("", None), ("garbage\n", None)],
+)
+def test_the_autogroup_nice_value_is_read_where_there_is_one(
+    text: str, nice: int | None, tmp_path: Path
+) -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        from _common import _autogroup_nice
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    autogroup = tmp_path / "autogroup"
+    autogroup.write_text(text)
+    assert _autogroup_nice(autogroup) == nice
+    assert _autogroup_nice(tmp_path / "absent") is None

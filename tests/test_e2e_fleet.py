@@ -501,8 +501,14 @@ def test_daemons_reached_through_ssh_share_one_connection(
 
 def _ssh_masters(fleet: FleetProcess) -> list[psutil.Process]:
     """The fleet's master ssh connections: its child processes started with ControlMaster=yes."""
-    children = psutil.Process(fleet.process.pid).children()
-    return [c for c in children if "ControlMaster=yes" in c.cmdline()]
+    masters = []
+    for child in psutil.Process(fleet.process.pid).children():
+        try:  # a killed master is a zombie until the fleet reaps it, and then gone
+            if child.status() != psutil.STATUS_ZOMBIE and "ControlMaster=yes" in child.cmdline():
+                masters.append(child)
+        except psutil.Error:
+            continue
+    return masters
 
 
 def _new_master(fleet: FleetProcess, old: int) -> bool:
