@@ -88,6 +88,17 @@ async def test_a_header_block_too_large_is_answered_431_not_reset() -> None:
         writer.close()
 
 
+async def test_a_url_too_long_is_answered_414_not_reset() -> None:
+    async with serving() as (_, port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /status?x=" + b"a" * (1 << 20) + b" HTTP/1.1\r\nhost: x\r\n\r\n")
+        await writer.drain()
+        answer = await reader.read()
+        assert answer.startswith(b"HTTP/1.1 414"), answer[:100]
+        assert b"request line exceeds" in answer
+        writer.close()
+
+
 def test_the_daemon_freezes_what_it_made_before_serving_out_of_full_collections() -> None:
     # In a child process: serve() with the daemon itself replaced by a probe of the collector's state.
     probe = """

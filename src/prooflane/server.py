@@ -8,9 +8,9 @@ server finishes the requests in flight, and the engine stops last.
 
 Connections: accepted sockets get TCP_NODELAY (a response written in several sends would otherwise wait on
 the client's delayed ACK, about 40 ms per request on a kept-alive connection); a request not fully received
-within ``request_timeout_secs`` is answered 408 and closed; a request line or header block over
-``MAX_HEADER_BYTES`` is answered 400 or 431, and the rest of what the client sends is read and dropped for a
-moment before closing, so the client sees the answer rather than a reset.
+within ``request_timeout_secs`` is answered 408 and closed; a request line over ``MAX_HEADER_BYTES`` is
+answered 414, a header block over it 431 and a malformed one 400, and the rest of what the client sends is
+read and dropped for a moment before closing, so the client sees the answer rather than a reset.
 """
 
 from __future__ import annotations
@@ -111,7 +111,10 @@ class _Connection(H11Protocol):
             self._refuse(408, "Request Timeout", detail)
 
     def send_400_response(self, msg: str) -> None:
-        if len(self.conn.trailing_data[0]) >= MAX_HEADER_BYTES:
+        received = self.conn.trailing_data[0]
+        if len(received) >= MAX_HEADER_BYTES and b"\n" not in received:  # the request line alone is too long
+            self._refuse(414, "URI Too Long", f"the request line exceeds {MAX_HEADER_BYTES} bytes")
+        elif len(received) >= MAX_HEADER_BYTES:
             self._refuse(431, "Request Header Fields Too Large",
                          f"request line and headers exceed {MAX_HEADER_BYTES} bytes")  # fmt: skip
         else:
