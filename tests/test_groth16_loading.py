@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ from prooflane.errors import FormatError, ProoflaneError
 from prooflane.groth16 import BLS12381, BN128, Curve, ProvingKey, _native, _pointcheck, prove, setup, verify
 from prooflane.groth16._native import backend, mont_row, plain_coordinates
 from prooflane.groth16._rawpoints import RawWriter
+from prooflane.groth16._sections import SectionCache
 from prooflane.groth16.prover import check_points, preload, release
 from prooflane.groth16.zkey import write_zkey
 from prooflane.kinds import inspect_zkey
@@ -183,3 +185,30 @@ def test_registering_a_key_checks_its_points(memo: Path, tmp_path: Path) -> None
     assert (memo / f"{key.digest}.b2").exists()
     with pytest.raises(FormatError, match="section b2: point 1 is not in the subgroup"):
         inspect_zkey("circom:bad", str(bad))
+
+
+def test_the_section_cache_keeps_the_last_keys_used_and_builds_each_section_once() -> None:
+    built: list[tuple[str, str]] = []
+
+    def build(digest: str, name: str) -> Callable[[], str]:
+        def make() -> str:
+            built.append((digest, name))
+            return f"{digest}/{name}"
+
+        return make
+
+    cache: SectionCache[str] = SectionCache(2, "loaded here")
+    assert cache.get("k1", "a", build("k1", "a")) == "k1/a"
+    assert cache.get("k1", "a", build("k1", "a")) == "k1/a"  # held: not built again
+    cache.get("k1", "h", build("k1", "h"))
+    cache.get("k2", "a", build("k2", "a"))
+    cache.get("k1", "a", None)  # k1 is now the newest key
+    cache.get("k3", "a", build("k3", "a"))  # a third key evicts the oldest, k2, whole
+    assert [cache.holds(d, n) for d, n in [("k1", "a"), ("k1", "h"), ("k2", "a"), ("k3", "a")]] == [
+        True, True, False, True,
+    ]  # fmt: skip
+    assert built == [("k1", "a"), ("k1", "h"), ("k2", "a"), ("k3", "a")]
+    with pytest.raises(LookupError, match="bases a of key k2 are not loaded here"):
+        cache.get("k2", "a", None)
+    cache.release("k1")
+    assert not cache.holds("k1", "a") and not cache.holds("k1", "h") and cache.holds("k3", "a")

@@ -13,9 +13,8 @@ Sections that pass are remembered by the key's digest (``_pointcheck``), so late
 
 from __future__ import annotations
 
+import functools
 import secrets
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +25,7 @@ from numpy.typing import NDArray
 from . import _pointcheck
 from ._native import G1, G2, backend
 from ._ntt import coset_h
+from ._sections import SectionCache
 from .curves import Curve
 from .errors import FormatError, InvalidWitnessError, KeyMismatchError
 from .field import FieldVector, from_ints, to_ints
@@ -165,8 +165,7 @@ class _Bases:
     points: list[Any]  # library points of those rows
 
 
-_CACHE: OrderedDict[tuple[str, str], _Bases] = OrderedDict()
-_CACHE_LOCK = threading.Lock()  # prove() may load bases from two threads
+_CACHE: SectionCache[_Bases] = SectionCache(_CACHED_KEYS, "loaded in this process")
 
 
 def _rows(key: ProvingKey, name: str) -> NDArray[np.uint8]:
@@ -176,22 +175,12 @@ def _rows(key: ProvingKey, name: str) -> NDArray[np.uint8]:
 
 def _bases(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8] | None) -> _Bases:
     """The cached points of one base section; ``rows=None`` means "must be cached" (else LookupError)."""
-    with _CACHE_LOCK:
-        found = _CACHE.get((digest, name))
-        if found is not None:
-            _CACHE.move_to_end((digest, name))
-            return found
-    if rows is None:
-        raise LookupError(f"bases {name} of key {digest[:12]} are not loaded in this process")
-    index = np.flatnonzero(rows.any(axis=1))
-    made = _Bases(index, _checked_points(curve, digest, name, rows, index))
-    with _CACHE_LOCK:
-        _CACHE[(digest, name)] = made
-        while len({d for d, _ in _CACHE}) > _CACHED_KEYS:
-            oldest = next(iter(_CACHE))[0]
-            for k in [k for k in _CACHE if k[0] == oldest]:
-                del _CACHE[k]
-    return made
+
+    def build(rows: NDArray[np.uint8]) -> _Bases:
+        index = np.flatnonzero(rows.any(axis=1))
+        return _Bases(index, _checked_points(curve, digest, name, rows, index))
+
+    return _CACHE.get(digest, name, None if rows is None else functools.partial(build, rows))
 
 
 def _checked_points(
@@ -248,9 +237,7 @@ def preload(key: ProvingKey, parts: tuple[str, ...] = BASES, *, processes: int =
 
 def release(key: ProvingKey) -> None:
     """Drop this process's library points for ``key``."""
-    with _CACHE_LOCK:
-        for k in [k for k in _CACHE if k[0] == key.digest]:
-            del _CACHE[k]
+    _CACHE.release(key.digest)
 
 
 def _msm(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8] | None, scalars: FieldVector) -> Any:
@@ -367,12 +354,7 @@ def _no_stage(name: str) -> None:
 
 def loaded(key: ProvingKey, parts: tuple[str, ...] = BASES) -> bool:
     """Whether this process holds the library points of ``parts`` of ``key``."""
-    return all(_cached(key.digest, name) for name in parts)
-
-
-def _cached(digest: str, name: str) -> bool:
-    with _CACHE_LOCK:
-        return (digest, name) in _CACHE
+    return all(_CACHE.holds(key.digest, name) for name in parts)
 
 
 def _state(

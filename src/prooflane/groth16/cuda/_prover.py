@@ -8,13 +8,13 @@ points by the key's digest and the section's name.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
+import functools
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .._native import G1
+from .._sections import SectionCache
 from ..curves import Curve
 from ..field import FieldVector
 from ..prover import ProvingState, Synthesized, _blinding, _check, _rows, _scalars
@@ -36,8 +36,7 @@ __all__ = [
 G1_SECTIONS = ("a", "b1", "c", "h")
 _CACHED_KEYS = 2  # keys whose G1 bases one process keeps in device memory
 
-_CACHE: OrderedDict[tuple[str, str], DeviceG1Bases] = OrderedDict()
-_CACHE_LOCK = threading.Lock()  # two workers of one process may load bases at once
+_CACHE: SectionCache[DeviceG1Bases] = SectionCache(_CACHED_KEYS, "in device memory")
 
 
 def coset_h(curve: Curve, a: FieldVector, b: FieldVector, c: FieldVector, n: int) -> FieldVector:
@@ -46,21 +45,8 @@ def coset_h(curve: Curve, a: FieldVector, b: FieldVector, c: FieldVector, n: int
 
 
 def _device_bases(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8] | None) -> DeviceG1Bases:
-    with _CACHE_LOCK:
-        found = _CACHE.get((digest, name))
-        if found is not None:
-            _CACHE.move_to_end((digest, name))
-            return found
-    if rows is None:
-        raise LookupError(f"bases {name} of key {digest[:12]} are not in device memory")
-    made = msm_kernels(curve.q).upload(rows)
-    with _CACHE_LOCK:
-        _CACHE[(digest, name)] = made
-        while len({d for d, _ in _CACHE}) > _CACHED_KEYS:
-            oldest = next(iter(_CACHE))[0]
-            for k in [k for k in _CACHE if k[0] == oldest]:
-                del _CACHE[k]
-    return made
+    upload = None if rows is None else functools.partial(msm_kernels(curve.q).upload, rows)
+    return _CACHE.get(digest, name, upload)
 
 
 def msm_g1(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8] | None, scalars: FieldVector) -> G1:
@@ -78,9 +64,7 @@ def preload(key: ProvingKey) -> None:
 
 def release(key: ProvingKey) -> None:
     """Free ``key``'s G1 bases in this process's device memory."""
-    with _CACHE_LOCK:
-        for k in [k for k in _CACHE if k[0] == key.digest]:
-            del _CACHE[k]
+    _CACHE.release(key.digest)
 
 
 def key_device_bytes(key: ProvingKey) -> int:
