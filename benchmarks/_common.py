@@ -69,14 +69,16 @@ def claim_cpu(period: float = 0.5) -> Iterator[dict[str, Any]]:
 
     thread = threading.Thread(target=claim, name="claim-cpu", daemon=True)
     thread.start()
+    ran = False  # not after --help or a usage error (argparse exits)
     try:
         yield state
+        ran = True
     finally:
         stop.set()
         thread.join()
-        print(
-            f"autogroup priority of the benchmark's sessions ({AUTOGROUP_NICE}) claimed: {state['claimed']}"
-        )
+        if ran:
+            claimed = state["claimed"]
+            print(f"autogroup priority of the benchmark's sessions ({AUTOGROUP_NICE}) claimed: {claimed}")
         with contextlib.suppress(OSError):
             Path("/proc/self/autogroup").write_text(f"{before}\n")
 
