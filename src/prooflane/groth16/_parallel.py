@@ -29,7 +29,7 @@ from ._ntt import coset_h
 from .curves import BN128, Curve
 from .field import FieldVector
 from .proof import Proof
-from .prover import _CACHE, Synthesized, _assemble, _bases, _check, _msm, _state, preload, synthesize
+from .prover import Synthesized, _assemble, _bases, _check, _msm, _state, loaded, preload, synthesize
 from .witness import Witness
 from .zkey import ProvingKey
 
@@ -247,7 +247,7 @@ def prove_parallel(
     be, curve, digest, cut = backend(key.curve), key.curve, key.digest, _split(key)
     local = {"a": key.a_points, "h": key.h_points, f"b1[{cut}:{key.n_vars}]": key.b1_points[cut:]}
     try:
-        if not all(_CACHE.holds(digest, name) for name in local):
+        if not loaded(key, tuple(local)):
             stage("loading bases")
             for name, rows in local.items():
                 _bases(curve, digest, name, rows)
