@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import RESULTS, claim_cpu, print_table, write_json
 from bench_prove import square_chain
-from prooflane._daemon_process import DaemonProcess
+from prooflane.cli.daemon_process import DaemonProcess
 from prooflane.client import Client, ServerEvent
 from prooflane.groth16 import BN128, setup, write_wtns, write_zkey
 

@@ -28,10 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import print_table, write_json
 from prooflane import events as ev
-from prooflane._fleet_config import DaemonSpec, FleetConfig
-from prooflane.fleet import Fleet
-from prooflane.metrics import render
-from prooflane.status import StatusTracker, TrackerConfig
+from prooflane.fleet.config import DaemonSpec, FleetConfig
+from prooflane.fleet.service import Fleet
+from prooflane.server.metrics import render
+from prooflane.status.tracker import StatusTracker, TrackerConfig
 
 WARMUP_SECS = 3.0
 

@@ -41,9 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import psutil
 
 from _common import claim_cpu, print_table, write_json
-from prooflane._daemon_process import DaemonProcess
-from prooflane._workload import DEFAULT_MIX, parse_mix, plan
 from prooflane.circuits import Sector, profile_by_name
+from prooflane.cli.daemon_process import DaemonProcess
+from prooflane.cli.workload import DEFAULT_MIX, parse_mix, plan
 
 SUBMITTERS = 4
 BOUNDED = 50

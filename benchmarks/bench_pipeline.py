@@ -49,9 +49,9 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import RESULTS, claim_cpu, print_table, write_json
-from prooflane._daemon_process import DaemonProcess
-from prooflane._workload import DEFAULT_MIX, parse_mix, plan, run_workload
 from prooflane.circuits import Sector, profile_by_name
+from prooflane.cli.daemon_process import DaemonProcess
+from prooflane.cli.workload import DEFAULT_MIX, parse_mix, plan, run_workload
 from prooflane.client import Client
 from prooflane.config import Config
 from prooflane.devices.keys import load_key
@@ -62,7 +62,7 @@ from prooflane.kinds import StorageInput, SynthesisTask, prepare_builtin, synthe
 CURVE = "bn128"
 RANDOMNESS = bytes(range(32))
 DEFAULT_JOBS = {"tiny": 32, "small": 8, "medium": 2}
-# The engine's processes by name (prooflane.devices._process names them); anything else is "other".
+# The engine's processes by name (prooflane.devices.process names them); anything else is "other".
 ROLES = {"prooflane-prove": "provers", "prooflane-final": "finalizers", "prooflane-synth": "synthesis"}
 CPU_HEAVY = tuple(ROLES)
 HARDWARE_EVENTS = "instructions,cycles,cache-references,cache-misses"

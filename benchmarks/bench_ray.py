@@ -33,7 +33,7 @@ from _common import RESULTS, claim_cpu, print_table, write_json
 from prooflane.circuits import profile_by_name
 from prooflane.config import Config
 from prooflane.devices import DeviceBackend, RayBackend
-from prooflane.engine import Engine
+from prooflane.engine.engine import Engine
 from prooflane.models import JobRequest
 
 KINDS = ("porep-c2", "snap-update", "window-post", "winning-post")

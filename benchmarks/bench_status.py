@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 
 from _common import claim_cpu, print_table, write_json
 from prooflane import events as ev
-from prooflane.status import StatusTracker, TrackerConfig
+from prooflane.status.tracker import StatusTracker, TrackerConfig
 
 JOBS, PARTITIONS, DEVICES, WORKERS_PER_DEVICE = 100, 16, 4, 2
 FINALIZING_PER_WORKER = 2
@@ -240,9 +240,9 @@ def _serve_tracker(jobs: int, ready: Connection) -> None:
     """In a child process: serve a tracker of ``jobs`` live jobs whose state keeps moving, until killed."""
     import uvicorn
 
-    from prooflane.api import EngineApi, create_app
     from prooflane.config import Config
-    from prooflane.server import MAX_HEADER_BYTES, _connection_class, _Server, bind
+    from prooflane.server.api import EngineApi, create_app
+    from prooflane.server.daemon import MAX_HEADER_BYTES, _connection_class, _Server, bind
 
     async def serve() -> None:
         loop = asyncio.get_running_loop()

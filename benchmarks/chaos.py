@@ -6,7 +6,7 @@ Starts `prooflane serve` (tiny profile by default) on a fresh data folder, submi
 prover or a finalizer, spreading the faults evenly over the kinds present. With ``--kill-daemon`` the daemon
 itself is also killed ``--daemon-kills`` times and started again on the same data folder (the journal resumes
 its jobs). Meanwhile it samples ``/healthz`` and ``/status`` and reads the event stream; afterwards it checks
-every property listed in ``prooflane._chaos_run`` (invariants in every sample, health honest about dead
+every property listed in ``prooflane.testing.chaos`` (invariants in every sample, health honest about dead
 workers, every job done with proofs that verify, nothing reported twice, the budget back to zero, no process
 left behind).
 
@@ -29,9 +29,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import print_table, write_json
-from prooflane._chaos import ProcessKind
-from prooflane._chaos_run import DEFAULT_KINDS, ChaosReport, ChaosRun, ChaosSettings
-from prooflane._workload import DEFAULT_MIX
+from prooflane.cli.workload import DEFAULT_MIX
+from prooflane.testing.chaos import DEFAULT_KINDS, ChaosReport, ChaosRun, ChaosSettings
+from prooflane.testing.faults import ProcessKind
 
 
 def _parse() -> argparse.Namespace:

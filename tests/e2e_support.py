@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from prooflane._daemon_process import DaemonProcess
+from prooflane.cli.daemon_process import DaemonProcess
 from prooflane.client import Client
 from prooflane.models import JobView
 

@@ -22,14 +22,14 @@ from typing import Any, TypeVar
 import pytest
 import uvicorn
 
-from prooflane.api import close_streams, create_app
 from prooflane.config import Config
 from prooflane.devices import DeviceBackend, InProcessBackend, Step
-from prooflane.engine import Engine
+from prooflane.engine.engine import Engine
 from prooflane.errors import JobRejected
 from prooflane.kinds import SynthesisTask
 from prooflane.models import JobProof, JobRequest
-from prooflane.server import bind
+from prooflane.server.api import close_streams, create_app
+from prooflane.server.daemon import bind
 from prooflane.states import JobState, WorkerState
 from prooflane.store import Store
 

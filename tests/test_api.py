@@ -18,11 +18,11 @@ import pytest
 from fastapi import FastAPI
 
 from engine_support import INLINE_SECTOR, WAIT, Harness, api_config, on_long_poll
-from prooflane.api import DASHBOARD, ApiSettings, _event_stream, close_streams, create_app
 from prooflane.config import Config
 from prooflane.devices import InProcessBackend, Step
-from prooflane.engine import Engine
+from prooflane.engine.engine import Engine
 from prooflane.groth16 import Proof, VerificationKey, verify
+from prooflane.server.api import DASHBOARD, ApiSettings, _event_stream, close_streams, create_app
 from prooflane.states import JobState
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]

@@ -16,11 +16,11 @@ import httpx
 import pytest
 
 from prooflane import events as ev
-from prooflane._feed import Subscription
-from prooflane._snapshot import Health, StatusSnapshot
-from prooflane.api import SSE_BATCH_EVENTS, EngineApi, _event_stream, create_app
 from prooflane.config import Config
-from prooflane.status import StatusTracker, TrackerConfig, TrackerTotals
+from prooflane.server.api import SSE_BATCH_EVENTS, EngineApi, _event_stream, create_app
+from prooflane.status.feed import Subscription
+from prooflane.status.snapshot import Health, StatusSnapshot
+from prooflane.status.tracker import StatusTracker, TrackerConfig, TrackerTotals
 
 pytestmark = pytest.mark.anyio
 

@@ -2,7 +2,7 @@
 sane size, refused with a 4xx that names the file and the problem, never waited on and never read whole;
 heavy checks run off the event loop; a pool process that dies during a request costs only that request.
 
-The file rules are checked on their own (`prooflane._files`, `Sector.open`), then through the real HTTP
+The file rules are checked on their own (`prooflane.files`, `Sector.open`), then through the real HTTP
 app on a real server (the in-process engine, whose pool steps can be held), then with the real process
 backend, whose pool process is killed during a request.
 """
@@ -27,7 +27,12 @@ import pytest
 
 from e2e_support import circom_files
 from engine_support import WAIT, Served, served, served_on
-from prooflane._files import (
+from prooflane.circuits import Sector
+from prooflane.circuits.sector import MAX_META_BYTES, WrongSectorSize
+from prooflane.config import Config
+from prooflane.devices import ProcessBackend
+from prooflane.errors import ConfigError, SectorError
+from prooflane.files import (
     FileRefused,
     PathForbidden,
     Roots,
@@ -35,11 +40,6 @@ from prooflane._files import (
     open_regular,
     read_limited,
 )
-from prooflane.circuits import Sector
-from prooflane.circuits.sector import MAX_META_BYTES, WrongSectorSize
-from prooflane.config import Config
-from prooflane.devices import ProcessBackend
-from prooflane.errors import ConfigError, SectorError
 from prooflane.states import JobState
 
 T = TypeVar("T")

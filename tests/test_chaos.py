@@ -1,6 +1,6 @@
 """Chaos: processes of a real daemon's tree SIGKILLed at random moments (seeded) while it proves.
 
-The slow tests run :class:`prooflane._chaos_run.ChaosRun` (the code ``benchmarks/chaos.py`` runs, smaller):
+The slow tests run :class:`prooflane.testing.chaos.ChaosRun` (the code ``benchmarks/chaos.py`` runs, smaller):
 every kind of process killed a few times, then the daemon itself; every property the run checks must hold
 (its ``violations`` list them in words). The fast tests show that those checks do catch what they look for,
 on made-up samples and events; and a corrupt key on disk fails its partition with a named reason.
@@ -23,8 +23,11 @@ from typing import Any
 import pytest
 
 from e2e_support import TIMEOUT, circom_files, seed_keys, start_daemon, wait_done, wait_until
-from prooflane._chaos import Fault, ProcessKind, Sample, daemon_tree
-from prooflane._chaos_run import (
+from prooflane.client import Client, ServerEvent
+from prooflane.devices import PoolProcessDied, PoolReplaced, ProcessBackend
+from prooflane.devices.process import _zombie_status
+from prooflane.models import JobView
+from prooflane.testing.chaos import (
     DEFAULT_KINDS,
     ChaosRun,
     ChaosSettings,
@@ -33,10 +36,7 @@ from prooflane._chaos_run import (
     check_reports,
     check_samples,
 )
-from prooflane.client import Client, ServerEvent
-from prooflane.devices import PoolProcessDied, PoolReplaced, ProcessBackend
-from prooflane.devices._process import _zombie_status
-from prooflane.models import JobView
+from prooflane.testing.faults import Fault, ProcessKind, Sample, daemon_tree
 
 SMALL_MIX = "porep-c2=1,snap-update=1,window-post=1,winning-post=1"  # every built-in kind
 

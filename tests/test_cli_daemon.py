@@ -14,11 +14,11 @@ import pytest
 from typer.testing import CliRunner
 
 from engine_support import ManualClock, Served, served
-from prooflane._workload import MixError, parse_mix, plan
-from prooflane.cli import app
+from prooflane.cli.entry import app
+from prooflane.cli.workload import MixError, parse_mix, plan
 from prooflane.config import Config
 from prooflane.devices import Step
-from prooflane.server import bind
+from prooflane.server.daemon import bind
 from prooflane.states import JobState
 
 pytestmark = pytest.mark.timeout(120)

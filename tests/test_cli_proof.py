@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from groth16_samples import square_chain
-from prooflane import _cli_proof
-from prooflane.cli import app
+from prooflane.cli import proof as _cli_proof
+from prooflane.cli.entry import app
 from prooflane.groth16 import BLS12381, BN128, Curve, write_r1cs, write_wtns
 
 CURVES = [pytest.param(BN128, id="bn128"), pytest.param(BLS12381, id="bls12381")]

@@ -21,7 +21,7 @@ from playwright.sync_api import Browser, Dialog, Page
 
 from browser_support import chromium
 from e2e_support import TIMEOUT, circom_files, running, start_daemon
-from prooflane._daemon_process import DaemonProcess
+from prooflane.cli.daemon_process import DaemonProcess
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ from playwright.sync_api import Page, expect
 
 from browser_support import chromium
 from prooflane import events as ev
-from prooflane.status import StatusTracker, TrackerConfig
+from prooflane.status.tracker import StatusTracker, TrackerConfig
 
 pytestmark = pytest.mark.slow
 

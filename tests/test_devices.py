@@ -15,7 +15,7 @@ import pytest
 
 from prooflane.circuits import Sector
 from prooflane.devices import Device, ProcessBackend, RemoteError
-from prooflane.devices._process import (
+from prooflane.devices.process import (
     ProcessWorker,
     _result,
     below_this_process,

@@ -18,7 +18,7 @@ import pytest
 
 from e2e_support import KEYS_CACHE, TIMEOUT, wait_done, wait_until
 from engine_support import WAIT, Harness, running, tiny_config
-from prooflane._daemon_process import DaemonProcess
+from prooflane.cli.daemon_process import DaemonProcess
 from prooflane.client import Client
 from prooflane.errors import DaemonError, JobRejected
 from prooflane.groth16 import Proof, VerificationKey, verify

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import MUL_CIRCOM
 from e2e_support import TIMEOUT, running, seed_keys, snarkjs_verify, start_daemon, wait_done
-from prooflane._daemon_process import DaemonProcess
+from prooflane.cli.daemon_process import DaemonProcess
 from prooflane.client import Client, ServerEvent
 from prooflane.errors import DaemonError
 from prooflane.groth16 import read_r1cs, setup, write_zkey

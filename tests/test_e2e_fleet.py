@@ -30,9 +30,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from browser_support import chromium
 from e2e_support import start_daemon, wait_until
-from prooflane._cli_fleet import FLEET_READY_PREFIX
-from prooflane._daemon_process import DaemonProcess
 from prooflane.circuits.profiles import profile_by_name
+from prooflane.cli.daemon_process import DaemonProcess
+from prooflane.cli.fleet import FLEET_READY_PREFIX
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from e2e_support import circom_files, running, start_daemon, wait_done, wait_until
-from prooflane._daemon_process import DaemonProcess
+from prooflane.cli.daemon_process import DaemonProcess
 from prooflane.client import Client
 from prooflane.models import InlineSector
 

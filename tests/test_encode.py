@@ -11,7 +11,15 @@ from types import MappingProxyType
 
 import pytest
 
-from prooflane._encode import JSON_FRAME, NOT_JSON, VARIES, json_frame, json_text_in, to_json, to_json_text
+from prooflane.status.encode import (
+    JSON_FRAME,
+    NOT_JSON,
+    VARIES,
+    json_frame,
+    json_text_in,
+    to_json,
+    to_json_text,
+)
 
 
 class Colour(StrEnum):

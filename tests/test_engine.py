@@ -20,7 +20,7 @@ import pytest
 from conftest import MUL_CIRCOM
 from prooflane.circuits import Sector, partition_witness, storage_circuit
 from prooflane.config import Config
-from prooflane.engine import Engine
+from prooflane.engine.engine import Engine
 from prooflane.errors import JobRejected
 from prooflane.groth16 import (
     BN128,

@@ -16,8 +16,8 @@ import pytest
 from engine_support import WAIT, Gate, Harness, is_synthesis, running, synthesis_of
 from prooflane.config import Config
 from prooflane.devices import Device, InProcessBackend, PoolProcessDied, PoolReplaced, Step
-from prooflane.devices._inprocess import InProcessWorker
-from prooflane.engine import Engine
+from prooflane.devices.inprocess import InProcessWorker
+from prooflane.engine.engine import Engine
 from prooflane.errors import JobRejected
 from prooflane.groth16 import Proof, VerificationKey, verify
 from prooflane.kinds import CircuitMeta

@@ -19,7 +19,7 @@ def test_top_level_exports() -> None:
 
 def test_lazy_exports_are_the_real_classes() -> None:
     from prooflane.config import Config
-    from prooflane.engine import Engine
+    from prooflane.engine.engine import Engine
 
     assert prooflane.Engine is Engine
     assert prooflane.Config is Config

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from prooflane._fleet_config import DaemonSpec, FleetConfig
 from prooflane.errors import ConfigError
+from prooflane.fleet.config import DaemonSpec, FleetConfig
 
 EXAMPLE = """
 token = "s3cret"

@@ -9,7 +9,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from prooflane import events as ev
-from prooflane._fleet_view import (
+from prooflane.fleet.view import (
     DaemonFacts,
     daemon_entry,
     fleet_metrics,
@@ -21,8 +21,8 @@ from prooflane._fleet_view import (
     relabel_metrics,
     summarize,
 )
-from prooflane.metrics import render
-from prooflane.status import StatusTracker, TrackerConfig
+from prooflane.server.metrics import render
+from prooflane.status.tracker import StatusTracker, TrackerConfig
 
 STALE_AFTER = 5.0
 

@@ -7,8 +7,8 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from prooflane import events as ev
-from prooflane.metrics import CONTENT_TYPE, render
-from prooflane.status import StatusTracker, TrackerConfig
+from prooflane.server.metrics import CONTENT_TYPE, render
+from prooflane.status.tracker import StatusTracker, TrackerConfig
 
 
 class Clock:

@@ -18,7 +18,7 @@ import pytest
 
 from prooflane.config import Config
 from prooflane.devices import RayBackend, RaySettings
-from prooflane.engine import Engine
+from prooflane.engine.engine import Engine
 from prooflane.groth16 import Proof, VerificationKey, verify
 from prooflane.models import JobRequest
 from prooflane.states import WorkerState
@@ -181,7 +181,7 @@ def test_settings_come_from_the_config(tmp_path: Path) -> None:
 
 
 def test_synthesis_is_the_call_whose_data_stays_in_the_object_store() -> None:
-    from prooflane.devices._ray import KEEP_REMOTE
+    from prooflane.devices.ray import KEEP_REMOTE
     from prooflane.kinds import synthesize_partition
 
     assert f"{synthesize_partition.__module__}.{synthesize_partition.__qualname__}" in KEEP_REMOTE

@@ -15,7 +15,7 @@ import pytest
 
 from prooflane.config import Config
 from prooflane.devices import RayBackend
-from prooflane.engine import Engine
+from prooflane.engine.engine import Engine
 from prooflane.groth16 import Proof, VerificationKey, verify
 from prooflane.models import JobRequest
 from prooflane.states import JobState, WorkerState

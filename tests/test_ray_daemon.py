@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from prooflane._daemon_process import DaemonProcess
+from prooflane.cli.daemon_process import DaemonProcess
 from prooflane.client import Client
 from prooflane.groth16 import Proof, VerificationKey, verify
 from prooflane.models import InlineSector

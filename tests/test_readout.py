@@ -13,9 +13,9 @@ import json
 import pytest
 
 from prooflane import events as ev
-from prooflane.invariants import broken_invariants
 from prooflane.states import JobState, PartitionState
-from prooflane.status import StatusSnapshot
+from prooflane.status.invariants import broken_invariants
+from prooflane.status.tracker import StatusSnapshot
 from test_status import Script
 
 

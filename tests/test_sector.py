@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from prooflane.circuits import MerkleTree, Sector, poseidon
-from prooflane.cli import app
+from prooflane.cli.entry import app
 from prooflane.errors import SectorError
 from prooflane.groth16 import BLS12381, BN128
 

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import pytest
 import uvicorn
 
-from prooflane.server import MAX_HEADER_BYTES, _connection_class, _Server, bind
+from prooflane.server.daemon import MAX_HEADER_BYTES, _connection_class, _Server, bind
 
 pytestmark = pytest.mark.anyio
 
@@ -102,7 +102,7 @@ async def test_a_request_head_too_large_is_answered_not_reset(
 def test_the_daemon_freezes_what_it_made_before_serving_out_of_full_collections() -> None:
     # In a child process: serve() with the daemon itself replaced by a probe of the collector's state.
     probe = """
-import gc, prooflane.server as server
+import gc, prooflane.server.daemon as server
 from prooflane.config import Config
 seen = []
 async def run_daemon(config, sock, **kw):

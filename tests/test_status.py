@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from prooflane import events as ev
-from prooflane._feed import RESYNC, EventFeed, FeedItem
-from prooflane._reasons import readable_reason
 from prooflane.errors import IllegalTransition
-from prooflane.status import Health, Outcome, StatusTracker, TrackerConfig, WorkerState
+from prooflane.status.feed import RESYNC, EventFeed, FeedItem
+from prooflane.status.reasons import readable_reason
+from prooflane.status.tracker import Health, Outcome, StatusTracker, TrackerConfig, WorkerState
 
 
 class Clock:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from prooflane import events as ev
-from prooflane.status import StatusTracker, TrackerConfig
+from prooflane.status.tracker import StatusTracker, TrackerConfig
 
 DATA = Path(__file__).parent / "data"
 

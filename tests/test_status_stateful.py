@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from prooflane import events as ev
-from prooflane.invariants import broken_invariants
-from prooflane.status import Outcome, StatusSnapshot, StatusTracker, TrackerConfig
+from prooflane.status.invariants import broken_invariants
+from prooflane.status.tracker import Outcome, StatusSnapshot, StatusTracker, TrackerConfig
 
 RETENTION = 30.0
 

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-
+from ._version import __version__
 from .errors import ProoflaneError
 
 if TYPE_CHECKING:
     from .client import Client
     from .config import Config
-    from .engine import Engine
+    from .engine.engine import Engine
 
 __all__ = ["Client", "Config", "Engine", "ProoflaneError", "__version__"]
 

@@ -219,7 +219,7 @@ def synthesize_partition(task: SynthesisTask) -> tuple[Any, float]:
         from .groth16 import read_wtns, synthesize
 
         if isinstance(inputs.witness, str):
-            from ._files import read_limited
+            from .files import read_limited
 
             # checked when the job was accepted; read as carefully now, since the file may have changed
             limit = wtns_limit(_key_matrices(task.key_path).n_vars)

@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._files import FileRefused, describe_mode, open_regular, read_limited
 from ..errors import SectorError
+from ..files import FileRefused, describe_mode, open_regular, read_limited
 from ..groth16 import BN128, Curve, curve_by_name
 from .merkle import MerkleTree
 from .poseidon import poseidon_many

@@ -1,218 +1,42 @@
 """Devices behind one backend interface: the engine talks to :class:`DeviceBackend` and nothing else.
 
-A backend owns everything that computes: the CPU-side pool (synthesis, key preparation, key inspection,
-through :meth:`DeviceBackend.run`) and the device workers (:meth:`DeviceBackend.new_worker`). A worker proves
-one partition at a time in two steps, mirroring a GPU prover:
+Holds the interface (:mod:`.backend`), the device-section and finalizer steps every backend runs, the key
+cache of a worker's process, and one module per backend: local processes (``process``, the default),
+in-process (``inprocess``, for tests) and Ray actors (``ray``); :func:`backend_for` picks one from the
+config.
 
-- :meth:`DeviceWorker.prove`: stage the partition (load its key) outside the device lock, then, under the
-  lock its device's workers share, ask the engine for a lease (``grant``) and run ``prove_start`` (the
-  device section);
-- :meth:`DeviceWorker.finish`: ``prove_finish`` and verification on the worker's finalizer, while the
-  worker already proves its next partition.
-
-A worker that dies (any of its processes, actors or threads) resolves :meth:`DeviceWorker.wait_dead` with a
-reason, and every call on it raises :class:`~prooflane.errors.WorkerDied`; the engine then retries what it
-held and asks the backend for a new worker. Backends:
-
-- ``process`` (:class:`ProcessBackend`): a prover and a finalizer process per worker, a process pool for
-  synthesis. The default.
-- ``ray`` (:class:`RayBackend`): synthesis as Ray tasks, each worker a prover and a finalizer actor on a
-  Ray cluster's node; large data through Ray's object store (the ``ray`` extra; docs/ray.md).
-- ``inprocess`` (:class:`InProcessBackend`): everything in the daemon's own process, one step at a time on the
-  event loop, deterministic: for fast tests, with hooks to pause steps and kill workers.
-
-A new backend (CUDA devices, ...) subclasses :class:`DeviceBackend` and :class:`DeviceWorker`; the
-engine does not change. See docs/engine.md.
+May import: the leaves and ``groth16``. It knows nothing of jobs' meaning. See docs/architecture.md and
+docs/engine.md ("Device backends").
 """
 
-from __future__ import annotations
-
-import asyncio
-from abc import ABC, abstractmethod
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
-
-from ..errors import ProoflaneError, WorkerDied
+from .backend import (
+    Device,
+    DeviceBackend,
+    DeviceWorker,
+    Finished,
+    PoolProcessDied,
+    PoolReplaced,
+    RemoteError,
+    WorkerDied,
+    WorkerInfo,
+)
+from .inprocess import InProcessBackend, Step
+from .process import ProcessBackend
+from .ray import RayBackend, RaySettings
 
 __all__ = [
     "Device",
     "DeviceBackend",
     "DeviceWorker",
     "Finished",
+    "InProcessBackend",
     "PoolProcessDied",
     "PoolReplaced",
+    "ProcessBackend",
+    "RayBackend",
+    "RaySettings",
     "RemoteError",
+    "Step",
     "WorkerDied",
     "WorkerInfo",
 ]
-
-T = TypeVar("T")
-
-
-class RemoteError(ProoflaneError):
-    """Raised when work failed inside a worker (the worker itself is fine); carries the failure's text."""
-
-
-class PoolProcessDied(ProoflaneError):
-    """Raised when a process of the CPU-side pool died while it held work; the work may be retried."""
-
-
-class PoolReplaced(PoolProcessDied):
-    """Raised when the CPU-side pool was replaced though none of its processes died with the work (a process
-    could not be started, or the forkserver behind the pool ended): the work is retried, blaming nothing."""
-
-
-@dataclass(eq=False)
-class Device:
-    """A device (``cpu:0``, ``cuda:1``), the node it is on, and the lock its workers share."""
-
-    name: str
-    kind: str = "cpu"
-    node: str | None = None
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
-
-
-@dataclass(frozen=True)
-class WorkerInfo:
-    """A worker's identity and its processes, as tests and diagnostics see them."""
-
-    worker_id: str
-    device: str
-    prover_pid: int | None
-    finalizer_pid: int | None
-
-
-@dataclass(frozen=True)
-class Finished:
-    """What a finalizer hands back: the proof (snarkjs JSON), its public signals, whether it verified."""
-
-    proof: dict[str, Any]
-    public: list[str]
-    verified: bool
-    ms: float
-
-
-class DeviceWorker(ABC):
-    """One worker of a device. Calls come from the engine's event loop, one ``prove`` at a time.
-
-    Subclasses implement :meth:`start`, :meth:`_stage`, :meth:`_prove_start`, :meth:`finish`,
-    :meth:`drop_key` and :meth:`_end`; the device lock and the death bookkeeping live here.
-    """
-
-    def __init__(self, worker_id: str, device: Device) -> None:
-        self.worker_id = worker_id
-        self.device = device
-        self.death: str | None = None  # why it died, once it did
-        # The partitions (labels) whose own work ran in the part of the worker that died, set with the death;
-        # None: not known, so each partition the worker held may be to blame.
-        self.culprits: frozenset[str] | None = None
-        self._dead = asyncio.Event()
-
-    @property
-    def dead(self) -> bool:
-        """True once the worker died or was ended."""
-        return self._dead.is_set()
-
-    @abstractmethod
-    async def start(self) -> None:
-        """Bring the worker up; returns once it can prove. Raises WorkerDied when it cannot start."""
-
-    async def prove(
-        self, key_path: str, synthesized: Any, grant: Callable[[], bool], label: str = ""
-    ) -> tuple[Any, float] | None:
-        """Stage the partition outside the device lock, then under it call ``grant()`` and, when it says
-        yes, run the device section. Returns (proving state, milliseconds), or None when not granted."""
-        await self._stage(key_path, synthesized, label)
-        async with self.device.lock:
-            if not grant():
-                return None
-            return await self._prove_start(label)
-
-    @abstractmethod
-    async def _stage(self, key_path: str, synthesized: Any, label: str) -> None: ...
-
-    @abstractmethod
-    async def _prove_start(self, label: str) -> tuple[Any, float]: ...
-
-    @abstractmethod
-    async def finish(self, key_path: str, state: Any, label: str = "") -> Finished:
-        """Run ``prove_finish`` and verify on the worker's finalizer."""
-
-    @abstractmethod
-    async def drop_key(self, key_path: str) -> None:
-        """Forget a proving key (its memory was evicted from the budget)."""
-
-    async def wait_dead(self) -> str:
-        """Return, with the reason, once the worker has died."""
-        await self._dead.wait()
-        return self.death or "ended"
-
-    def die(self, reason: str, culprits: frozenset[str] | None = None) -> None:
-        """The worker is gone (a process of it ended, or the engine gave up on it): end the rest of it.
-        ``culprits``: the partitions whose own work was running where it died (None: not known)."""
-        if self.death is None:
-            self.death, self.culprits = reason, culprits
-        self._dead.set()
-        self._end()
-
-    def kill(self) -> None:
-        """End the worker now (idempotent)."""
-        self.die(self.death or "ended by the engine")
-
-    def check_alive(self) -> None:
-        """Raise WorkerDied if the worker is dead."""
-        if self.dead:
-            raise WorkerDied(f"worker {self.worker_id} is dead: {self.death}")
-
-    @abstractmethod
-    def _end(self) -> None: ...
-
-    @abstractmethod
-    def info(self) -> WorkerInfo:
-        """The worker's ids (and process ids where it has processes)."""
-
-
-class DeviceBackend(ABC):
-    """Where the engine's work runs. Started once, before any worker; stopped once, after all."""
-
-    name: str = "backend"
-
-    def __init__(self) -> None:
-        self._devices: dict[str, Device] = {}
-
-    def device(self, name: str) -> Device:
-        """The one :class:`Device` (and lock) of ``name``."""
-        device = self._devices.get(name)
-        if device is None:
-            device = self._devices[name] = Device(name, name.split(":")[0], self.node_of(name))
-        return device
-
-    def node_of(self, device: str) -> str | None:
-        """The node a device is on (None: this machine)."""
-        return None
-
-    async def start(self) -> None:  # noqa: B027  (a backend without a pool has nothing to start)
-        """Start the CPU-side pool and whatever workers need before they can start."""
-
-    async def stop(self) -> None:  # noqa: B027
-        """End every process or thread the backend started."""
-
-    @abstractmethod
-    async def run(self, call: Callable[..., T], *args: Any) -> T:
-        """Run ``call(*args)`` on the CPU-side pool (module-level functions and picklable arguments).
-
-        Raises what ``call`` raised, or :class:`PoolProcessDied` when the process running it died.
-        """
-
-    @abstractmethod
-    def new_worker(self, worker_id: str, device: Device) -> DeviceWorker:
-        """A new, not yet started worker of ``device``."""
-
-
-# The backends, at the end: they subclass the interface above.
-from ._inprocess import InProcessBackend, Step  # noqa: E402
-from ._process import ProcessBackend  # noqa: E402
-from ._ray import RayBackend, RaySettings  # noqa: E402  (imports Ray only when started)
-
-__all__ += ["InProcessBackend", "ProcessBackend", "RayBackend", "RaySettings", "Step"]

@@ -1,0 +1,241 @@
+"""``prooflane setup / export-vkey / prove / verify``: the Groth16 core from the command line.
+
+Exit codes: 0 success (``verify``: the proof is valid), 1 the proof is invalid, 2 bad input (a file that
+cannot be read or parsed, a curve or size mismatch); bad input prints one line naming the file, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..errors import FormatError, ProoflaneError
+from .app import app
+
+BAD_INPUT = 2
+INVALID = 1
+AUTO_TWO_CORES_DOMAIN = 1 << 12  # below this, starting the helper costs more than the second core saves
+PROGRESS_AFTER_S = 1.0  # `prove` shows its stages on stderr once it has run this long
+
+
+class _Stages:
+    """Times the stages of one command (a context manager around it); once it has run ``after`` seconds,
+    names each stage on stderr as it begins (and the one under way at that moment), so a short run prints
+    nothing."""
+
+    def __init__(self, after: float) -> None:
+        self.start = time.perf_counter()
+        self.times: dict[str, float] = {}
+        self.total = 0.0  # set when the command ends
+        self._current: tuple[str, float] | None = None
+        self._lock = threading.Lock()  # the timer thread and the command's thread both print
+        self._shown = False
+        self._printed: tuple[str, float] | None = None
+        self._stream = sys.stderr  # the timer thread prints too: both to the stream of the command's start
+        self._timer = threading.Timer(after, self._show)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def __call__(self, name: str) -> None:
+        """Begin stage ``name`` (ending the one before)."""
+        now = time.perf_counter()
+        with self._lock:
+            self._end(now)
+            self._current = (name, now)
+            if self._shown:
+                self._print(name, now)
+
+    def __enter__(self) -> _Stages:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        """End the last stage and stop showing (saying "done" only when the command succeeded)."""
+        self._timer.cancel()
+        now = time.perf_counter()
+        with self._lock:
+            self._end(now)
+            self._current = None
+            self.total = now - self.start
+            if self._shown and kind is None:
+                print(f"{self.total:6.2f} s  done", file=self._stream, flush=True)
+
+    def _end(self, now: float) -> None:
+        if self._current is not None:
+            name, began = self._current
+            self.times[name] = self.times.get(name, 0.0) + now - began
+
+    def _show(self) -> None:
+        with self._lock:
+            self._shown = True
+            if self._current is not None:
+                self._print(*self._current)
+
+    def _print(self, name: str, began: float) -> None:
+        if self._printed == (name, began):
+            return
+        self._printed = (name, began)
+        print(f"{began - self.start:6.2f} s  {name}", file=self._stream, flush=True)
+
+
+@contextlib.contextmanager
+def _bad_input() -> Iterator[None]:
+    """Turn a prooflane error into one line on stderr and exit code 2."""
+    try:
+        yield
+    except ProoflaneError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(BAD_INPUT) from None
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except OSError as exc:
+        raise FormatError(path, f"cannot read: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise FormatError(path, f"not valid JSON ({exc})") from None
+
+
+def _write_json(path: Path, data: Any) -> None:
+    try:
+        path.write_text(json.dumps(data, indent=1) + "\n")
+    except OSError as exc:
+        raise FormatError(path, f"cannot write: {exc.strerror or exc}") from None
+
+
+@app.command("setup")
+def setup_command(
+    circuit: Annotated[Path, typer.Argument(help="The circuit, a circom .r1cs file.")],
+    zkey: Annotated[Path, typer.Option("--zkey", help="Where to write the proving key (.zkey).")],
+    curve: Annotated[
+        str | None, typer.Option("--curve", help="bn128 or bls12381; must match the circuit's field.")
+    ] = None,
+    seed: Annotated[
+        str | None, typer.Option("--seed", help="Derive the secrets from this text (tests only).")
+    ] = None,
+) -> None:
+    """Make an UNSAFE development proving key: its secrets are sampled here, so never use it in production."""
+    from ..groth16 import curve_by_name, read_r1cs, setup, write_zkey
+
+    with _bad_input():
+        r1cs = read_r1cs(circuit)
+        if curve is not None:
+            try:
+                wanted = curve_by_name(curve)
+            except ValueError as exc:
+                raise FormatError("--curve", str(exc)) from None
+            if wanted != r1cs.curve:
+                raise FormatError(circuit, f"the circuit is over {r1cs.curve.name}, not {wanted.name}")
+        typer.echo(
+            "WARNING: development setup, UNSAFE for production (the secrets were known here)", err=True
+        )
+        start = time.perf_counter()
+        key = setup(r1cs, seed=seed.encode() if seed is not None else None)
+        write_zkey(zkey, key)
+    typer.echo(
+        f"wrote {zkey}: {r1cs.curve.name}, {r1cs.n_constraints} constraints, domain {key.domain_size}, "
+        f"{key.n_public} public signals ({time.perf_counter() - start:.2f} s)"
+    )
+
+
+@app.command("export-vkey")
+def export_vkey(
+    key: Annotated[Path, typer.Argument(help="A Groth16 proving key (.zkey).")],
+    out: Annotated[Path, typer.Option("--out", help="Where to write verification_key.json.")],
+) -> None:
+    """Write the verification key of a proving key, in snarkjs' verification_key.json shape."""
+    from ..groth16 import read_zkey
+
+    with _bad_input():
+        _write_json(out, read_zkey(key).verification_key.to_json())
+    typer.echo(f"wrote {out}")
+
+
+@app.command("prove")
+def prove_command(
+    key: Annotated[Path, typer.Argument(help="A Groth16 proving key (.zkey).")],
+    witness: Annotated[Path, typer.Argument(help="The witness (.wtns).")],
+    proof: Annotated[Path, typer.Option("--proof", help="Where to write proof.json.")],
+    public: Annotated[Path, typer.Option("--public", help="Where to write public.json.")],
+    processes: Annotated[
+        int, typer.Option("--processes", min=0, max=2, help="Cores for the MSMs (0: 2 for large keys).")
+    ] = 0,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the stages' timings as JSON on stdout.")
+    ] = False,
+) -> None:
+    """Prove a witness with a key; writes snarkjs-compatible proof.json and public.json. Runs longer than a
+    second show their stages on stderr."""
+    from ..groth16 import prove, read_wtns, read_zkey
+    from ..groth16._native import backend
+    from ..groth16._parallel import prestart
+
+    stages = _Stages(PROGRESS_AFTER_S)
+    with _bad_input(), stages:
+        stages("reading the key")
+        zkey = read_zkey(key)
+        if processes == 0:
+            processes = 2 if zkey.domain_size >= AUTO_TWO_CORES_DOMAIN else 1
+        if processes > 1:
+            prestart(zkey.curve)  # the helper's interpreter starts while this process reads on
+        stages("reading the witness")
+        wtns = read_wtns(witness)
+        if wtns.curve != zkey.curve:
+            raise FormatError(
+                witness, f"the witness is over {wtns.curve.name}, the key over {zkey.curve.name}"
+            )
+        if len(wtns) != zkey.n_vars:
+            raise FormatError(witness, f"{len(wtns)} values, but the key {key} expects {zkey.n_vars}")
+        result = prove(zkey, wtns, processes=processes, on_stage=stages)
+        stages("writing the proof")
+        _write_json(proof, result.to_json())
+        _write_json(public, result.public_json())
+    total = stages.total
+    if as_json:
+        be = backend(zkey.curve)
+        report = {
+            "proof": str(proof),
+            "public": str(public),
+            "curve": zkey.curve.name,
+            "domain": zkey.domain_size,
+            "processes": processes,
+            "bases_loader": {"g1": be.loader(1), "g2": be.loader(2)},
+            "timings_s": {name: round(t, 4) for name, t in stages.times.items()} | {"total": round(total, 4)},
+        }
+        typer.echo(json.dumps(report, indent=1))
+    else:
+        typer.echo(f"wrote {proof} and {public} ({total:.2f} s)")
+
+
+@app.command("verify")
+def verify_command(
+    verification_key: Annotated[Path, typer.Argument(help="verification_key.json")],
+    public: Annotated[Path, typer.Argument(help="public.json")],
+    proof: Annotated[Path, typer.Argument(help="proof.json")],
+) -> None:
+    """Verify a Groth16 proof. Exit 0 valid, 1 invalid, 2 bad input."""
+    from ..groth16 import Proof, VerificationKey, verify
+    from ..groth16.proof import parse_public
+
+    with _bad_input():
+        vk = VerificationKey.from_json(_read_json(verification_key), source=str(verification_key))
+        signals = parse_public(_read_json(public), vk.curve, source=str(public))
+        parsed = Proof.from_json(_read_json(proof), curve=vk.curve, source=str(proof))
+        if len(signals) != vk.n_public:
+            raise FormatError(
+                public, f"{len(signals)} public signals, the verification key expects {vk.n_public}"
+            )
+        valid = verify(vk, signals, parsed)
+    if not valid:
+        typer.echo("INVALID proof", err=True)
+        raise typer.Exit(INVALID)
+    typer.echo("OK: the proof is valid")

@@ -1,0 +1,161 @@
+"""The ``inprocess`` backend: the whole pipeline in the daemon's own process, one step at a time.
+
+No processes and no threads: synthesis, the device section and finalization run on the event loop, with
+real Groth16 on whatever keys the engine uses. Deterministic, so the engine's scheduling, retries,
+cancellation and failure handling are tested fast and exactly. A ``hook`` sees every step before it runs
+and may wait (to hold a partition at a stage), kill a worker (:meth:`InProcessBackend.kill`) or raise (the
+step fails as it would in a worker process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from .backend import Device, DeviceBackend, DeviceWorker, Finished, RemoteError, WorkerInfo
+from .keys import drop_key, load_key
+
+__all__ = ["InProcessBackend", "InProcessWorker", "Step"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step about to run: ``name`` is "run" (the CPU pool; ``call`` names the function), "stage",
+    "prove_start" or "finish"; ``worker_id`` for a worker's steps; ``label`` the partition (``job/index``)
+    where the engine gave one; ``args`` the pool call's arguments."""
+
+    name: str
+    worker_id: str | None = None
+    label: str = ""
+    call: str = ""
+    args: tuple[Any, ...] = ()
+
+
+Hook = Callable[[Step], Awaitable[None]]
+
+
+class InProcessBackend(DeviceBackend):
+    """Every step on the event loop. ``hook`` (async) runs before each step."""
+
+    name = "inprocess"
+
+    def __init__(self, hook: Hook | None = None) -> None:
+        super().__init__()
+        self.hook = hook
+        self.workers: dict[str, InProcessWorker] = {}  # the newest worker of each id
+        self.steps: list[Step] = []  # every step run, in order
+
+    async def run(self, call: Callable[..., T], *args: Any) -> T:
+        await self._before(Step("run", call=call.__name__, args=args))
+        return call(*args)
+
+    def new_worker(self, worker_id: str, device: Device) -> InProcessWorker:
+        worker = InProcessWorker(worker_id, device, self)
+        self.workers[worker_id] = worker
+        return worker
+
+    def kill(self, worker_id: str, reason: str = "killed", culprits: frozenset[str] | None = None) -> None:
+        """End the worker as if its processes died, blaming ``culprits`` (by default the partition whose
+        step it is in, if any)."""
+        worker = self.workers[worker_id]
+        if culprits is None:
+            culprits = frozenset([worker.working_on] if worker.working_on else [])
+        worker.die(reason, culprits)
+
+    async def _before(self, step: Step) -> None:
+        self.steps.append(step)
+        if self.hook is not None:
+            await self.hook(step)
+        await asyncio.sleep(0)  # every step is a point where other tasks run
+
+
+class InProcessWorker(DeviceWorker):
+    """A worker whose prover and finalizer are function calls; it dies only when told to."""
+
+    def __init__(self, worker_id: str, device: Device, backend: InProcessBackend) -> None:
+        super().__init__(worker_id, device)
+        self._backend = backend
+        self._staged: tuple[Any, Any] | None = None
+        self.keys: set[str] = set()  # the keys it holds (for tests of eviction)
+        self.working_on: str | None = None  # the partition whose step runs now (from its hook to its end)
+
+    def info(self) -> WorkerInfo:
+        return WorkerInfo(self.worker_id, self.device.name, None, None)
+
+    async def start(self) -> None:
+        self.check_alive()
+
+    async def _stage(self, key_path: str, synthesized: Any, label: str) -> None:
+        async with self._working("stage", label):
+            self.keys.add(key_path)
+            self._staged = (load_key(key_path), synthesized)
+
+    async def _prove_start(self, label: str) -> tuple[Any, float]:
+        from ..groth16 import prove_start
+
+        async with self._working("prove_start", label):
+            assert self._staged is not None, "prove_start without a staged partition"
+            key, synthesized = self._staged
+            self._staged = None
+            started = time.perf_counter()
+            state = _remote(lambda: prove_start(key, synthesized))
+            ms = (time.perf_counter() - started) * 1000
+            self.check_alive()
+        fields = {f.name: getattr(state, f.name) for f in dataclasses.fields(state) if f.name != "key"}
+        return fields, ms
+
+    async def finish(self, key_path: str, state: Any, label: str = "") -> Finished:
+        from ..groth16 import ProvingState, prove_finish, verify
+
+        async with self._working("finish", label):
+            key = load_key(key_path)
+            started = time.perf_counter()
+            proof = _remote(lambda: prove_finish(ProvingState(key=key, **state)))
+            verified = bool(verify(key.verification_key, proof.public, proof))
+            ms = (time.perf_counter() - started) * 1000
+            self.check_alive()
+        return Finished(proof.to_json(), proof.public_json(), verified, ms)
+
+    @contextlib.asynccontextmanager
+    async def _working(self, name: str, label: str) -> AsyncIterator[None]:
+        """The step ``name`` of partition ``label``: its hook, then its work (``working_on`` meanwhile)."""
+        self.working_on = label or None
+        try:
+            await self._step(name, label)
+            yield
+        finally:
+            self.working_on = None
+
+    async def drop_key(self, key_path: str) -> None:
+        self.check_alive()
+        self.keys.discard(key_path)
+        if not any(key_path in w.keys for w in self._backend.workers.values() if w is not self):
+            drop_key(key_path)  # keys are shared by every worker of this process
+
+    async def _step(self, name: str, label: str) -> None:
+        self.check_alive()
+        try:
+            await self._backend._before(Step(name, self.worker_id, label))
+        except RemoteError:
+            raise
+        except Exception as exc:  # a hook's failure is the step's failure, as in a worker process
+            raise RemoteError(f"{type(exc).__name__}: {exc}") from exc
+        self.check_alive()  # killed while the hook held the step
+
+    def _end(self) -> None:
+        self._staged = None
+
+
+def _remote(call: Callable[[], T]) -> T:
+    """Run a proving step; its failure reads as a worker process's would (RemoteError, the text kept)."""
+    try:
+        return call()
+    except Exception as exc:
+        raise RemoteError(f"{type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,258 @@
+"""Admission: a job request becomes a journal record and queued partitions, or a refusal that says why.
+
+Idempotent on the client's ``job_id``; checks that a partition can ever fit the memory budget before
+anything is created; resolves sectors and witnesses to paths on this machine, inside the allowed roots
+(:mod:`prooflane.files`), with every file checked off the event loop (inline sectors are built on the
+backend's pool); on restart, queues again every unfinished job of the journal without proving again what
+was proven.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .. import events as ev
+from ..circuits.profiles import profile_by_name
+from ..circuits.sector import Sector, WrongSectorSize, create_sector
+from ..devices.backend import PoolProcessDied
+from ..errors import JobRejected, ProoflaneError
+from ..files import Roots, off_loop, open_regular, refusal
+from ..kinds import BUILTIN_KINDS, CIRCOM, CircomInput, CircuitMeta, StorageInput, kind_spec, wtns_limit
+from ..models import InlineSector, JobRequest
+from ..states import JobState, PartitionState, Priority
+from ..store import JobRecord
+from .pipeline import Pipeline
+from .records import JobRun, PartitionRun
+from .registry import CircuitRegistry
+
+__all__ = ["Admission", "check_witnesses"]
+
+P = PartitionState
+T = TypeVar("T")
+
+
+class Admission:
+    """Turns requests into journalled, queued jobs."""
+
+    def __init__(self, pipeline: Pipeline, circuits: CircuitRegistry) -> None:
+        self._pipeline = pipeline
+        self._circuits = circuits
+        # job id -> the admission of that id in progress: a second request with the id waits for it, then
+        # answers as the journal says (the same job, or 409). Event loop only.
+        self._admitting: dict[str, asyncio.Future[None]] = {}
+
+    async def submit(self, req: JobRequest) -> str:
+        """Journal a job and queue its partitions; return its id (see ``Engine.submit``)."""
+        if req.job_id is not None:
+            while (earlier := self._admitting.get(req.job_id)) is not None:
+                await asyncio.wait({earlier})
+        journal = self._pipeline.journal
+        original = req.model_dump(mode="json", exclude_none=True)
+        if req.job_id is not None and (known := journal.job(req.job_id)) is not None:
+            if known.request.get("original") != original:
+                raise JobRejected(f"job_id {req.job_id!r} is taken by a different request", 409)
+            return req.job_id
+        spec = kind_spec(req.kind)
+        if spec is None:
+            names = ", ".join([k.name for k in BUILTIN_KINDS] + [CIRCOM])
+            raise JobRejected(f"unknown kind {req.kind!r}: expected one of {names}", 404)
+        job_id = req.job_id or uuid.uuid4().hex
+        meta = self._circuits.meta(req.kind, req.circuit)
+        self._check_fits(req.kind, meta)  # before anything is created for the job
+        admitting = self._admitting[job_id] = asyncio.get_running_loop().create_future()
+        try:
+            priority, resolved = await self._resolve(req, job_id, meta)
+            try:
+                record = self._pipeline.journal.insert_job(
+                    job_id=job_id,
+                    kind=req.kind,
+                    priority=priority.value,
+                    request={"original": original, **resolved},
+                    randomness=(req.randomness_bytes() or os.urandom(32)).hex(),
+                    partitions=len(req.witnesses or []) if req.kind == CIRCOM else spec.partitions,
+                    submitted_at=time.time(),
+                )
+            except BaseException:
+                if isinstance(req.sector, InlineSector):
+                    await self._remove_inline(job_id)
+                raise
+        finally:
+            del self._admitting[job_id]
+            admitting.set_result(None)
+        self.admit(record, meta, done={})
+        return job_id
+
+    def resume(self) -> None:
+        """Queue again every job the journal holds unfinished; proven partitions stay proven."""
+        journal = self._pipeline.journal
+        for record in journal.unfinished_jobs():
+            done = {p.index: p.proof is not None for p in journal.partitions(record.job_id)}
+            try:
+                meta = self._circuits.meta(record.kind, record.request.get("circuit"))
+            except (JobRejected, KeyError) as exc:
+                journal.set_job_state(
+                    record.job_id, JobState.FAILED, error=f"cannot resume: {exc}", finished_at=time.time()
+                )
+                continue
+            self.admit(record, meta, done)
+
+    def admit(self, record: JobRecord, meta: CircuitMeta, done: dict[int, bool]) -> JobRun:
+        """Put a journalled job in the pipeline: every partition not already proven goes to the queue."""
+        pipeline, req = self._pipeline, record.request
+        if record.kind == CIRCOM:
+            wasm = self._circuits.circuit(req["circuit"]).record.wasm
+            inputs: list[StorageInput | CircomInput] = [CircomInput(w, wasm) for w in req["witnesses"]]
+        else:
+            cfg = pipeline.config
+            rnd = bytes.fromhex(record.randomness)
+            inputs = [
+                StorageInput(record.kind, cfg.profile, cfg.curve, req["sector"], rnd)
+            ] * record.partitions
+        job = JobRun(record, meta, Priority(record.priority), inputs)
+        job.partitions = [
+            PartitionRun(job, i, P.DONE if done.get(i) else P.PENDING) for i in range(record.partitions)
+        ]
+        pipeline.jobs[job.job_id] = job
+        pipeline.post(
+            ev.JobSubmitted(
+                at=pipeline.clock(),
+                job_id=job.job_id,
+                kind=record.kind,
+                priority=job.priority.value,
+                partitions=record.partitions,
+                done_partitions=tuple(sorted(i for i, d in done.items() if d)),
+                circuit=req.get("circuit") if record.kind == CIRCOM else None,
+            )
+        )
+        for part in job.partitions:
+            if part.state is P.PENDING:
+                pipeline.pending.push(part.key, part)
+        if all(p.state is P.DONE for p in job.partitions):
+            pipeline.end_job(job, JobState.DONE, None)
+        return job
+
+    async def _resolve(
+        self, req: JobRequest, job_id: str, meta: CircuitMeta
+    ) -> tuple[Priority, dict[str, Any]]:
+        """The job's priority, and its inputs as the journal keeps them (paths on this machine)."""
+        if req.kind == CIRCOM:
+            circuit = self._circuits.circuit(req.circuit or "")
+            witnesses = list(req.witnesses or [])
+            for i, w in enumerate(witnesses):
+                if isinstance(w, dict) and circuit.record.wasm is None:
+                    raise JobRejected(
+                        f"witnesses[{i}]: circuit inputs given, but circuit {circuit.record.name!r} has no "
+                        "witness generator: pass .wtns paths or register it with a .wasm",
+                        422,
+                    )
+            named = {i: w for i, w in enumerate(witnesses) if isinstance(w, str)}
+            if named:
+                folders = self._circuits.root_folders()
+                checked = await self._io(check_witnesses, folders, named, wtns_limit(meta.wires))
+                witnesses = [checked.get(i, w) for i, w in enumerate(witnesses)]
+            prio = req.priority or Priority(circuit.record.priority)
+            return prio, {"witnesses": witnesses, "circuit": circuit.record.name}
+        spec = kind_spec(req.kind)
+        assert spec is not None
+        return req.priority or spec.priority, {"sector": await self._sector_path(req, job_id)}
+
+    async def _sector_path(self, req: JobRequest, job_id: str) -> str:
+        """The sector's folder: a named one, resolved inside the allowed roots and checked (in a thread);
+        or an inline one, built in the data folder on the backend's pool (removed again if refused)."""
+        cfg = self._pipeline.config
+        want = profile_by_name(cfg.profile).sector_bytes
+        wrong_size = (
+            f"profile {cfg.profile!r} proves sectors of {want} bytes (prooflane sector new --size {want})"
+        )
+        if isinstance(req.sector, InlineSector):
+            return await self._inline_sector(req.sector, job_id, want)
+        assert isinstance(req.sector, str)
+        folders = self._circuits.root_folders()
+        path = await self._io(check_sector, folders, req.sector, want, wrong_size)
+        return str(path)
+
+    async def _inline_sector(self, spec: InlineSector, job_id: str, want: int) -> str:
+        cfg = self._pipeline.config
+        if spec.size != want:
+            # Refused before anything is built: an inline sector of any other size could never be proven.
+            raise JobRejected(
+                f"sector: an inline sector of {spec.size} bytes, but profile {cfg.profile!r} proves sectors "
+                f"of {want} bytes",
+                422,
+            )
+        path = cfg.data_dir / "sectors" / job_id
+        try:
+            seed = bytes.fromhex(spec.seed.removeprefix("0x")) if spec.seed else None
+        except ValueError:
+            raise JobRejected(f"sector.seed {spec.seed!r}: expected hex, e.g. '07' or '0x07'", 422) from None
+        try:
+            await self._circuits.backend.run(create_sector, str(path), want, seed)
+        except PoolProcessDied as exc:
+            await self._remove_inline(job_id)
+            raise JobRejected(f"sector: building it failed ({exc}); nothing kept: try again", 503) from None
+        except (ProoflaneError, OSError, ValueError) as exc:
+            await self._remove_inline(job_id)  # a rejected inline sector leaves nothing on disk
+            full = (
+                isinstance(exc, OSError) and exc.errno == errno.ENOSPC
+            )  # the daemon's fault, not the request's
+            raise JobRejected(f"sector: {exc}", 507 if full else 422) from None
+        except BaseException:  # cancelled: the daemon stops
+            shutil.rmtree(path, ignore_errors=True)
+            raise
+        return str(path)
+
+    async def _io(self, call: Callable[..., T], *args: Any) -> T:
+        """``call(*args)`` (file checks) in a thread, refusals as the HTTP answers they stand for."""
+        try:
+            return await off_loop(call, *args)
+        except ProoflaneError as exc:
+            raise refusal(exc) from None
+
+    async def _remove_inline(self, job_id: str) -> None:
+        path = self._pipeline.config.data_dir / "sectors" / job_id
+        await asyncio.to_thread(shutil.rmtree, path, True)
+
+    def _check_fits(self, kind: str, meta: CircuitMeta) -> None:
+        budget = self._pipeline.budget
+        need = meta.partition_bytes + meta.key_alloc_bytes
+        if not budget.could_ever_fit(need):
+            raise JobRejected(
+                f"a {kind} partition needs {need} bytes (its reservation plus a loaded proving key), more "
+                f"than the whole memory budget of {budget.total} bytes: raise memory_budget_bytes "
+                "or use a smaller profile",
+                413,
+            )
+
+
+def check_sector(folders: tuple[Path, ...], raw: str, size_bytes: int, wrong_size: str) -> Path:
+    """A sector folder named in a request, resolved inside the roots and opened (every file checked, the
+    data read); raises a prooflane error saying what is wrong. Blocks: run it off the event loop."""
+    path = Roots.of(folders).confine(raw, "sector")
+    try:
+        Sector.open(path, size_bytes=size_bytes)
+    except WrongSectorSize as exc:
+        raise JobRejected(f"sector {raw!r} holds {exc.size_bytes} bytes, but {wrong_size}", 422) from None
+    except ProoflaneError as exc:
+        raise JobRejected(f"sector {raw!r}: {exc}", 422) from None
+    return path
+
+
+def check_witnesses(folders: tuple[Path, ...], named: dict[int, str], limit: int) -> dict[int, str]:
+    """The .wtns paths of a request (by index), each resolved inside the roots and checked to be a regular
+    file of at most ``limit`` bytes (not opened for long: synthesis reads it). Blocks: run it off the loop."""
+    roots = Roots.of(folders)
+    out: dict[int, str] = {}
+    for i, raw in named.items():
+        path = roots.confine(raw, f"witnesses[{i}]")
+        fd, _ = open_regular(path, limit, f"witnesses[{i}]")
+        os.close(fd)
+        out[i] = str(path)
+    return out

@@ -1,0 +1,266 @@
+"""The device loop: one supervised slot per configured worker, proving ready partitions one at a time.
+
+Per slot: ask the backend for a worker, start it, feed it partitions from the ready queue (the device
+section under its device's lock, then a finalizer task while it takes the next partition), and when the
+worker dies, retry every partition it held, release its keys, and start a new one with backoff. A worker
+that cannot be brought back is reported lost and tried again later; the engine itself never stops for it.
+
+Every lease the engine grants carries a token; a finalizer's result is applied only while its partition
+still holds the lease it was proven under, so a late result of a retried partition changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from collections.abc import Awaitable
+from typing import Any
+
+from .. import events as ev
+from ..devices.backend import Device, DeviceBackend, DeviceWorker, RemoteError, WorkerDied
+from ..kinds import CircuitMeta
+from ..memory import CachedAllocation
+from ..states import JobState, PartitionState
+from .pipeline import Pipeline
+from .records import PartitionRun
+
+__all__ = ["DeviceLoop"]
+
+log = logging.getLogger("prooflane.engine")
+P = PartitionState
+MAX_FAILED_STARTS = 3  # consecutive failed starts before a worker is reported lost
+MAX_BACKOFF_SECS = 30.0
+
+
+class DeviceLoop:
+    """The configured workers and what each holds."""
+
+    def __init__(self, pipeline: Pipeline, backend: DeviceBackend) -> None:
+        self._pipeline = pipeline
+        self._backend = backend
+        self._minter = ev.LeaseMinter()
+        self.workers: dict[str, DeviceWorker] = {}  # worker id -> its current worker
+        self._held: dict[DeviceWorker, set[PartitionRun]] = {}  # staged..finalizing, per worker
+        self._keys: dict[tuple[DeviceWorker, str], CachedAllocation] = {}  # (worker, key path) -> allocation
+
+    async def supervise(self, worker_id: str, device: Device, registered: asyncio.Event) -> None:
+        """Keep one worker slot filled: start a worker, run it, replace it when it dies."""
+        failures = 0
+        while True:
+            worker = self._backend.new_worker(worker_id, device)
+            self.workers[worker_id] = worker
+            self._held[worker] = set()
+            started = time.monotonic()
+            try:
+                await worker.start()
+            except WorkerDied as exc:
+                self._worker_died(worker, str(exc), registered=False)
+                failures += 1
+                if failures >= MAX_FAILED_STARTS and not registered.is_set():
+                    raise RuntimeError(f"worker {worker_id} cannot start: {exc}") from None
+                if failures == MAX_FAILED_STARTS:  # shown lost; tried again, less and less often
+                    self._pipeline.post(
+                        ev.WorkerLost(
+                            at=self._pipeline.clock(), worker_id=worker_id, reason=str(exc),
+                            device=device.name, device_kind=device.kind, node=device.node,
+                        )
+                    )  # fmt: skip
+                await asyncio.sleep(min(MAX_BACKOFF_SECS, 0.25 * 2**failures))
+                continue
+            failures = 0
+            info, took = worker.info(), time.monotonic() - started
+            pids = f" (prover {info.prover_pid}, finalizer {info.finalizer_pid})" if info.prover_pid else ""
+            log.info("worker %s started in %.2f s%s", worker_id, took, pids)
+            self._pipeline.post(
+                ev.WorkerRegistered(
+                    at=self._pipeline.clock(),
+                    worker_id=worker_id,
+                    device=device.name,
+                    device_kind=device.kind,
+                    node=device.node,
+                )
+            )
+            registered.set()
+            self._worker_died(worker, await self._run(worker))
+
+    def devices_without_live_worker(self) -> dict[str, str]:
+        """Devices none of whose workers is alive now, as the backend knows it, each with why.
+
+        A worker's death is known here the moment its backend notices it (a process's pidfd), a few turns of
+        the event loop before the supervisor posts ``WorkerDied``: health asks this too, so it never says
+        ok in between.
+        """
+        by_device: dict[str, list[DeviceWorker]] = {}
+        for worker in self.workers.values():
+            by_device.setdefault(worker.device.name, []).append(worker)
+        return {
+            name: "; ".join(f"{w.worker_id}: {w.death or 'ended'}" for w in workers)
+            for name, workers in by_device.items()
+            if all(w.dead for w in workers)
+        }
+
+    def busy(self) -> tuple[int, int]:
+        """(workers holding a partition, live workers)."""
+        live = [w for w in self.workers.values() if not w.dead]
+        return sum(bool(self._held.get(w)) for w in live), len(live)
+
+    async def _run(self, worker: DeviceWorker) -> str:
+        """Feed the worker until it dies; return why. An error of the engine's own is raised."""
+        work = asyncio.create_task(self._work(worker), name=f"work {worker.worker_id}")
+        death = asyncio.create_task(worker.wait_dead(), name=f"death {worker.worker_id}")
+        try:
+            await asyncio.wait({work, death}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            work.cancel()
+            death.cancel()
+            await asyncio.gather(work, death, return_exceptions=True)
+        if not work.cancelled() and (exc := work.exception()) is not None:
+            if not isinstance(exc, WorkerDied):
+                raise exc
+            worker.die(str(exc))
+        return worker.death or "its processes ended"
+
+    async def _work(self, worker: DeviceWorker) -> None:
+        """Prove partitions one after another: device section under the lock, then hand to the finalizer."""
+        pipeline = self._pipeline
+        while True:
+            _, part = await pipeline.ready.get()
+            pipeline.kick.set()  # a ready slot freed: the dispatcher may synthesize the next partition
+            if not part.live:
+                pipeline.release(part)
+                continue
+            held = self._held[worker]
+            held.add(part)
+            part.worker_id = worker.worker_id
+            allocation = await self._key_for(worker, part.job.meta)
+            allocation.use()
+            grant = functools.partial(self._grant, worker, part)
+            try:
+                result = await worker.prove(part.job.meta.key_path, part.synthesized, grant, part.name)
+            except RemoteError as exc:
+                held.discard(part)
+                allocation.done()
+                pipeline.fail_partition(part, f"prove_start failed: {exc}")
+                continue
+            part.synthesized = None
+            if result is None or not part.live:  # the job ended meanwhile
+                worker.check_alive()
+                held.discard(part)
+                allocation.done()
+                pipeline.release(part)
+                continue
+            state, ms = result
+            token = part.token
+            assert token is not None
+            part.move(P.FINALIZING)
+            if part.reservation is not None:
+                part.reservation.shrink(part.job.meta.abc_bytes)
+            pipeline.post(ev.DeviceSectionFinished(at=pipeline.clock(), token=token, prove_ms=ms))
+            pipeline.spawn(self._finalize(worker, part, token, state, allocation), f"finalize {part.name}")
+
+    def _grant(self, worker: DeviceWorker, part: PartitionRun) -> bool:
+        """Under the device lock: lease the partition to the worker, unless its job ended or it died."""
+        if not part.live or worker.dead:
+            return False
+        pipeline = self._pipeline
+        token = self._minter.mint()
+        part.token = token
+        part.move(P.PROVING)
+        pipeline.post(
+            ev.LeaseGranted(
+                at=pipeline.clock(), token=token, worker_id=worker.worker_id, device=worker.device.name,
+                job_id=part.job.job_id, partition=part.index, attempt=part.attempt,
+            )
+        )  # fmt: skip
+        return True
+
+    async def _finalize(
+        self, worker: DeviceWorker, part: PartitionRun, token: ev.LeaseToken, state: Any,
+        allocation: CachedAllocation,
+    ) -> None:  # fmt: skip
+        pipeline = self._pipeline
+        try:
+            finished = await worker.finish(part.job.meta.key_path, state, part.name)
+        except WorkerDied:
+            return  # the worker's supervisor retries everything it held, this partition included
+        except RemoteError as exc:
+            allocation.done()
+            if part.token == token:
+                self._held[worker].discard(part)
+                pipeline.fail_partition(part, f"prove_finish failed: {exc}")
+            return
+        allocation.done()
+        if part.token != token:
+            return  # retried meanwhile (its worker died): the new attempt owns it now
+        self._held[worker].discard(part)
+        if not part.live:
+            pipeline.release(part)
+            return
+        if not finished.verified:
+            pipeline.post(
+                ev.PartitionFailed(
+                    at=pipeline.clock(), job_id=part.job.job_id, partition=part.index,
+                    reason="proof did not verify", token=token,
+                )
+            )  # fmt: skip
+            pipeline.fail_partition(part, "its proof did not verify")
+            return
+        if not pipeline.write(
+            lambda j: j.save_proof(part.job.job_id, part.index, finished.proof, finished.public)
+        ):
+            # Done means journalled: proven again once the journal takes writes (the dispatcher waits).
+            pipeline.retry(
+                part, f"its proof could not be journalled: {pipeline.journal_problem}", blame=False
+            )
+            return
+        part.move(P.DONE)
+        pipeline.release(part)
+        pipeline.post(ev.FinalizeFinished(at=pipeline.clock(), token=token, finalize_ms=finished.ms))
+        if all(p.state is P.DONE for p in part.job.partitions):
+            pipeline.end_job(part.job, JobState.DONE, None)
+
+    async def _key_for(self, worker: DeviceWorker, meta: CircuitMeta) -> CachedAllocation:
+        """The worker's cached allocation for ``meta``'s proving key, taking budget for it when new."""
+        slot = (worker, meta.key_path)
+        allocation = self._keys.get(slot)
+        if allocation is not None and allocation.live:
+            return allocation
+
+        def evict() -> None:
+            self._keys.pop(slot, None)
+            if not worker.dead and self._pipeline.tg is not None:
+                self._pipeline.spawn(_quietly(worker.drop_key(meta.key_path)), "drop key")
+
+        name = f"key:{meta.key_name}@{worker.worker_id}"
+        allocation = await self._pipeline.budget.cache(name, meta.key_alloc_bytes, evict)
+        self._keys[slot] = allocation
+        return allocation
+
+    def _worker_died(self, worker: DeviceWorker, reason: str, *, registered: bool = True) -> None:
+        """The worker is gone: free its keys, retry every partition it held (blaming only those whose own
+        work ran where it died, when its backend can tell)."""
+        worker.kill()
+        for slot in [s for s in self._keys if s[0] is worker]:
+            self._keys.pop(slot).release()
+        held = self._held.pop(worker, set())
+        log.warning(
+            "worker %s died (%s); retrying the %d partitions it held", worker.worker_id, reason, len(held)
+        )
+        pipeline = self._pipeline
+        if registered:
+            pipeline.post(ev.WorkerDied(at=pipeline.clock(), worker_id=worker.worker_id, reason=reason))
+        culprits = worker.culprits
+        for part in sorted(held, key=lambda p: p.key):
+            if part.live:
+                blame = culprits is None or part.name in culprits
+                pipeline.retry(part, f"worker {worker.worker_id} died: {reason}", blame=blame)
+            else:
+                pipeline.release(part)
+
+
+async def _quietly(call: Awaitable[None]) -> None:
+    with contextlib.suppress(WorkerDied, RemoteError):
+        await call

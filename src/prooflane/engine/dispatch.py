@@ -1,0 +1,120 @@
+"""The dispatcher: partitions in scheduler order, each with its memory reserved, into synthesis.
+
+It always takes the head of the pending queue (priority, then job arrival, then partition index): when the
+head's reservation does not fit, nothing overtakes it. Synthesis runs on the backend's CPU pool; a
+synthesized partition waits in the ready queue for a device worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+
+from .. import events as ev
+from ..devices.backend import DeviceBackend, PoolProcessDied, PoolReplaced
+from ..kinds import SynthesisTask, synthesize_partition
+from ..states import JobState, PartitionState
+from ..store import Store
+from .pipeline import Pipeline
+from .records import PartitionRun
+
+__all__ = ["Dispatcher"]
+
+P = PartitionState
+
+
+class Dispatcher:
+    """Moves partitions from pending to synthesizing to ready, within the budget and the pool's size."""
+
+    def __init__(self, pipeline: Pipeline, backend: DeviceBackend) -> None:
+        self._pipeline = pipeline
+        self._backend = backend
+        self.active = 0  # synthesis tasks running; invariant: == partitions in state synthesizing
+
+    async def run(self) -> None:
+        """Take partitions in scheduler order, reserve memory for each (atomically), start its synthesis."""
+        pipeline = self._pipeline
+        while True:
+            pipeline.kick.clear()
+            while self._can_synthesize() and (head := pipeline.pending.peek()) is not None:
+                _, part = head
+                reservation = pipeline.budget.try_reserve(
+                    f"{part.name}#{part.attempt}", part.job.meta.partition_bytes, headroom=self._headroom()
+                )
+                if reservation is None:
+                    break  # the oldest highest-priority partition waits; nothing overtakes it
+                pipeline.pending.pop()
+                part.reservation = reservation
+                part.move(P.SYNTHESIZING)
+                if part.job.state is JobState.QUEUED:  # running from its first synthesis, as the tracker says
+                    part.job.move(JobState.RUNNING)
+                    pipeline.write(functools.partial(_mark_running, part.job.job_id))
+                self.active += 1
+                part.task = pipeline.spawn(self._synthesize(part), f"synthesize {part.name}")
+                # A callback, not a ``finally``: a task cancelled before it starts never runs its body.
+                part.task.add_done_callback(functools.partial(self._synthesis_ended, part))
+            await pipeline.kick.wait()
+
+    def _synthesis_ended(self, part: PartitionRun, task: asyncio.Task[None]) -> None:
+        """Whatever way the synthesis task ended (even cancelled before it ran): count it, free its slot."""
+        self.active -= 1
+        part.task = None
+        if task.cancelled():
+            self._pipeline.release(part)
+        self._pipeline.kick.set()
+
+    def _can_synthesize(self) -> bool:
+        cfg = self._pipeline.config
+        return (
+            self._pipeline.journal_problem is None  # a proof made now could not be stored
+            and self.active < cfg.synthesis_workers
+            and self.active + len(self._pipeline.ready) < cfg.prefetch_partitions + cfg.synthesis_workers
+        )
+
+    def _headroom(self) -> int:
+        """Bytes reservations leave free so a worker can always load a proving key it needs."""
+        jobs = self._pipeline.jobs.values()
+        return max((j.meta.key_alloc_bytes for j in jobs if not j.state.terminal), default=0)
+
+    async def _synthesize(self, part: PartitionRun) -> None:
+        pipeline, job = self._pipeline, part.job
+        pipeline.post(
+            ev.SynthesisStarted(
+                at=pipeline.clock(), job_id=job.job_id, partition=part.index, attempt=part.attempt
+            )
+        )
+        task = SynthesisTask(job.job_id, part.index, job.meta.key_path, job.inputs[part.index])
+        try:
+            synthesized, ms = await self._backend.run(synthesize_partition, task)
+        except PoolProcessDied as exc:
+            pipeline.retry(part, str(exc), blame=not isinstance(exc, PoolReplaced))
+            return
+        except Exception as exc:
+            reason = str(exc) or type(exc).__name__
+            pipeline.post(
+                ev.SynthesisFailed(
+                    at=pipeline.clock(), job_id=job.job_id, partition=part.index, reason=reason,
+                    attempt=part.attempt,
+                )
+            )  # fmt: skip
+            pipeline.fail_partition(part, f"synthesis failed: {reason}")
+            return
+        if not part.live:
+            pipeline.release(part)
+            return
+        pipeline.post(
+            ev.SynthesisFinished(
+                at=pipeline.clock(),
+                job_id=job.job_id,
+                partition=part.index,
+                synth_ms=ms,
+                attempt=part.attempt,
+            )
+        )
+        part.move(P.SYNTHESIZED)
+        part.synthesized = synthesized
+        pipeline.ready.push(part.key, part)
+
+
+def _mark_running(job_id: str, journal: Store) -> None:
+    journal.set_job_state(job_id, JobState.RUNNING)

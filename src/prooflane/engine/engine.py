@@ -1,0 +1,358 @@
+"""The proving engine: the pipeline's parts composed under one asyncio task group.
+
+submit -> admission (journal) -> scheduler queue -> dispatcher (memory budget) -> synthesis (backend pool)
+-> ready queue -> device loop: prove under the device lock -> finalizer: prove_finish + verify -> journal
+-> waiters. Every step posts one event to the status tracker. The parts, each one concept:
+
+- :mod:`prooflane.engine.pipeline`: shared state and the outcomes (retry, fail, end, release);
+- :mod:`prooflane.engine.registry`: built-in kinds' circuits and registered circom circuits;
+- :mod:`prooflane.engine.admission`: request -> journal record -> queued partitions; resume after a restart;
+- :mod:`prooflane.engine.dispatch`: the dispatcher and synthesis;
+- :mod:`prooflane.engine.device_loop`: supervised device workers, the device section, finalizers, keys;
+- :mod:`prooflane.devices`: the backend those run on (processes, in-process, ...).
+
+See docs/engine.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from .. import events as ev
+from ..config import Config
+from ..devices import DeviceBackend, PoolProcessDied, ProcessBackend, WorkerInfo
+from ..errors import JobRejected
+from ..memory import MemoryBudget
+from ..models import CircuitInfo, JobProof, JobRequest, JobView, KindInfo, PartitionProof
+from ..states import JobState
+from ..status.feed import FeedItem
+from ..status.snapshot import Health, StatusSnapshot
+from ..status.tracker import StatusTracker, TrackerConfig, TrackerTotals
+from ..store import JournalUnwritable, Store
+from .admission import Admission
+from .device_loop import DeviceLoop
+from .dispatch import Dispatcher
+from .pipeline import Pipeline
+from .records import journal_view, live_view
+from .registry import CircuitRegistry
+
+__all__ = ["Engine"]
+
+log = logging.getLogger("prooflane.engine")
+
+
+class Engine:
+    """The proving engine: accepts jobs, proves their partitions on devices, hands back verified proofs.
+
+    Use ``async with Engine(config) as engine:`` (or ``await start()`` / ``await stop()``). Every public
+    method is called on the event loop that started the engine. ``clock`` (monotonic seconds) stamps the
+    status events; the journal uses wall-clock time. ``backend`` is where the work runs: by default a
+    :class:`~prooflane.devices.ProcessBackend` sized by the config.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        backend: DeviceBackend | None = None,
+    ) -> None:
+        self.config = cfg = config.resolved()
+        self.ready = False
+        tracker = StatusTracker(
+            TrackerConfig(
+                retention_secs=cfg.live_retention_secs,
+                memory_total_bytes=cfg.memory_budget_bytes,
+                synthesis_max_concurrent=cfg.synthesis_workers,
+            ),
+            clock=clock,
+        )
+        self._backend = backend or ProcessBackend(
+            pool_size=cfg.synthesis_workers,
+            workers=len(cfg.devices) * cfg.workers_per_device,
+            niceness=cfg.worker_niceness,
+            cores=cfg.core_budget,
+        )
+        self._pipeline = Pipeline(cfg, clock, tracker)
+        self._circuits = CircuitRegistry(self._pipeline, self._backend)
+        self._admission = Admission(self._pipeline, self._circuits)
+        self._dispatcher = Dispatcher(self._pipeline, self._backend)
+        self._devices = DeviceLoop(self._pipeline, self._backend)
+        self._runner: asyncio.Task[None] | None = None
+        self.failure: BaseException | None = None  # why the pipeline stopped on its own, if it did
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Engine:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Open the journal, start the backend and the device workers, resume unfinished jobs.
+
+        Returns once the engine accepts jobs and its workers are started (``ready`` is then True).
+        """
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()  # whatever did start is ended: no stray processes after a failed start
+            raise
+        self.ready = True
+
+    async def _start(self) -> None:
+        cfg, pipeline = self.config, self._pipeline
+        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        pipeline.store = Store(cfg.data_dir / "journal.sqlite3")
+        await self._backend.start()
+        pipeline.post(ev.SynthesisPoolSized(at=pipeline.clock(), max_concurrent=cfg.synthesis_workers))
+        try:
+            await self._circuits.load()  # the pool's first work
+        except PoolProcessDied as exc:
+            raise PoolProcessDied(
+                f"{exc} while the engine started. When a script starts the engine, the code that starts it "
+                'must run under `if __name__ == "__main__":`, since the pool\'s processes import the script '
+                "(the process's own error is printed above)"
+            ) from None
+        started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._runner = asyncio.create_task(self._run(started), name="prooflane-engine")
+        await started
+        self._admission.resume()
+
+    async def stop(self) -> None:
+        """Stop accepting jobs, cancel the pipeline's tasks, end every worker. Jobs in flight stay in the
+        journal unfinished and resume at the next start."""
+        self.ready = False
+        if self._runner is not None:
+            self._runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # a failure is in self.failure
+                await self._runner
+            self._runner = None
+        for worker in self._devices.workers.values():
+            worker.kill()
+        await self._backend.stop()
+        if self._pipeline.store is not None:
+            self._pipeline.store.close()
+            self._pipeline.store = None
+
+    async def _run(self, started: asyncio.Future[None]) -> None:
+        cfg = self.config
+        try:
+            async with asyncio.TaskGroup() as tg:
+                self._pipeline.tg = tg
+                slots = [(name, i) for name in cfg.devices for i in range(cfg.workers_per_device)]
+                ready = [asyncio.Event() for _ in slots]
+                for (name, i), event in zip(slots, ready, strict=True):
+                    device = self._backend.device(name)
+                    tg.create_task(
+                        self._devices.supervise(f"{name}/w{i}", device, event), name=f"{name}/w{i}"
+                    )
+                for event in ready:
+                    await event.wait()
+                tg.create_task(self._dispatcher.run(), name="dispatcher")
+                started.set_result(None)
+        except BaseException as exc:
+            self.ready = False
+            if not isinstance(exc, asyncio.CancelledError):
+                self.failure = _root_cause(exc)
+                log.critical("the engine stopped: %s", self.failure, exc_info=exc)
+            if not started.done():
+                started.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
+            raise
+
+    async def until_failed(self) -> BaseException:
+        """Wait until the pipeline stops on its own (an error of the engine's own); return that error.
+
+        A daemon waits on this beside its server so that an engine that can no longer work ends the
+        process (for its supervisor to restart) instead of answering as if it were fine.
+        """
+        assert self._runner is not None, "the engine is not running"
+        with contextlib.suppress(BaseException):
+            await asyncio.shield(self._runner)
+        if self.failure is None:
+            raise asyncio.CancelledError("the engine was stopped")
+        return self.failure
+
+    # -- jobs -----------------------------------------------------------------------------------------
+
+    async def submit(self, req: JobRequest) -> str:
+        """Journal a job and queue its partitions; return its id.
+
+        Idempotent on ``req.job_id``: resubmitting an id returns it without a new job (a different request
+        under the same id is refused with 409). Raises ``JobRejected`` (status 404 unknown kind or circuit,
+        422 bad sector / witnesses / randomness, 413 a partition larger than the whole memory budget, 503 not
+        started).
+        """
+        if not self.ready:
+            raise JobRejected("the engine is not running: start it first", 503)
+        self._refuse_without_journal("no job is accepted")
+        try:
+            return await self._admission.submit(req)
+        except JournalUnwritable as exc:
+            self._pipeline.journal_failed(exc)
+            raise JobRejected(f"no job is accepted: {exc}", 507) from None
+
+    def _refuse_without_journal(self, what: str) -> None:
+        """507 while the journal cannot be written (a disk that is full)."""
+        if (problem := self._pipeline.journal_problem) is not None:
+            raise JobRejected(f"{what}: {problem}", 507)
+
+    def job(self, job_id: str) -> JobView | None:
+        """The job's state and per-partition states, or None when no such job was ever accepted."""
+        if (job := self._pipeline.jobs.get(job_id)) is not None:
+            return live_view(job)
+        journal = self._pipeline.journal
+        record = journal.job(job_id)
+        return None if record is None else journal_view(journal, record)
+
+    def jobs(self, state: str | None = None, limit: int = 100) -> list[JobView]:
+        """Jobs from the journal, newest first, optionally only those in ``state`` (a JobState value)."""
+        if state is not None and state not in {s.value for s in JobState}:
+            raise JobRejected(f"state {state!r}: expected one of {', '.join(s.value for s in JobState)}", 422)
+        journal, live = self._pipeline.journal, self._pipeline.jobs
+        views = []
+        for record in journal.jobs(state, max(1, min(limit, 10_000))):
+            job = live.get(record.job_id)
+            views.append(live_view(job) if job is not None else journal_view(journal, record))
+        return views
+
+    async def wait_proof(self, job_id: str, timeout: float) -> JobProof | None:  # noqa: ASYNC109
+        """The job's verified proofs once it is done, waiting up to ``timeout`` seconds.
+
+        Returns None if it is not done by then. Raises ``JobRejected`` (404) for an unknown job and (409)
+        for a job that failed or was cancelled, with its error.
+        """
+        job = self._pipeline.jobs.get(job_id)
+        if job is not None and not job.state.terminal and timeout > 0:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await job.ended.wait()
+        journal = self._pipeline.journal
+        record = journal.job(job_id)
+        if record is None:
+            raise JobRejected(f"no job {job_id!r}", 404)
+        if record.state in (JobState.FAILED, JobState.CANCELLED):
+            raise JobRejected(f"job {job_id} {record.state}: {record.error or 'no proof'}", 409)
+        if record.state != JobState.DONE:
+            return None
+        parts = [
+            PartitionProof(index=p.index, proof=p.proof or {}, public=p.public or [])
+            for p in journal.partitions(job_id)
+        ]
+        return JobProof(job_id=job_id, kind=record.kind, partitions=parts)
+
+    async def cancel(self, job_id: str) -> bool:
+        """Cancel a job at any stage, freeing its reservations; False when it was already finished.
+
+        Raises ``JobRejected`` (404) for an unknown job.
+        """
+        job = self._pipeline.jobs.get(job_id)
+        if job is None:
+            if self._pipeline.journal.job(job_id) is None:
+                raise JobRejected(f"no job {job_id!r}", 404)
+            return False
+        if job.state.terminal:
+            return False
+        self._refuse_without_journal("no job is cancelled")
+        self._pipeline.end_job(job, JobState.CANCELLED, "cancelled by request")
+        return True
+
+    # -- kinds and circuits ---------------------------------------------------------------------------
+
+    def kinds(self) -> list[KindInfo]:
+        """Every proof kind this engine proves (the built-in ones, then ``circom``)."""
+        return self._circuits.kinds()
+
+    def verification_key(self, kind: str, circuit: str | None = None) -> dict[str, Any]:
+        """The snarkjs verification_key.json of ``kind`` (for ``circom``, of the registered ``circuit``).
+
+        Raises ``JobRejected`` (404) for an unknown kind or circuit.
+        """
+        return self._circuits.verification_key(kind, circuit)
+
+    async def register_circuit(
+        self, name: str, zkey_path: Path, *, wasm_path: Path | None = None, priority: str = "normal"
+    ) -> CircuitInfo:
+        """Register a circom circuit for kind ``circom``: its snarkjs .zkey and optionally its circom
+        witness generator (.wasm), copied into the data folder so the registration survives restarts.
+
+        Jobs then name it in ``circuit`` and give one witness per partition. Re-registering a name with the
+        same files is a no-op; with different files it is refused (409). Raises ``JobRejected`` (422) for a
+        file that is missing or not a Groth16 .zkey.
+        """
+        self._refuse_without_journal("no circuit is registered")
+        try:
+            return await self._circuits.register(name, zkey_path, wasm_path=wasm_path, priority=priority)
+        except JournalUnwritable as exc:
+            self._pipeline.journal_failed(exc)
+            raise JobRejected(f"no circuit is registered: {exc}", 507) from None
+
+    def circuits(self) -> list[CircuitInfo]:
+        """The registered circom circuits."""
+        return self._circuits.infos()
+
+    # -- what it is doing -----------------------------------------------------------------------------
+
+    def snapshot(self) -> StatusSnapshot:
+        """A frozen, consistent view of everything (``GET /status``)."""
+        return self._pipeline.tracker.snapshot(*self._engine_reasons())
+
+    def totals(self) -> TrackerTotals:
+        """Counters since boot and gauges now (``GET /metrics``)."""
+        return self._pipeline.tracker.totals(*self._engine_reasons())
+
+    def health(self) -> Health:
+        """Whether the daemon can do its work now, and if not, why (``GET /healthz``, ``status --check``):
+        every device has a live worker, the queue is not stalled, the pipeline is running."""
+        return self._pipeline.tracker.health(*self._engine_reasons())
+
+    def _engine_reasons(self) -> tuple[str, ...]:
+        if self.failure is not None:
+            return (f"the engine stopped: {self.failure}",)
+        if not self.ready:
+            return ("starting",) if self._runner is None else ("stopping",)
+        journal = self._pipeline.journal_problem
+        reasons = [f"{journal}: new jobs are refused (507) and no partition starts"] if journal else []
+        reasons += [
+            f"device {name} has no live worker ({why})"
+            for name, why in self._devices.devices_without_live_worker().items()
+            if name not in self._pipeline.tracker.health().devices_down  # not yet posted: said here
+        ]
+        stalled = self._pipeline.stalled(*self._devices.busy())
+        return (*reasons, stalled) if stalled else tuple(reasons)
+
+    def subscribe(self, last_event_id: int | None = None) -> AsyncIterator[FeedItem]:
+        """The event stream (``GET /v1/events``), resumed after ``last_event_id`` when given."""
+        return self._pipeline.tracker.subscribe(last_event_id)
+
+    def workers(self) -> list[WorkerInfo]:
+        """The device workers and their process ids."""
+        return [w.info() for w in self._devices.workers.values()]
+
+    @property
+    def backend(self) -> DeviceBackend:
+        """Where the work runs."""
+        return self._backend
+
+    @property
+    def budget(self) -> MemoryBudget:
+        """The memory budget (read its ``stats()``; never change it from outside)."""
+        return self._pipeline.budget
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The first error inside a task group's exception group (the one that stopped the others)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc

@@ -1,0 +1,234 @@
+"""The engine's circuits: the built-in kinds' prepared circuits and the registered circom circuits.
+
+A registered circuit's files are copied into the data folder and journalled, so registrations survive
+restarts. The files a registration names must lie inside the allowed roots and be regular files no larger
+than the memory budget; they are copied (and hashed) in a thread, and the copy is inspected on the
+backend's CPU pool: nothing of it runs on the event loop. A refused or failed registration leaves nothing
+in the data folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import shutil
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+from ..devices.backend import DeviceBackend, PoolProcessDied
+from ..errors import JobRejected, ProoflaneError
+from ..files import Roots, copy_limited, off_loop, refusal
+from ..kinds import BUILTIN_KINDS, CIRCOM, CIRCOM_SPEC, CircuitMeta, inspect_zkey, prepare_builtin
+from ..models import CircuitInfo, KindInfo
+from ..states import Priority
+from ..store import CircuitRecord
+from .pipeline import Pipeline
+from .records import CircuitEntry, circuit_info
+
+__all__ = ["CircuitRegistry", "copy_circuit_files"]
+
+
+class CircuitRegistry:
+    """Built-in kinds -> their circuit; registered names -> their circom circuit."""
+
+    def __init__(self, pipeline: Pipeline, backend: DeviceBackend) -> None:
+        self._pipeline = pipeline
+        self._backend = backend
+        self._metas: dict[str, CircuitMeta] = {}  # built-in kind -> its circuit
+        self._circuits: dict[str, CircuitEntry] = {}
+        # name -> its registration in progress; another one of the name waits for it (event loop only).
+        self._registering: dict[str, asyncio.Future[None]] = {}
+
+    @property
+    def backend(self) -> DeviceBackend:
+        """Where CPU-side work runs (admission builds inline sectors there too)."""
+        return self._backend
+
+    def root_folders(self) -> tuple[Path, ...]:
+        """The folders whose files requests may name: the data folder, then ``allowed_roots``."""
+        cfg = self._pipeline.config
+        return (cfg.data_dir, *(Path(p) for p in cfg.allowed_roots))
+
+    async def load(self) -> None:
+        """Prepare every built-in kind's circuit and key (cached in the keys folder); read registrations."""
+        cfg = self._pipeline.config
+        keys_dir = str(cfg.keys_dir)
+        calls = [
+            self._backend.run(prepare_builtin, k.name, cfg.profile, cfg.curve, keys_dir)
+            for k in BUILTIN_KINDS
+        ]
+        for spec, meta in zip(BUILTIN_KINDS, await asyncio.gather(*calls), strict=True):
+            self._metas[spec.name] = meta
+        leftovers = (cfg.data_dir / "circuits").glob(".incoming-*")  # of registrations cut short by a crash
+        for folder in await asyncio.to_thread(list, leftovers):
+            await asyncio.to_thread(shutil.rmtree, folder, True)
+        for record in self._pipeline.journal.circuits():
+            meta_path = Path(record.zkey).with_suffix(".json")
+            self._circuits[record.name] = CircuitEntry(
+                record, CircuitMeta(**json.loads(meta_path.read_text()))
+            )
+
+    def builtin(self, kind: str) -> CircuitMeta:
+        """The prepared circuit of a built-in kind (KeyError for any other)."""
+        return self._metas[kind]
+
+    def circuit(self, name: str) -> CircuitEntry:
+        """A registered circuit, or 404 naming the registered ones."""
+        circuit = self._circuits.get(name)
+        if circuit is None:
+            known = ", ".join(self._circuits) or "none registered"
+            raise JobRejected(f"unknown circuit {name!r} (registered: {known})", 404)
+        return circuit
+
+    def meta(self, kind: str, circuit: str | None) -> CircuitMeta:
+        """The circuit a job of ``kind`` (and, for circom, of ``circuit``) proves."""
+        return self.circuit(circuit or "").meta if kind == CIRCOM else self._metas[kind]
+
+    def kinds(self) -> list[KindInfo]:
+        """Every proof kind (the built-in ones, then ``circom``)."""
+        return _kind_infos(self._metas)
+
+    def verification_key(self, kind: str, circuit: str | None = None) -> dict[str, Any]:
+        """The snarkjs verification_key.json of ``kind`` (for ``circom``, of ``circuit``); 404 if unknown."""
+        if kind == CIRCOM:
+            return self.circuit(circuit or "").meta.vk
+        if kind not in self._metas:
+            raise JobRejected(f"unknown kind {kind!r}: expected one of {', '.join(self._metas)}", 404)
+        return self._metas[kind].vk
+
+    def infos(self) -> list[CircuitInfo]:
+        """The registered circom circuits."""
+        return [circuit_info(c) for c in self._circuits.values()]
+
+    async def register(
+        self, name: str, zkey_path: Path, *, wasm_path: Path | None = None, priority: str = "normal"
+    ) -> CircuitInfo:
+        """Register a circom circuit (see :meth:`prooflane.engine.Engine.register_circuit`)."""
+        try:
+            prio = Priority(priority)
+        except ValueError:
+            raise JobRejected(f"priority {priority!r}: expected critical, high or normal", 422) from None
+        while (earlier := self._registering.get(name)) is not None:
+            await asyncio.wait({earlier})
+        registering = self._registering[name] = asyncio.get_running_loop().create_future()
+        try:
+            return await self._register(name, str(zkey_path), str(wasm_path) if wasm_path else None, prio)
+        finally:
+            del self._registering[name]
+            registering.set_result(None)
+
+    async def _register(
+        self, name: str, zkey_path: str, wasm_path: str | None, prio: Priority
+    ) -> CircuitInfo:
+        cfg = self._pipeline.config
+        incoming = cfg.data_dir / "circuits" / f".incoming-{uuid.uuid4().hex}"
+        given_up = threading.Event()  # set when the request stops waiting for the copy
+        try:
+            try:
+                digest = await off_loop(
+                    copy_circuit_files, self.root_folders(), zkey_path, wasm_path, incoming,
+                    cfg.memory_budget_bytes, given_up,
+                )  # fmt: skip
+            except ProoflaneError as exc:
+                raise refusal(exc) from None
+            finally:
+                given_up.set()
+            if (known := self._circuits.get(name)) is not None:
+                if known.record.digest != digest:
+                    taken = f"circuit {name!r} is registered with other files; pick another name"
+                    raise JobRejected(taken, 409)
+                return circuit_info(known)
+            folder = cfg.data_dir / "circuits" / name
+            await asyncio.to_thread(_move_folder, incoming, folder)
+            try:
+                return await self._inspect_and_journal(name, folder, zkey_path, digest, prio)
+            except BaseException:
+                await asyncio.to_thread(shutil.rmtree, folder, True)  # a failed registration keeps nothing
+                raise
+        finally:
+            await asyncio.to_thread(shutil.rmtree, incoming, True)
+
+    async def _inspect_and_journal(
+        self, name: str, folder: Path, zkey_path: str, digest: str, prio: Priority
+    ) -> CircuitInfo:
+        zkey = folder / "circuit.zkey"
+        wasm = folder / "circuit.wasm"
+        try:
+            meta = await self._backend.run(inspect_zkey, f"circom:{name}", str(zkey))
+        except PoolProcessDied as exc:
+            raise JobRejected(
+                f"zkey {zkey_path!r}: the process inspecting it died ({exc}); nothing kept: try again", 503
+            ) from None
+        except ProoflaneError as exc:
+            raise JobRejected(f"zkey {zkey_path!r}: {exc}", 422) from None
+        await asyncio.to_thread(zkey.with_suffix(".json").write_text, json.dumps(meta.to_json()))
+        wasm_kept = str(wasm) if await asyncio.to_thread(wasm.exists) else None
+        record = CircuitRecord(
+            name, str(zkey), wasm_kept, digest, prio.value, meta.curve, meta.constraints,
+            meta.public_signals, meta.partition_bytes,
+        )  # fmt: skip
+        self._pipeline.journal.add_circuit(record)
+        self._circuits[name] = CircuitEntry(record, meta)
+        return circuit_info(self._circuits[name])
+
+
+def _kind_infos(metas: dict[str, CircuitMeta]) -> list[KindInfo]:
+    """``GET /v1/kinds``: the built-in kinds (``metas``: their prepared circuits), then ``circom``."""
+    out = [
+        KindInfo(
+            name=spec.name,
+            partitions=spec.partitions,
+            priority=spec.priority,
+            curve=metas[spec.name].curve,
+            constraints_per_partition=metas[spec.name].constraints,
+            memory_per_partition_bytes=metas[spec.name].partition_bytes,
+            proving_key_bytes=metas[spec.name].key_alloc_bytes,
+            description=spec.description,
+        )
+        for spec in BUILTIN_KINDS
+    ]
+    circom = CIRCOM_SPEC
+    out.append(
+        KindInfo(
+            name=CIRCOM,
+            partitions=0,
+            priority=circom.priority,
+            curve="any",
+            constraints_per_partition=0,
+            memory_per_partition_bytes=0,
+            description=circom.description,
+        )
+    )
+    return out
+
+
+def copy_circuit_files(
+    folders: tuple[Path, ...],
+    zkey: str,
+    wasm: str | None,
+    target: Path,
+    limit: int,
+    given_up: threading.Event,
+) -> str:
+    """Copy a registration's .zkey (and .wasm) into the new folder ``target``, each resolved inside the
+    roots and a regular file of at most ``limit`` bytes; the SHA-256 of both. Blocks: run it off the loop."""
+    roots = Roots.of(folders)
+    zkey_path = roots.confine(zkey, "zkey")
+    wasm_path = roots.confine(wasm, "wasm") if wasm is not None else None
+    target.mkdir(parents=True)
+    digest = hashlib.sha256()
+    copy_limited(zkey_path, target / "circuit.zkey", limit, "zkey", digest, given_up)
+    if wasm_path is not None:
+        copy_limited(wasm_path, target / "circuit.wasm", limit, "wasm", digest, given_up)
+    else:
+        digest.update(b"-")
+    return digest.hexdigest()
+
+
+def _move_folder(source: Path, target: Path) -> None:
+    """``source`` becomes ``target`` (a folder left by an earlier, interrupted registration is replaced)."""
+    shutil.rmtree(target, ignore_errors=True)
+    source.rename(target)

@@ -1,0 +1,580 @@
+"""The daemon's HTTP API: jobs, proof kinds, circuits, status, events (SSE), metrics, health, dashboard.
+
+`create_app(engine, config)` builds the FastAPI application. It talks to the engine only through the
+public methods listed in `EngineApi`; it owns no proving state. Every 4xx answer carries a ``detail`` a
+person can act on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Protocol
+
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Security
+from fastapi import Path as PathParam
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
+
+from .._version import __version__
+from ..config import Config
+from ..errors import JobRejected
+from ..models import (
+    JOB_ID_SCHEMA,
+    CircuitInfo,
+    CircuitRegistration,
+    JobAccepted,
+    JobProof,
+    JobRequest,
+    JobState,
+    JobView,
+    KindInfo,
+)
+from ..status.feed import FeedItem, Subscription
+from ..status.snapshot import Health
+from ..status.tracker import TrackerTotals
+from . import metrics
+
+__all__ = ["ApiSettings", "EngineApi", "close_streams", "create_app"]
+
+DASHBOARD = Path(__file__).resolve().parents[1] / "dashboard"
+"""The dashboard's static files (served at ``/``; the fleet serves them too)."""
+JOB_STATES = tuple(state.value for state in JobState)
+MAX_WAIT_SECS = 300.0
+"""The longest long-poll (``GET /v1/jobs/{id}/proof?wait=``), as /openapi.json gives it."""
+_STATES = {"enum": list(JOB_STATES)}  # in /openapi.json; another state is 400, naming the states
+SSE_BATCH_EVENTS = 256  # the most events one write of an event stream carries
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class SnapshotText(Protocol):
+    """What the API needs of a status snapshot: its JSON text, and the same bounded to some jobs."""
+
+    def to_json_text(self) -> str: ...
+
+    def bounded(self, jobs: int) -> SnapshotText: ...
+
+
+class EngineApi(Protocol):
+    """The engine methods the API uses (the real `prooflane.engine.Engine` has them all)."""
+
+    @property
+    def ready(self) -> bool: ...
+
+    def snapshot(self) -> SnapshotText: ...
+
+    def totals(self) -> TrackerTotals: ...
+
+    def subscribe(self, last_event_id: int | None = None) -> AsyncIterator[FeedItem]: ...
+
+    def health(self) -> Health: ...
+
+    async def submit(self, req: JobRequest) -> str: ...
+
+    def job(self, job_id: str) -> JobView | None: ...
+
+    def jobs(self, state: str | None = None, limit: int = 100) -> list[JobView]: ...
+
+    async def wait_proof(self, job_id: str, timeout: float) -> JobProof | None: ...  # noqa: ASYNC109
+
+    async def cancel(self, job_id: str) -> bool: ...
+
+    def kinds(self) -> list[KindInfo]: ...
+
+    def verification_key(self, kind: str, circuit: str | None = None) -> dict[str, Any]: ...
+
+    async def register_circuit(
+        self, name: str, zkey_path: Path, *, wasm_path: Path | None = None, priority: str = "normal"
+    ) -> CircuitInfo: ...
+
+    def circuits(self) -> list[CircuitInfo]: ...
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx answer: what was wrong, in words a person can act on."""
+
+    detail: str = Field(description="What was refused and why, naming the field or file at fault.")
+    errors: list[str] | None = Field(default=None, description="For 422: each invalid field and its problem.")
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """What the HTTP layer needs from the config: auth, limits, and the SSE cadence."""
+
+    token: str | None = None
+    max_body_bytes: int = 1 << 20
+    max_wait_secs: float = MAX_WAIT_SECS
+    heartbeat_secs: float = 15.0
+
+    @classmethod
+    def from_config(cls, config: Config) -> ApiSettings:
+        """Take the token and the body limit from the daemon config (an empty token means no auth)."""
+        return cls(token=config.token or None, max_body_bytes=config.max_request_bytes)
+
+
+def create_app(engine: EngineApi, config: Config, *, settings: ApiSettings | None = None) -> FastAPI:
+    """Build the HTTP application around a (started or starting) engine."""
+    settings = settings or ApiSettings.from_config(config)
+    app = FastAPI(
+        title="prooflane",
+        version=__version__,
+        summary="A pipelined Groth16 proving engine",
+        docs_url="/docs",
+        redoc_url=None,
+        responses={"4XX": {"model": ErrorBody, "description": "Refused: `detail` says why."}},
+    )
+    app.state.engine = engine
+    app.state.settings = settings
+    app.state.closing = asyncio.Event()
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(JobRejected, _job_rejected)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    _add_job_routes(app, engine, settings)
+    _add_kind_routes(app, engine, settings)
+    _add_status_routes(app, engine, settings)
+    if DASHBOARD.is_dir():
+        app.mount("/", StaticFiles(directory=DASHBOARD, html=True), name="dashboard")
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    return app
+
+
+def close_streams(app: FastAPI) -> None:
+    """Ask every open event stream to finish (the server calls this when it shuts down)."""
+    closing: asyncio.Event = app.state.closing
+    closing.set()
+
+
+# --- auth and errors ---------------------------------------------------------------------------
+
+
+# In /openapi.json the mutating routes say they need a bearer token exactly when one is configured.
+_BEARER = HTTPBearer(auto_error=False, description="The daemon's `token`: `Authorization: Bearer <token>`.")
+
+
+def _require_token(settings: ApiSettings) -> Callable[..., None]:
+    if settings.token is None:
+
+        def open_route() -> None:
+            return None
+
+        return open_route
+
+    def check(
+        request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_BEARER)]
+    ) -> None:
+        # ``credentials`` puts the scheme in /openapi.json; the header is read here, to say what is wrong.
+        assert settings.token is not None
+        authorization = request.headers.get("authorization")
+        if authorization is None:
+            raise _unauthorized("this route needs a bearer token: send 'Authorization: Bearer <token>'")
+        scheme, _, given = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not given:
+            raise _unauthorized("malformed Authorization header: expected 'Bearer <token>'")
+        if not hmac.compare_digest(given.strip().encode(), settings.token.encode()):
+            raise _unauthorized("wrong bearer token")
+
+    return check
+
+
+def _unauthorized(detail: str) -> HTTPException:
+    return HTTPException(401, detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    problems = [_describe(error) for error in exc.errors()]
+    detail = "invalid request: " + "; ".join(problems)
+    return JSONResponse({"detail": detail, "errors": problems}, status_code=422)
+
+
+def _describe(error: Any) -> str:
+    where = ".".join(str(part) for part in error.get("loc", ()) if part != "body") or "body"
+    return f"{where}: {error.get('msg', 'invalid')}"
+
+
+async def _job_rejected(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, JobRejected)
+    headers = {"Retry-After": "1"} if exc.status_code == 503 else None  # "try again": soon
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Routing's bare "Not Found" / "Method Not Allowed" say which request; other details pass through."""
+    assert isinstance(exc, StarletteHTTPException)
+    detail = exc.detail
+    where = f"{request.method} {request.url.path}"
+    if exc.status_code == 404 and detail == "Not Found":
+        detail = f"no route or file for {where}: the API is under /v1 (see /openapi.json)"
+    headers = exc.headers
+    if exc.status_code == 405:
+        allowed = _allowed_methods(request)
+        if allowed:  # a route of the API, not a dashboard file: say what it takes
+            headers = {**(headers or {}), "Allow": ", ".join(allowed)}
+        if detail == "Method Not Allowed":
+            detail = f"{request.method} is not allowed on {request.url.path} (see /openapi.json)"
+    return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=headers)
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """The methods the API's routes take on this request's path (empty when no API route has the path)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.methods and route.path_regex.match(request.url.path):
+            methods |= route.methods
+    return sorted(methods)
+
+
+JobId = Annotated[str, PathParam(description="The job's id.", json_schema_extra=JOB_ID_SCHEMA)]
+"""A job id in a route's path (any other string is simply no job: 404)."""
+
+
+def _not_found_job(job_id: str) -> HTTPException:
+    return HTTPException(404, f"no job with id {job_id!r}")
+
+
+# --- jobs --------------------------------------------------------------------------------------
+
+
+def _add_job_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> None:
+    auth = [Depends(_require_token(settings))]
+
+    @app.post("/v1/jobs", status_code=202, dependencies=auth, response_model=JobAccepted, tags=["jobs"])
+    async def submit(request: JobRequest) -> JobAccepted:
+        """Accept a proof job; a repeated `job_id` answers the same job again (idempotent)."""
+        if not engine.ready:
+            raise HTTPException(503, "the daemon is starting and does not accept jobs yet; retry shortly")
+        return JobAccepted(job_id=await engine.submit(request))
+
+    @app.get("/v1/jobs", response_model=list[JobView], tags=["jobs"])
+    async def jobs(
+        state: Annotated[
+            str | None, Query(description="only jobs in this state", json_schema_extra=_STATES)
+        ] = None,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+    ) -> list[JobView]:
+        """Jobs from the journal, newest first, finished ones included."""
+        if state is not None and state not in JOB_STATES:
+            raise HTTPException(400, f"unknown state {state!r}: expected one of {', '.join(JOB_STATES)}")
+        return engine.jobs(state, limit)
+
+    @app.get("/v1/jobs/{job_id}", response_model=JobView, tags=["jobs"])
+    async def job(job_id: JobId) -> JobView:
+        """One job: its state and the state of each partition."""
+        view = engine.job(job_id)
+        if view is None:
+            raise _not_found_job(job_id)
+        return view
+
+    @app.get(
+        "/v1/jobs/{job_id}/proof",
+        response_model=JobProof,
+        tags=["jobs"],
+        responses={
+            202: {"model": JobView, "description": "Not done yet: the job's state; ask again."},
+            409: {"description": "The job failed or was cancelled: no proof (the detail says why)."},
+        },
+    )
+    async def proof(
+        job_id: JobId,
+        wait: Annotated[
+            float,
+            Query(
+                ge=0,
+                description="seconds to wait for the proof (long-poll)",
+                json_schema_extra={"maximum": MAX_WAIT_SECS},  # more is 400, saying the limit
+            ),
+        ] = 0.0,
+    ) -> Response:
+        """The job's proofs once done; `?wait=S` holds the request up to S seconds for it."""
+        if wait > settings.max_wait_secs:
+            raise HTTPException(400, f"wait={wait:g} is too long: at most {settings.max_wait_secs:g} seconds")
+        return await _proof_or_state(engine, job_id, wait, app.state.closing)
+
+    @app.delete("/v1/jobs/{job_id}", response_model=JobView, dependencies=auth, tags=["jobs"])
+    async def cancel(job_id: JobId) -> JobView:
+        """Cancel a job at whatever stage it is; its memory and workers are freed."""
+        if engine.job(job_id) is None:
+            raise _not_found_job(job_id)
+        cancelled = await engine.cancel(job_id)
+        view = engine.job(job_id)
+        assert view is not None
+        if not cancelled and view.state != "cancelled":
+            raise HTTPException(409, f"job {job_id} already finished ({view.state}); nothing to cancel")
+        return view
+
+
+async def _proof_or_state(engine: EngineApi, job_id: str, wait: float, closing: asyncio.Event) -> Response:
+    if engine.job(job_id) is None:
+        raise _not_found_job(job_id)
+    found = await _wait_unless_closing(engine.wait_proof(job_id, wait), closing)
+    if found is not None:
+        return JSONResponse(found.model_dump(mode="json"))
+    view = engine.job(job_id)
+    assert view is not None
+    if view.state in ("failed", "cancelled"):
+        reason = f": {view.error}" if view.error else ""
+        raise HTTPException(409, f"job {job_id} is {view.state} and has no proof{reason}")
+    # Not done yet: 202 with the job's state, so a client can poll again.
+    return JSONResponse(view.model_dump(mode="json"), status_code=202, headers={"Retry-After": "1"})
+
+
+async def _wait_unless_closing(
+    waiting: Awaitable[JobProof | None], closing: asyncio.Event
+) -> JobProof | None:
+    """The long-poll's result, or None at once when the daemon shuts down (the caller answers 202)."""
+    proof = asyncio.ensure_future(waiting)
+    closed = asyncio.ensure_future(closing.wait())
+    try:
+        await asyncio.wait({proof, closed}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        closed.cancel()
+        if not proof.done():
+            proof.cancel()
+    return proof.result() if proof.done() and not proof.cancelled() else None
+
+
+# --- kinds and circuits ------------------------------------------------------------------------
+
+
+def _add_kind_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> None:
+    auth = [Depends(_require_token(settings))]
+
+    @app.get("/v1/kinds", response_model=list[KindInfo], tags=["kinds"])
+    async def kinds() -> list[KindInfo]:
+        """Every proof kind this daemon proves, with its partitions, priority, curve and sizes."""
+        return engine.kinds()
+
+    @app.get("/v1/kinds/{kind}/verification_key", tags=["kinds"])
+    async def verification_key(
+        kind: str, circuit: Annotated[str | None, Query(description="for kind circom: the circuit")] = None
+    ) -> dict[str, Any]:
+        """The kind's verification key in snarkjs `verification_key.json` form."""
+        if kind == "circom" and circuit is None:
+            raise HTTPException(400, "kind 'circom' has one key per circuit: add ?circuit=NAME")
+        return engine.verification_key(kind, circuit)
+
+    @app.get("/v1/circuits", response_model=list[CircuitInfo], tags=["kinds"])
+    async def circuits() -> list[CircuitInfo]:
+        """The registered circom circuits."""
+        return engine.circuits()
+
+    @app.post("/v1/circuits", status_code=201, response_model=CircuitInfo, dependencies=auth, tags=["kinds"])
+    async def register_circuit(request: CircuitRegistration) -> CircuitInfo:
+        """Register a circom circuit: a snarkjs .zkey and, optionally, circom's witness generator (.wasm),
+        both paths on the daemon's machine. Jobs of kind `circom` then name it in `circuit`."""
+        wasm = Path(request.wasm) if request.wasm is not None else None
+        return await engine.register_circuit(
+            request.name, Path(request.zkey), wasm_path=wasm, priority=request.priority.value
+        )
+
+
+# --- status, events, metrics, health -----------------------------------------------------------
+
+
+def _add_status_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> None:
+    @app.head("/status", include_in_schema=False)
+    @app.get("/status", tags=["status"], response_class=JSONResponse)
+    async def status(
+        jobs: Annotated[
+            int | None,
+            Query(
+                ge=0,
+                description="list at most this many jobs in `pipelines`: running, then next to run, then the "
+                "last ended (`live_jobs` still counts them all)",
+            ),
+        ] = None,
+    ) -> Response:
+        """A frozen snapshot of everything the engine is doing (the shape other tools parse)."""
+        # The snapshot writes its own JSON text (cached per job): /status is polled often and must stay cheap.
+        snapshot = engine.snapshot()
+        if jobs is not None:
+            snapshot = snapshot.bounded(jobs)
+        return Response(snapshot.to_json_text(), media_type="application/json")
+
+    @app.get("/v1/events", tags=["status"], response_class=StreamingResponse)
+    async def events(
+        request: Request,
+        last_event_id: Annotated[str | None, Header()] = None,
+        after: Annotated[str | None, Query(description="resume after this event id")] = None,
+    ) -> StreamingResponse:
+        """Server-sent events, one per tracker event; resume with `Last-Event-ID` without a gap."""
+        resume = _parse_event_id(last_event_id if last_event_id is not None else after)
+        stream = _event_stream(engine, resume, settings.heartbeat_secs, app.state.closing)
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+
+    @app.get("/metrics", response_class=PlainTextResponse, tags=["status"])
+    async def prometheus() -> PlainTextResponse:
+        """Prometheus text exposition."""
+        return PlainTextResponse(metrics.render_totals(engine.totals()), media_type=metrics.CONTENT_TYPE)
+
+    @app.head("/healthz", include_in_schema=False)
+    @app.get("/healthz", tags=["status"])
+    async def healthz() -> JSONResponse:
+        """200 only when the daemon can do its work: running, every device with a live worker, the queue not
+        stalled. 503 otherwise, with the reasons (for systemd and container health checks)."""
+        health = engine.health()
+        if health.ok:
+            return JSONResponse({"ok": True, "version": __version__})
+        detail = "; ".join(health.reasons)
+        return JSONResponse({"ok": False, "detail": detail, "reasons": list(health.reasons)}, status_code=503)
+
+
+def _parse_event_id(raw: str | None) -> int | None:
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise HTTPException(400, f"Last-Event-ID {raw!r} is not an event id (a whole number)") from None
+    if value < 0:
+        raise HTTPException(400, f"Last-Event-ID {value} is negative")
+    return value
+
+
+async def _event_stream(
+    engine: EngineApi, resume: int | None, heartbeat: float, closing: asyncio.Event
+) -> AsyncGenerator[str, None]:
+    """Format the tracker's feed as SSE, with a comment line as heartbeat while nothing happens."""
+    feed: AsyncIterator[FeedItem] = engine.subscribe(resume)
+    yield ": prooflane event stream\nretry: 1000\n\n"
+    frames = (
+        _subscription_frames(feed, heartbeat, closing)
+        if isinstance(feed, Subscription)
+        else _iterator_frames(feed, heartbeat, closing)
+    )
+    try:
+        async for chunk in frames:
+            yield chunk
+    finally:
+        await frames.aclose()
+
+
+async def _subscription_frames(
+    feed: Subscription, heartbeat: float, closing: asyncio.Event
+) -> AsyncGenerator[str, None]:
+    """The tracker's own feed: every event ready goes out in one write (a burst costs one send, not one per
+    event), and waiting costs no task per event."""
+    closed = asyncio.ensure_future(closing.wait())
+    closed.add_done_callback(lambda _: feed.close())  # wakes the wait below
+    try:
+        while not closing.is_set() and not feed.closed:
+            if feed.ready:
+                yield "".join(_sse_frame(i.id, i.event, i.data) for i in feed.take(SSE_BATCH_EVENTS))
+                continue
+            try:
+                async with asyncio.timeout(heartbeat):
+                    await feed.wait()
+            except TimeoutError:
+                yield ": heartbeat\n\n"
+    finally:
+        closed.cancel()
+        feed.close()
+
+
+async def _iterator_frames(
+    feed: AsyncIterator[FeedItem], heartbeat: float, closing: asyncio.Event
+) -> AsyncGenerator[str, None]:
+    """Any other feed: one event per write."""
+    closed = asyncio.ensure_future(closing.wait())
+    pending: asyncio.Future[Any] | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(feed))
+            done, _ = await asyncio.wait({pending, closed}, timeout=heartbeat, return_when="FIRST_COMPLETED")
+            if closed in done:
+                return
+            if pending not in done:
+                yield ": heartbeat\n\n"
+                continue
+            try:
+                item = pending.result()
+            except StopAsyncIteration:
+                return
+            pending = None
+            yield _sse_frame(item.id, item.event, item.data)
+    finally:
+        closed.cancel()
+        if pending is not None and not pending.done():
+            pending.cancel()  # cancelling the running step also finishes the feed (its cleanup runs)
+        else:
+            aclose = getattr(feed, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
+def _sse_frame(event_id: int | None, name: str, data: Any) -> str:
+    text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    lines = [f"id: {event_id}"] if event_id is not None else []
+    lines.append(f"event: {name}")
+    lines.extend(f"data: {line}" for line in text.splitlines() or [""])
+    return "\n".join(lines) + "\n\n"
+
+
+# --- request body limit ------------------------------------------------------------------------
+
+
+class BodyLimit:
+    """Refuse request bodies larger than `max_bytes` with 413, whether sized or chunked."""
+
+    def __init__(self, app: Asgi, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers", ())).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(send)
+            return
+        # Bodies are small (JSON requests), so read the whole one first and replay it to the app.
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away before sending its body
+            body += message.get("body", b"")
+            if len(body) > self.max_bytes:
+                await self._refuse(send)
+                return
+            if not message.get("more_body", False):
+                break
+        await self.app(scope, _replay(bytes(body), receive), send)
+
+    async def _refuse(self, send: Send) -> None:
+        body = json.dumps(
+            {"detail": f"request body too large: at most {self.max_bytes} bytes are accepted"}
+        ).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()  # later calls wait for the disconnect, as usual
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay

@@ -1,0 +1,180 @@
+"""The status invariants: one function computes every broken one from the tracker's records.
+
+:func:`broken_invariants` is what ``StatusTracker.invariants()`` returns (cached per ``seq``), what
+``/status`` serves as ``invariants_ok`` and ``invariant_violations``, ``/metrics`` as
+``prooflane_invariant_violations``, and what the tests check after every event. It recomputes everything
+from the records, trusting no count the fold keeps:
+
+- every worker ever registered is listed, live (idle, proving, finalizing) or visibly restarting or lost: none
+  is silently absent (the fold never removes one), and a restarting or lost worker holds no lease; every live
+  lease is held by a listed worker;
+- each partition in proving is the current lease of exactly one worker, and each proving worker's partition
+  is in proving (the same for finalizing and finalizing leases);
+- no partition outside proving/finalizing holds a lease;
+- active synthesis equals the partitions synthesizing, and every per-state count equals a recount;
+- reserved memory equals the sum of live reservations;
+- every terminal job has an end time and is counted exactly once (the counters equal the terminal jobs, those
+  gone from the live view included), and has no live partition.
+
+:class:`InvariantCheck` gives the same answer for a tracker that asks at every new ``seq``: what depends on
+one job alone (its partitions' states, its done count, leases outside proving/finalizing, its end) is
+recounted only when the job's ``version`` moved, which every write to the job or its partitions does
+(:class:`prooflane.status.records.Job`); everything across jobs and workers is checked afresh every time.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .. import events as ev
+from ..states import LIVE_PARTITION_STATES, JobState, PartitionState
+from .records import Job, Records
+
+__all__ = ["InvariantCheck", "broken_invariants"]
+
+P = PartitionState
+
+
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    """What the invariants read of one job at one ``version``: its partitions per state, the partitions that
+    must hold a lease (name, state, lease), and the broken invariants of the job alone."""
+
+    job: Job
+    version: int
+    states: tuple[tuple[PartitionState, int], ...]
+    leased: tuple[tuple[str, PartitionState, ev.LeaseToken | None], ...]
+    problems: tuple[str, ...]
+
+
+def broken_invariants(records: Records) -> list[str]:
+    """Every broken invariant of ``records``, in words; empty when all hold. Recounts every job."""
+    return _broken(records, _job_facts)
+
+
+class InvariantCheck:
+    """:func:`broken_invariants` for one tracker, asked again at every new ``seq``: a job's own facts are
+    recounted only when its ``version`` moved (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._facts: dict[str, JobFacts] = {}
+
+    def __call__(self, records: Records) -> list[str]:
+        known, kept = self._facts, {}
+
+        def facts(job: Job) -> JobFacts:
+            fact = known.get(job.job_id)
+            if fact is None or fact.job is not job or fact.version != job.version:
+                fact = _job_facts(job)
+            kept[job.job_id] = fact
+            return fact
+
+        problems = _broken(records, facts)
+        self._facts = kept  # jobs gone from the live view are forgotten
+        return problems
+
+
+def _broken(records: Records, facts_of: Callable[[Job], JobFacts]) -> list[str]:
+    problems = _worker_problems(records)
+    current = Counter(w.current for w in records.workers.values() if w.current is not None)
+    finalizing = Counter(t for w in records.workers.values() for t in w.finalizing)
+    states: Counter[PartitionState] = Counter()
+    terminal: Counter[JobState] = Counter(records.pruned)
+    for job in records.jobs.values():  # this loop runs for every job at every new seq: keep it lean
+        facts = facts_of(job)
+        if facts.problems:
+            problems.extend(facts.problems)
+        if facts.leased:
+            problems.extend(_lease_problems(facts, current, finalizing))
+        for state, n in facts.states:
+            states[state] += n
+        if job.outcome is not None:
+            terminal[job.outcome] += 1
+    counted = records.states
+    if states[P.SYNTHESIZING] != counted[P.SYNTHESIZING]:
+        problems.append(
+            f"active synthesis is {counted[P.SYNTHESIZING]} "
+            f"but {states[P.SYNTHESIZING]} partitions are synthesizing"
+        )
+    if +states != +counted:
+        problems.append(f"partition state counts {dict(+counted)} != recount {dict(+states)}")
+    live = records.memory.live_reservation_bytes()
+    if records.memory.reserved_bytes != live:
+        problems.append(f"reserved {records.memory.reserved_bytes} bytes != sum of live reservations {live}")
+    for outcome in (JobState.DONE, JobState.FAILED, JobState.CANCELLED):
+        jobs = sum(n for (_, o), n in records.jobs_total.items() if o == outcome.value)
+        if jobs != terminal[outcome]:
+            problems.append(f"{jobs} jobs counted {outcome.value} but {terminal[outcome]} ended so")
+    return problems
+
+
+def _worker_problems(records: Records) -> list[str]:
+    problems: list[str] = []
+    for token, held in records.leases.items():
+        holder = records.workers.get(held.worker_id)
+        if holder is None or (holder.current != token and token not in holder.finalizing):
+            problems.append(f"lease {token} is live but worker {held.worker_id} does not hold it")
+    for w in records.workers.values():
+        if not w.live and (w.current is not None or w.finalizing):
+            problems.append(f"worker {w.worker_id} is {w.state.value} but holds a lease")
+        if records.devices.get(w.device.name) is not w.device:
+            problems.append(f"worker {w.worker_id} is on device {w.device.name}, which is not listed")
+        if w.current is not None:
+            lease = records.leases.get(w.current)
+            if lease is None or lease.partition.state is not P.PROVING:
+                problems.append(f"worker {w.worker_id} is proving but its lease's partition is not")
+        for token in w.finalizing:
+            lease = records.leases.get(token)
+            if lease is None or lease.partition.state is not P.FINALIZING:
+                problems.append(f"worker {w.worker_id} finalizes lease {token}, whose partition is not")
+    return problems
+
+
+def _job_facts(job: Job) -> JobFacts:
+    """The job's own facts, recounted from its partitions (one pass: this runs for every partition of every
+    job that changed)."""
+    version = job.version
+    problems = []
+    leased = []
+    done = live = 0
+    for p in job.partitions:
+        state = p.state
+        if state is P.DONE:
+            done += 1
+        elif state is P.PROVING or state is P.FINALIZING:
+            live += 1
+            leased.append((p.name, state, p.lease))
+            continue
+        elif state in LIVE_PARTITION_STATES:
+            live += 1
+        if p.lease is not None:
+            problems.append(f"partition {p.name} is {state.value} but holds lease {p.lease}")
+    if job.done != done:
+        problems.append(f"job {job.job_id} counts {job.done} partitions done, recount {done}")
+    ended = job.outcome is not None
+    if ended and (job.ended_at is None or not job.counted):
+        problems.append(f"job {job.job_id} ended without an end time or without being counted")
+    if ended and live:
+        problems.append(f"job {job.job_id} ended with live partitions")
+    if not ended and job.counted:
+        problems.append(f"job {job.job_id} is counted but has not ended")
+    states = tuple(Counter(p.state for p in job.partitions).items())
+    return JobFacts(job, version, states, tuple(leased), tuple(problems))
+
+
+def _lease_problems(
+    facts: JobFacts, current: Counter[ev.LeaseToken], finalizing: Counter[ev.LeaseToken]
+) -> list[str]:
+    """Each partition proving must be the current lease of exactly one worker, each one finalizing a
+    finalizing lease of exactly one (given how many workers hold each lease as current / finalizing)."""
+    problems = []
+    for name, state, lease in facts.leased:
+        if state is P.PROVING:
+            if lease is None or current[lease] != 1:
+                holders = current[lease] if lease is not None else 0
+                problems.append(f"partition {name} is proving but the current lease of {holders} workers")
+        elif lease is None or finalizing[lease] != 1:
+            problems.append(f"partition {name} is finalizing but no single worker finalizes it")
+    return problems

@@ -1,0 +1,294 @@
+"""The status tracker's read side: frozen snapshots and totals built from its records at one moment.
+
+Every function here reads :class:`~.records.Records` and writes nothing but what reads reuse: a
+job's entry (its frozen views and JSON text, rebuilt only when the job's ``version`` moved, which every write
+to the job or its partitions does) and the text of the recent partitions (rebuilt when one was added). They
+run on the event loop, between two events, like every tracker read.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from ..states import JobState, PartitionState, WorkerState
+from .encode import json_frame, to_json_text
+from .records import Job, JobViews, Records, Worker
+from .snapshot import (
+    CountersStatus,
+    DeviceStatus,
+    FinalizingLease,
+    Health,
+    HistoryStatus,
+    LiveJobsStatus,
+    MemoryStatus,
+    PartitionStatus,
+    PipelineEntry,
+    Pipelines,
+    PipelineStatus,
+    RecentJob,
+    RecentPartition,
+    StatusSnapshot,
+    SynthesisStatus,
+    WorkerStatus,
+    partitions_json,
+    pipeline_rank,
+)
+from .timing import MINUTE, DeviceBusy, HistogramView
+
+__all__ = ["SnapshotHead", "TrackerTotals", "health", "snapshot", "totals"]
+
+P = PartitionState
+_OUTCOMES = (JobState.DONE, JobState.FAILED, JobState.CANCELLED)
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotHead:
+    """What a snapshot says about the tracker itself rather than its records."""
+
+    version: str
+    boot_id: str
+    taken_at: float
+    uptime_secs: float
+    process_rss_bytes: int
+    invariant_violations: tuple[str, ...]
+    health_reasons: tuple[str, ...] = ()  # the caller's own reasons against health
+
+
+@dataclass(frozen=True, slots=True)
+class TrackerTotals:
+    """Everything ``/metrics`` renders, copied out at one moment. Keys are label tuples."""
+
+    partitions: Mapping[tuple[str, str], int]
+    jobs: Mapping[tuple[str, str], int]
+    phases: Mapping[str, HistogramView]
+    worker_busy_seconds: Mapping[str, float]
+    workers_by_state: Mapping[str, int]
+    device_busy_fraction: Mapping[str, float]
+    memory_reserved_bytes: int
+    memory_budget_bytes: int
+    memory_cached_bytes: int
+    queue_depth: int
+    synthesis_active: int
+    stale_events: int
+    illegal_events: int
+    events: int
+    invariant_violations: int
+    retries: int
+    health: Health
+
+
+def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
+    """A frozen, consistent view of the records, as ``GET /status`` serves it."""
+    listed = {w.device.name for w in r.workers.values()}
+    devices = [d for d in r.devices.values() if d.name in listed]
+    entries = tuple(_entry(j, now) for j in r.jobs.values())
+    recent = tuple(r.recent_partitions)
+    return StatusSnapshot(
+        version=head.version,
+        boot_id=head.boot_id,
+        seq=r.seq,
+        taken_at=head.taken_at,
+        uptime_secs=head.uptime_secs,
+        invariants_ok=not head.invariant_violations,
+        invariant_violations=head.invariant_violations,
+        health=health(r, head.health_reasons),
+        stale_events=r.stale,
+        illegal_events=r.illegal,
+        memory=_memory(r, head.process_rss_bytes),
+        synthesis=SynthesisStatus(r.synth_max, r.states[P.SYNTHESIZING]),
+        workers=tuple(_worker(r, w, now) for w in r.workers.values()),
+        devices=tuple(_device(r, d, now) for d in devices),
+        allocations=r.memory.allocations(now),
+        counters=_counters(r),
+        history=_history(r, now, devices),
+        recent_jobs=tuple(_recent_job(j, now) for j in reversed(r.recent_jobs)),
+        recent_partitions=recent,
+        recent_partitions_json=_recent_partitions_json(r, recent),
+        live_jobs=_live_jobs(entries),
+        pipelines=Pipelines(entries, now),
+    )
+
+
+def health(r: Records, extra_reasons: Iterable[str] = ()) -> Health:
+    """Ok when some worker is listed and every device listed has a live one; plus ``extra_reasons``."""
+    reasons = [] if r.workers else ["no worker is registered"]
+    down = []
+    for device in r.devices.values():
+        workers = [w for w in r.workers.values() if w.device is device]
+        if workers and not any(w.live for w in workers):
+            down.append(device.name)
+            said = "; ".join(f"{w.worker_id} {w.state.value}: {w.last_error}" for w in workers)
+            reasons.append(f"device {device.name} has no live worker ({said})")
+    return Health(not reasons, tuple(reasons), tuple(down)).with_reasons(*extra_reasons)
+
+
+def totals(
+    r: Records, now: float, invariant_violations: int, health_reasons: Iterable[str] = ()
+) -> TrackerTotals:
+    """What ``/metrics`` renders: counters since boot and gauges now."""
+    busy = dict(r.busy_total)
+    for w in r.workers.values():
+        if w.current is not None:
+            busy[w.worker_id] += max(0.0, now - r.leases[w.current].granted_at)
+    return TrackerTotals(
+        partitions=MappingProxyType(dict(r.partitions_total)),
+        jobs=MappingProxyType(dict(r.jobs_total)),
+        phases=MappingProxyType({name: h.view() for name, h in r.phases.items()}),
+        worker_busy_seconds=MappingProxyType(busy),
+        workers_by_state=MappingProxyType(
+            {s.value: sum(w.state is s for w in r.workers.values()) for s in WorkerState}
+        ),
+        device_busy_fraction=MappingProxyType({d.name: d.fraction(now) for d in r.devices.values()}),
+        memory_reserved_bytes=r.memory.reserved_bytes,
+        memory_budget_bytes=r.memory.total_bytes,
+        memory_cached_bytes=r.memory.cached_bytes,
+        queue_depth=r.states[P.PENDING],
+        synthesis_active=r.states[P.SYNTHESIZING],
+        stale_events=r.stale,
+        illegal_events=r.illegal,
+        events=r.seq,
+        invariant_violations=invariant_violations,
+        retries=r.retries,
+        health=health(r, health_reasons),
+    )
+
+
+def _entry(job: Job, now: float) -> PipelineEntry:
+    views = job.views
+    if views is None or views.version != job.version:
+        # The job or a partition changed since its entry was built (any write moves the version).
+        version = job.version
+        partitions = tuple(p.status() for p in job.partitions)
+        status = _pipeline_status(job, now, partitions)
+        before, between, after = json_frame(status)
+        rank = pipeline_rank(status.state, job.priority, job.ended_at)
+        entry = PipelineEntry(status, (before, between, after), job.submitted_at, job.ended_at, rank)
+        views = job.views = JobViews(version, entry)
+    return views.entry
+
+
+def _recent_partitions_json(r: Records, recent: tuple[RecentPartition, ...]) -> str:
+    """Their JSON text, made again only after a partition was added."""
+    kept = r.recent_partitions_json
+    if kept is None or kept[0] != r.recent_partitions_added:
+        kept = r.recent_partitions_json = (r.recent_partitions_added, to_json_text(recent))
+    return kept[1]
+
+
+def _pipeline_status(job: Job, now: float, partitions: tuple[PartitionStatus, ...]) -> PipelineStatus:
+    state = job.outcome or (JobState.RUNNING if job.started else JobState.QUEUED)
+    end = job.ended_at if job.ended_at is not None else now
+    return PipelineStatus(
+        job_id=job.job_id,
+        proof_kind=job.kind,
+        priority=job.priority,
+        state=state,
+        started_secs_ago=now - job.submitted_at,
+        elapsed_secs=end - job.submitted_at,
+        total_partitions=len(job.partitions),
+        partitions_done=job.done,
+        partitions=partitions,
+        partitions_json=partitions_json(partitions),
+        reason=job.reason,
+        failed_partition=job.failed_partition,
+        circuit=job.circuit,
+    )
+
+
+def _live_jobs(entries: tuple[PipelineEntry, ...]) -> LiveJobsStatus:
+    states = Counter(e.status.state for e in entries)
+    return LiveJobsStatus(
+        total=len(entries),
+        shown=len(entries),
+        queued=states[JobState.QUEUED],
+        running=states[JobState.RUNNING],
+        done=states[JobState.DONE],
+        failed=states[JobState.FAILED],
+        cancelled=states[JobState.CANCELLED],
+    )
+
+
+def _worker(r: Records, worker: Worker, now: float) -> WorkerStatus:
+    lease = r.leases[worker.current] if worker.current is not None else None
+    busy = max(0.0, now - lease.granted_at) if lease is not None else 0.0
+    finalizing = []
+    for token in worker.finalizing:
+        p = r.leases[token].partition
+        finalizing.append(FinalizingLease(p.job.job_id, p.index, token))
+    return WorkerStatus(
+        worker_id=worker.worker_id,
+        device=worker.device.name,
+        state=worker.state,
+        current_job=lease.partition.job.job_id if lease else None,
+        current_partition=lease.partition.index if lease else None,
+        current_token=lease.token if lease else None,
+        busy_secs=busy,
+        finalizing=tuple(finalizing),
+        busy_seconds_total=r.busy_total.get(worker.worker_id, 0.0) + busy,
+        last_error=worker.last_error,
+        restarts=worker.restarts,
+        node=worker.node,
+    )
+
+
+def _device(r: Records, device: DeviceBusy, now: float) -> DeviceStatus:
+    workers = [w for w in r.workers.values() if w.device is device]
+    live = sum(w.live for w in workers)
+    node = next((w.node for w in reversed(workers) if w.node is not None), None)
+    return DeviceStatus(device.name, device.kind, device.fraction(now), live, len(workers) - live, node)
+
+
+def _memory(r: Records, rss_bytes: int) -> MemoryStatus:
+    memory = r.memory
+    cached = memory.cached_bytes
+    return MemoryStatus(
+        total_bytes=memory.total_bytes,
+        reserved_bytes=memory.reserved_bytes,
+        available_bytes=max(0, memory.total_bytes - memory.reserved_bytes - cached),
+        process_rss_bytes=rss_bytes,
+        cached_bytes=cached,
+        reservations=memory.reservations,
+    )
+
+
+def _counters(r: Records) -> CountersStatus:
+    by: dict[str, dict[str, int]] = {o.value: {} for o in _OUTCOMES}
+    for (kind, outcome), n in sorted(r.jobs_total.items()):
+        by[outcome][kind] = n
+    return CountersStatus(
+        total_completed=sum(by[JobState.DONE].values()),
+        total_failed=sum(by[JobState.FAILED].values()),
+        total_cancelled=sum(by[JobState.CANCELLED].values()),
+        completed_by_kind=MappingProxyType(by[JobState.DONE]),
+        failed_by_kind=MappingProxyType(by[JobState.FAILED]),
+        cancelled_by_kind=MappingProxyType(by[JobState.CANCELLED]),
+        queue_depth=r.states[P.PENDING],
+        queue_depth_by_priority=MappingProxyType({k: n for k, n in r.pending_by_priority.items() if n}),
+        device_queue_depth=r.states[P.SYNTHESIZED],
+        partitions_completed=sum(n for (_, o), n in r.partitions_total.items() if o == P.DONE),
+        retries=r.retries,
+        illegal_events=r.illegal,
+    )
+
+
+def _history(r: Records, now: float, devices: list[DeviceBusy]) -> HistoryStatus:
+    open_intervals = [(d.busy_since, now) for d in devices if d.busy_since is not None]
+    proofs, partitions, busy = r.history.series(now, len(devices), open_intervals)
+    return HistoryStatus(MINUTE, proofs, partitions, busy)
+
+
+def _recent_job(job: Job, now: float) -> RecentJob:
+    assert job.outcome is not None and job.ended_at is not None
+    return RecentJob(
+        job_id=job.job_id,
+        proof_kind=job.kind,
+        outcome=job.outcome,
+        duration_secs=job.ended_at - job.submitted_at,
+        ended_secs_ago=now - job.ended_at,
+        reason=job.reason,
+        failed_partition=job.failed_partition,
+        circuit=job.circuit,
+    )

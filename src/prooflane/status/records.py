@@ -1,0 +1,337 @@
+"""The status tracker's private records: jobs, partitions, leases, workers, and the memory ledger.
+
+These are live, mutable state: only :class:`prooflane.status.StatusTracker` writes them, on the event loop
+(no locks). The read-out (:mod:`.readout`) and the invariant check (:mod:`.invariants`)
+read them on the same loop and hand out frozen copies (:mod:`.snapshot`) or words.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import assert_never
+
+from .. import events as ev
+from ..states import JobState, PartitionState, WorkerState
+from .snapshot import AllocationStatus, PartitionStatus, PipelineEntry, RecentPartition
+from .timing import DeviceBusy, MinuteHistory, PhaseHistogram
+
+__all__ = [
+    "IllegalEvent",
+    "Job",
+    "JobViews",
+    "Lease",
+    "MemoryEvent",
+    "MemoryLedger",
+    "Partition",
+    "Records",
+    "StaleEvent",
+    "TrackerConfig",
+    "Worker",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TrackerConfig:
+    """The status tracker's settings (``prooflane.status.TrackerConfig``).
+
+    Memory total and synthesis size may also arrive later as events.
+    """
+
+    retention_secs: float = 60.0
+    memory_total_bytes: int = 0
+    synthesis_max_concurrent: int = 0
+    recent_jobs: int = 50
+    recent_partitions: int = 256
+    history_minutes: int = 60
+    feed_capacity: int = 4096
+    feed_subscriber_queue: int = 1024
+    sample_rss: bool = True
+
+
+class StaleEvent(Exception):
+    """Raised inside the tracker when an event concerns work that is over or superseded: dropped, counted."""
+
+
+class IllegalEvent(Exception):
+    """Raised inside the tracker when an event breaks the legal transitions (counted, or raised if strict)."""
+
+
+@dataclass(slots=True, eq=False)
+class Job:
+    """A job in the live view.
+
+    Invariant: ``version`` changes whenever anything its ``/status`` entry shows changes. That holds by
+    construction: every write to a field of the job or of one of its partitions bumps it (``__setattr__``
+    here and in :class:`Partition`), so the cached views and JSON text in ``views``, keyed by ``version``,
+    are never stale, whichever handler wrote what. (``partitions`` is assigned once, never changed in
+    place.)
+    """
+
+    job_id: str
+    kind: str
+    priority: str
+    submitted_at: float
+    circuit: str | None = None  # the registered circuit of a circom job
+    partitions: list[Partition] = field(default_factory=list)
+    started: bool = False
+    done: int = 0  # invariant: == partitions in state done
+    outcome: JobState | None = None  # set once, with ended_at and counted, when the job ends
+    ended_at: float | None = None
+    counted: bool = False
+    reason: str | None = None
+    failed_partition: int | None = None
+    version: int = 0  # bumped on every write to the job or its partitions: keys the cached views
+    views: JobViews | None = None  # the partition views and the job's JSON text at one version
+
+    def __setattr__(self, name: str, value: object) -> None:
+        object.__setattr__(self, name, value)
+        if name not in _UNVERSIONED:
+            try:  # noqa: SIM105 (runs on every write: no context manager)
+                object.__setattr__(self, "version", self.version + 1)
+            except AttributeError:  # still in __init__: version comes later
+                pass
+
+
+@dataclass(frozen=True, slots=True)
+class JobViews:
+    """What the read-out builds for a job and reuses while its ``version`` stays: its entry in the
+    snapshots' ``pipelines`` (its view and JSON text)."""
+
+    version: int
+    entry: PipelineEntry
+
+
+_UNVERSIONED = frozenset({"version", "views"})
+
+
+@dataclass(slots=True, eq=False)
+class Partition:
+    """A partition of a live job."""
+
+    job: Job
+    index: int
+    state: PartitionState = PartitionState.PENDING
+    attempt: int = 1
+    lease: ev.LeaseToken | None = None  # invariant: set exactly while proving or finalizing
+    worker_id: str | None = None  # the last worker that held it, kept for display
+    synth_ms: float | None = None
+    prove_ms: float | None = None
+    finalize_ms: float | None = None
+    reason: str | None = None
+
+    def __setattr__(self, name: str, value: object) -> None:
+        object.__setattr__(self, name, value)
+        if name != "job":  # any write but the first one (in __init__) may change what the job shows
+            job = self.job
+            job.version += 1
+
+    @property
+    def name(self) -> str:
+        """``job_id/index``, for messages."""
+        return f"{self.job.job_id}/{self.index}"
+
+    def recent(self) -> RecentPartition:
+        """Its phase times, for the history of partitions done."""
+        job, index = self.job, self.index
+        return RecentPartition(job.job_id, job.kind, index, self.synth_ms, self.prove_ms, self.finalize_ms)
+
+    def status(self) -> PartitionStatus:
+        """A frozen copy."""
+        return PartitionStatus(
+            index=self.index,
+            state=self.state,
+            attempt=self.attempt,
+            worker_id=self.worker_id,
+            synth_ms=self.synth_ms,
+            prove_ms=self.prove_ms,
+            finalize_ms=self.finalize_ms,
+            reason=self.reason,
+        )
+
+
+@dataclass(slots=True, eq=False)
+class Lease:
+    """A live lease: the worker's current one (proving) or one of its finalizing ones."""
+
+    token: ev.LeaseToken
+    worker_id: str
+    partition: Partition
+    granted_at: float
+
+
+@dataclass(slots=True, eq=False)
+class Worker:
+    """A registered worker, listed from its first registration on. Its state is computed, never stored.
+
+    ``down`` is the fact about its processes: None while they live, restarting after they died, lost when
+    they cannot come back. Invariant: a worker that is down holds no lease (``current`` None, no
+    ``finalizing``).
+    """
+
+    worker_id: str
+    device: DeviceBusy
+    node: str | None = None
+    current: ev.LeaseToken | None = None
+    finalizing: dict[ev.LeaseToken, None] = field(default_factory=dict)  # an ordered set
+    down: WorkerState | None = None  # None, RESTARTING or LOST
+    last_error: str | None = None  # why its processes last died
+    restarts: int = 0  # deaths after which its processes were (or are being) replaced
+
+    @property
+    def live(self) -> bool:
+        """True unless its processes died (restarting) or cannot come back (lost)."""
+        return self.down is None
+
+    @property
+    def state(self) -> WorkerState:
+        """restarting or lost while down; else proving with a current lease, finalizing with finalizing
+        leases, idle otherwise."""
+        if self.down is not None:
+            return self.down
+        if self.current is not None:
+            return WorkerState.PROVING
+        return WorkerState.FINALIZING if self.finalizing else WorkerState.IDLE
+
+
+@dataclass(slots=True, eq=False)
+class Records:
+    """Everything the tracker knows, written only by its fold. Invariants are written beside the fields."""
+
+    memory: MemoryLedger
+    synth_max: int
+    history: MinuteHistory
+    recent_jobs: deque[Job]
+    recent_partitions: deque[RecentPartition]
+    recent_partitions_added: int = 0  # bumped with every append to recent_partitions
+    recent_partitions_json: tuple[int, str] | None = None  # the read-out's text of them, at that count
+    seq: int = 0  # the id of the last event received (applied or dropped)
+    stale: int = 0
+    illegal: int = 0
+    jobs: dict[str, Job] = field(default_factory=dict)  # the live view, in submission order
+    ended: deque[Job] = field(default_factory=deque)  # terminal jobs still in the live view, by end
+    workers: dict[str, Worker] = field(default_factory=dict)  # every worker ever listed, never removed
+    devices: dict[str, DeviceBusy] = field(default_factory=dict)
+    leases: dict[ev.LeaseToken, Lease] = field(default_factory=dict)  # live leases: current or finalizing
+    max_token: int = 0  # tokens are granted in increasing order: one not above this is old
+    states: Counter[PartitionState] = field(default_factory=Counter)  # == live-view partitions per state
+    pending_by_priority: Counter[str] = field(default_factory=Counter)
+    partitions_total: Counter[tuple[str, str]] = field(default_factory=Counter)  # (kind, outcome)
+    jobs_total: Counter[tuple[str, str]] = field(default_factory=Counter)  # (kind, outcome): once per job
+    pruned: Counter[JobState] = field(default_factory=Counter)  # terminal jobs that left the live view
+    busy_total: dict[str, float] = field(default_factory=dict)  # worker -> closed device-section seconds
+    retries: int = 0
+    phases: dict[str, PhaseHistogram] = field(
+        default_factory=lambda: {name: PhaseHistogram() for name in ("synth", "prove", "finalize")}
+    )
+
+    @classmethod
+    def new(cls, config: TrackerConfig) -> Records:
+        """Empty records sized by ``config``."""
+        return cls(
+            memory=MemoryLedger(config.memory_total_bytes),
+            synth_max=config.synthesis_max_concurrent,
+            history=MinuteHistory(config.history_minutes),
+            recent_jobs=deque(maxlen=config.recent_jobs),
+            recent_partitions=deque(maxlen=config.recent_partitions),
+        )
+
+
+MemoryEvent = (
+    ev.BudgetSet
+    | ev.ReservationMade
+    | ev.ReservationShrunk
+    | ev.ReservationReleased
+    | ev.AllocationCached
+    | ev.AllocationUsed
+    | ev.AllocationEvicted
+)
+
+
+@dataclass(slots=True, eq=False)
+class _Allocation:
+    nbytes: int
+    evictable: bool
+    last_used: float
+
+
+class MemoryLedger:
+    """The memory budget as the engine reports it: total, live reservations, cached allocations."""
+
+    def __init__(self, total_bytes: int) -> None:
+        self.total_bytes = total_bytes
+        self._reservations: dict[str, int] = {}
+        self.reserved_bytes = 0  # invariant: == sum of live reservations
+        self._allocations: dict[str, _Allocation] = {}
+
+    @property
+    def reservations(self) -> int:
+        """How many reservations are live."""
+        return len(self._reservations)
+
+    @property
+    def cached_bytes(self) -> int:
+        """Bytes held by cached allocations."""
+        return sum(a.nbytes for a in self._allocations.values())
+
+    def apply(self, event: MemoryEvent) -> None:
+        """Fold one memory event in, or raise StaleEvent / IllegalEvent without changing anything."""
+        match event:
+            case ev.BudgetSet():
+                _check_bytes("total_bytes", event.total_bytes)
+                self.total_bytes = event.total_bytes
+            case ev.ReservationMade():
+                _check_bytes(event.name, event.nbytes)
+                if event.name in self._reservations:
+                    raise IllegalEvent(f"expected a new reservation name, got {event.name} (live)")
+                self._reservations[event.name] = event.nbytes
+                self.reserved_bytes += event.nbytes
+            case ev.ReservationShrunk():
+                held = self._reservation(event.name)
+                if not 0 <= event.nbytes <= held:
+                    raise IllegalEvent(
+                        f"reservation {event.name}: expected 0..{held} bytes, got {event.nbytes}"
+                    )
+                self._reservations[event.name] = held - event.nbytes
+                self.reserved_bytes -= event.nbytes
+            case ev.ReservationReleased():
+                self.reserved_bytes -= self._reservation(event.name)
+                del self._reservations[event.name]
+            case ev.AllocationCached():
+                _check_bytes(event.name, event.nbytes)
+                if event.name in self._allocations:
+                    raise IllegalEvent(f"expected a new allocation name, got {event.name} (cached)")
+                self._allocations[event.name] = _Allocation(event.nbytes, event.evictable, event.at)
+            case ev.AllocationUsed():
+                self._allocation(event.name).last_used = event.at
+            case ev.AllocationEvicted():
+                self._allocation(event.name)
+                del self._allocations[event.name]
+            case _:
+                assert_never(event)
+
+    def live_reservation_bytes(self) -> int:
+        """The sum of the live reservations, counted afresh (``reserved_bytes`` must equal it)."""
+        return sum(self._reservations.values())
+
+    def allocations(self, now: float) -> tuple[AllocationStatus, ...]:
+        """Frozen copies of the cached allocations."""
+        return tuple(
+            AllocationStatus(name, a.nbytes, now - a.last_used, a.evictable)
+            for name, a in self._allocations.items()
+        )
+
+    def _reservation(self, name: str) -> int:
+        if name not in self._reservations:
+            raise StaleEvent(f"reservation {name} is not live")
+        return self._reservations[name]
+
+    def _allocation(self, name: str) -> _Allocation:
+        if name not in self._allocations:
+            raise StaleEvent(f"allocation {name} is not cached")
+        return self._allocations[name]
+
+
+def _check_bytes(name: str, nbytes: int) -> None:
+    if nbytes < 0:
+        raise IllegalEvent(f"{name}: expected bytes >= 0, got {nbytes}")
