@@ -176,8 +176,7 @@ def prove_command(
     """Prove a witness with a key; writes snarkjs-compatible proof.json and public.json. Runs longer than a
     second show their stages on stderr."""
     from ..groth16 import prove, read_wtns, read_zkey
-    from ..groth16._native import backend
-    from ..groth16._parallel import prestart
+    from ..groth16.proving import bases_loaders, prestart
 
     stages = _Stages(PROGRESS_AFTER_S)
     with _bad_input(), stages:
@@ -201,14 +200,13 @@ def prove_command(
         _write_json(public, result.public_json())
     total = stages.total
     if as_json:
-        be = backend(zkey.curve)
         report = {
             "proof": str(proof),
             "public": str(public),
             "curve": zkey.curve.name,
             "domain": zkey.domain_size,
             "processes": processes,
-            "bases_loader": {"g1": be.loader(1), "g2": be.loader(2)},
+            "bases_loader": bases_loaders(zkey.curve),
             "timings_s": {name: round(t, 4) for name, t in stages.times.items()} | {"total": round(total, 4)},
         }
         typer.echo(json.dumps(report, indent=1))

@@ -11,14 +11,13 @@ from .proof import Proof, VerificationKey
 from .prover import (
     ProvingState,
     Synthesized,
-    preload,
-    prove,
     prove_b2,
     prove_finish,
     prove_start,
     release,
     synthesize,
 )
+from .proving import preload, prove
 from .r1cs import R1CS, SparseMatrix, read_r1cs, write_r1cs
 from .setup import setup
 from .verifier import verify

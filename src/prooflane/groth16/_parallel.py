@@ -29,7 +29,17 @@ from ._ntt import coset_h
 from .curves import BN128, Curve
 from .field import FieldVector
 from .proof import Proof
-from .prover import Synthesized, _assemble, _bases, _check, _msm, _state, loaded, preload, synthesize
+from .prover import (
+    Synthesized,
+    assemble,
+    base_points,
+    check_fit,
+    loaded,
+    msm,
+    preload,
+    proving_state,
+    synthesize,
+)
 from .witness import Witness
 from .zkey import ProvingKey
 
@@ -61,9 +71,9 @@ def _run(job: _Job) -> dict[str, Any]:
     be, out = backend(job.curve), dict[str, Any]()
     for name, rows in job.rows.items():
         if name not in job.scalars:  # warm-up only
-            _bases(job.curve, job.digest, name, rows)
+            base_points(job.curve, job.digest, name, rows)
             continue
-        point = _msm(job.curve, job.digest, name, rows, job.scalars[name])
+        point = msm(job.curve, job.digest, name, rows, job.scalars[name])
         out[name] = be.g2_xy(point) if name == "b2" else be.g1_xy(point)
     return out
 
@@ -225,7 +235,7 @@ def preload_parallel(key: ProvingKey) -> None:
     future = _submit(_remote_job(key, None))
     cut = _split(key)
     preload(key, ("a", "h"))
-    _bases(key.curve, key.digest, f"b1[{cut}:{key.n_vars}]", key.b1_points[cut:])
+    base_points(key.curve, key.digest, f"b1[{cut}:{key.n_vars}]", key.b1_points[cut:])
     future.result()
 
 
@@ -250,24 +260,24 @@ def prove_parallel(
         if not loaded(key, tuple(local)):
             stage("loading bases")
             for name, rows in local.items():
-                _bases(curve, digest, name, rows)
+                base_points(curve, digest, name, rows)
         stage("synthesis")
         synthesized = witness if isinstance(witness, Synthesized) else synthesize(key, witness)
-        _check(key, synthesized)
+        check_fit(key, synthesized)
     except Exception:
         future.result()  # let the helper finish before the next proof talks to it
         raise
     stage("MSMs")
     w = synthesized.witness
     h = coset_h(be, synthesized.a, synthesized.b, synthesized.c, key.domain_size)
-    a = _msm(curve, digest, "a", key.a_points, w)
-    h_msm = _msm(curve, digest, "h", key.h_points, h)
-    b1_local = _msm(curve, digest, f"b1[{cut}:{key.n_vars}]", key.b1_points[cut:], w[cut:])
+    a = msm(curve, digest, "a", key.a_points, w)
+    h_msm = msm(curve, digest, "h", key.h_points, h)
+    b1_local = msm(curve, digest, f"b1[{cut}:{key.n_vars}]", key.b1_points[cut:], w[cut:])
     remote = future.result()
     stage("assembly")
     b1 = b1_local + be.g1(remote[f"b1[0:{cut}]"], trusted=True)
     g1 = {"a": be.g1_xy(a), "b1": be.g1_xy(b1), "c": remote["c"], "h": be.g1_xy(h_msm)}
-    return _assemble(_state(key, synthesized, randomness, g1), remote["b2"])
+    return assemble(proving_state(key, synthesized, randomness, g1), remote["b2"])
 
 
 def prestart(curve: Curve) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import secrets
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,20 +35,34 @@ from .zkey import ProvingKey
 
 __all__ = [
     "BASES",
+    "DEVICE_SECTION_BASES",
+    "FINALIZE_BASES",
     "ProvingState",
     "Synthesized",
+    "assemble",
+    "base_points",
+    "blinding",
+    "check_fit",
     "check_points",
     "loaded",
+    "msm",
+    "msm_scalars",
     "preload",
-    "prove",
     "prove_b2",
     "prove_finish",
     "prove_start",
+    "proving_state",
     "release",
+    "section_rows",
     "synthesize",
 ]
 
 BASES = ("a", "b1", "b2", "c", "h")
+"""Every base section of a proving key."""
+DEVICE_SECTION_BASES = ("a", "b1", "c", "h")
+"""The G1 sections ``prove_start`` uses (the device section)."""
+FINALIZE_BASES = ("b2",)
+"""The G2 section ``prove_b2`` and ``prove_finish`` use (the finalizer)."""
 _CACHED_KEYS = 4  # keys whose library points one process keeps
 
 
@@ -160,25 +173,27 @@ def _fv(values: NDArray[Any]) -> FieldVector:
 
 
 @dataclass(frozen=True)
-class _Bases:
+class SectionPoints:
+    """The library points of one base section, built and checked once per process."""
+
     index: NDArray[np.int64]  # rows of the key's section that are not at infinity
     points: list[Any]  # library points of those rows
 
 
-_CACHE: SectionCache[_Bases] = SectionCache(_CACHED_KEYS, "loaded in this process")
+_CACHE: SectionCache[SectionPoints] = SectionCache(_CACHED_KEYS, "loaded in this process")
 
 
-def _rows(key: ProvingKey, name: str) -> NDArray[np.uint8]:
+def section_rows(key: ProvingKey, name: str) -> NDArray[np.uint8]:
     rows: NDArray[np.uint8] = getattr(key, f"{name}_points")
     return rows
 
 
-def _bases(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8] | None) -> _Bases:
+def base_points(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8] | None) -> SectionPoints:
     """The cached points of one base section; ``rows=None`` means "must be cached" (else LookupError)."""
 
-    def build(rows: NDArray[np.uint8]) -> _Bases:
+    def build(rows: NDArray[np.uint8]) -> SectionPoints:
         index = np.flatnonzero(rows.any(axis=1))
-        return _Bases(index, _checked_points(curve, digest, name, rows, index))
+        return SectionPoints(index, _checked_points(curve, digest, name, rows, index))
 
     return _CACHE.get(digest, name, None if rows is None else functools.partial(build, rows))
 
@@ -219,20 +234,15 @@ def check_points(key: ProvingKey) -> None:
     """Validate every base point of ``key`` in full now and remember it, without keeping the points (what
     the first load of each section would do; a daemon runs it when a circuit is registered)."""
     for name in BASES:
-        rows = _rows(key, name)
+        rows = section_rows(key, name)
         _checked_points(key.curve, key.digest, name, rows, np.flatnonzero(rows.any(axis=1)))
 
 
-def preload(key: ProvingKey, parts: tuple[str, ...] = BASES, *, processes: int = 1) -> None:
-    """Build this process's library points for ``key`` now (otherwise the first proof pays for it);
-    with ``processes=2`` also warm the helper that ``prove(..., processes=2)`` uses."""
-    if processes > 1:
-        from ._parallel import preload_parallel
-
-        preload_parallel(key)
-        return
+def preload(key: ProvingKey, parts: tuple[str, ...] = BASES) -> None:
+    """Build this process's library points for ``parts`` of ``key`` now (otherwise the first proof pays for
+    it)."""
     for name in parts:
-        _bases(key.curve, key.digest, name, _rows(key, name))
+        base_points(key.curve, key.digest, name, section_rows(key, name))
 
 
 def release(key: ProvingKey) -> None:
@@ -240,16 +250,16 @@ def release(key: ProvingKey) -> None:
     _CACHE.release(key.digest)
 
 
-def _msm(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8] | None, scalars: FieldVector) -> Any:
+def msm(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8] | None, scalars: FieldVector) -> Any:
     """MSM over one base section, skipping bases at infinity and zero scalars."""
-    bases = _bases(curve, digest, name, rows)
+    bases = base_points(curve, digest, name, rows)
     picked = scalars[bases.index]
     keep = np.flatnonzero(picked.any(axis=1))
     points = bases.points if keep.size == len(bases.points) else [bases.points[i] for i in keep.tolist()]
     return backend(curve).msm(points, picked[keep], 2 if name.startswith("b2") else 1)
 
 
-def _scalars(key: ProvingKey, name: str, witness: FieldVector, h: FieldVector | None) -> FieldVector:
+def msm_scalars(key: ProvingKey, name: str, witness: FieldVector, h: FieldVector | None) -> FieldVector:
     if name == "h":
         assert h is not None
         return h
@@ -259,7 +269,7 @@ def _scalars(key: ProvingKey, name: str, witness: FieldVector, h: FieldVector | 
 # -- proving --------------------------------------------------------------------------------------------
 
 
-def _check(key: ProvingKey, synthesized: Synthesized) -> None:
+def check_fit(key: ProvingKey, synthesized: Synthesized) -> None:
     if synthesized.curve != key.curve:
         raise KeyMismatchError(f"the witness is on {synthesized.curve.name}, the key on {key.curve.name}")
     if synthesized.witness.shape[0] != key.n_vars:
@@ -270,7 +280,7 @@ def _check(key: ProvingKey, synthesized: Synthesized) -> None:
         raise KeyMismatchError(f"{synthesized.a.shape[0]} rows do not fit the key's domain {key.domain_size}")
 
 
-def _blinding(curve: Curve, randomness: tuple[int, int] | None) -> tuple[int, int]:
+def blinding(curve: Curve, randomness: tuple[int, int] | None) -> tuple[int, int]:
     if randomness is not None:
         return randomness[0] % curve.r, randomness[1] % curve.r
     return secrets.randbelow(curve.r), secrets.randbelow(curve.r)
@@ -280,14 +290,14 @@ def prove_start(
     key: ProvingKey, synthesized: Synthesized, *, randomness: tuple[int, int] | None = None
 ) -> ProvingState:
     """H by NTT and the G1 MSMs (A, B1, C, H), in this process. ``randomness`` fixes ``(r, s)`` (tests)."""
-    _check(key, synthesized)
+    check_fit(key, synthesized)
     be = backend(key.curve)
     h = coset_h(be, synthesized.a, synthesized.b, synthesized.c, key.domain_size)
     out = {}
-    for name in ("a", "b1", "c", "h"):
-        scalars = _scalars(key, name, synthesized.witness, h)
-        out[name] = be.g1_xy(_msm(key.curve, key.digest, name, _rows(key, name), scalars))
-    r, s = _blinding(key.curve, randomness)
+    for name in DEVICE_SECTION_BASES:
+        scalars = msm_scalars(key, name, synthesized.witness, h)
+        out[name] = be.g1_xy(msm(key.curve, key.digest, name, section_rows(key, name), scalars))
+    r, s = blinding(key.curve, randomness)
     return ProvingState(
         key, synthesized.witness, synthesized.public, r, s, out["a"], out["b1"], out["c"], out["h"]
     )
@@ -295,16 +305,16 @@ def prove_start(
 
 def prove_b2(key: ProvingKey, witness: FieldVector) -> G2:
     """The G2 MSM (B2) alone: it needs only the witness, so it can run beside ``prove_start``."""
-    return backend(key.curve).g2_xy(_msm(key.curve, key.digest, "b2", key.b2_points, witness))
+    return backend(key.curve).g2_xy(msm(key.curve, key.digest, "b2", key.b2_points, witness))
 
 
 def prove_finish(state: ProvingState, *, b2: G2 | None = None) -> Proof:
     """The G2 MSM (B2, unless ``b2`` is given: ``prove_b2`` of the same key and witness) and the assembly of
     the proof."""
-    return _assemble(state, prove_b2(state.key, state.witness) if b2 is None else b2)
+    return assemble(state, prove_b2(state.key, state.witness) if b2 is None else b2)
 
 
-def _assemble(state: ProvingState, b2_msm: G2) -> Proof:
+def assemble(state: ProvingState, b2_msm: G2) -> Proof:
     key, be, r, s = state.key, backend(state.key.curve), state.r, state.s
     delta1 = be.g1(key.delta1, trusted=True)
     pi_a = be.g1(key.alpha1, trusted=True) + be.g1(state.a, trusted=True) + be.mul(delta1, r)
@@ -319,45 +329,12 @@ def _assemble(state: ProvingState, b2_msm: G2) -> Proof:
     return Proof(key.curve, be.g1_xy(pi_a), be.g2_xy(pi_b), be.g1_xy(pi_c), state.public)
 
 
-def prove(
-    key: ProvingKey,
-    witness: Witness | Synthesized,
-    *,
-    processes: int = 1,
-    randomness: tuple[int, int] | None = None,
-    on_stage: Callable[[str], None] | None = None,
-) -> Proof:
-    """Synthesize (from the key's A and B) and prove. ``processes=2`` runs the MSMs on two cores: a helper
-    process (BN254) or thread (BLS12-381, whose MSM releases the GIL) takes B2, C and part of B1, starting
-    before this process synthesizes. ``on_stage`` is called with each stage's name as it begins:
-    "loading bases" (only when this process has not built them yet), "synthesis", "MSMs", "assembly"."""
-    stage = on_stage or _no_stage
-    if processes > 1:
-        from ._parallel import prove_parallel
-
-        return prove_parallel(key, witness, randomness=_blinding(key.curve, randomness), on_stage=stage)
-    if not loaded(key):
-        stage("loading bases")
-        preload(key)
-    stage("synthesis")
-    synthesized = witness if isinstance(witness, Synthesized) else synthesize(key, witness)
-    stage("MSMs")
-    state = prove_start(key, synthesized, randomness=randomness)
-    b2 = _msm(key.curve, key.digest, "b2", key.b2_points, state.witness)
-    stage("assembly")
-    return _assemble(state, backend(key.curve).g2_xy(b2))
-
-
-def _no_stage(name: str) -> None:
-    """The default ``on_stage``: stages are not reported."""
-
-
 def loaded(key: ProvingKey, parts: tuple[str, ...] = BASES) -> bool:
     """Whether this process holds the library points of ``parts`` of ``key``."""
     return all(_CACHE.holds(key.digest, name) for name in parts)
 
 
-def _state(
+def proving_state(
     key: ProvingKey, synthesized: Synthesized, randomness: tuple[int, int], g1: dict[str, G1]
 ) -> ProvingState:
     r, s = randomness

@@ -17,7 +17,7 @@ from .._native import G1
 from .._sections import SectionCache
 from ..curves import Curve
 from ..field import FieldVector
-from ..prover import ProvingState, Synthesized, _blinding, _check, _rows, _scalars
+from ..prover import ProvingState, Synthesized, blinding, check_fit, msm_scalars, section_rows
 from ..zkey import ProvingKey
 from ._msm import DeviceG1Bases, default_window, msm_kernels
 from ._ntt import ntt_kernels
@@ -50,7 +50,7 @@ def _device_bases(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8] 
 
 
 def msm_g1(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8] | None, scalars: FieldVector) -> G1:
-    """MSM over one G1 base section, as ``prover._msm`` computes it (affine result; ``rows=None`` means
+    """MSM over one G1 base section, as ``prover.msm`` computes it (affine result; ``rows=None`` means
     "must be in device memory already")."""
     bases = _device_bases(curve, digest, name, rows)
     return msm_kernels(curve.q).msm(bases, scalars)
@@ -59,7 +59,7 @@ def msm_g1(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8] | None,
 def preload(key: ProvingKey) -> None:
     """Upload ``key``'s G1 bases to this process's device now (otherwise the first proof pays for it)."""
     for name in G1_SECTIONS:
-        _device_bases(key.curve, key.digest, name, _rows(key, name))
+        _device_bases(key.curve, key.digest, name, section_rows(key, name))
 
 
 def release(key: ProvingKey) -> None:
@@ -70,7 +70,7 @@ def release(key: ProvingKey) -> None:
 def key_device_bytes(key: ProvingKey) -> int:
     """Device bytes that ``key``'s G1 bases take once uploaded (Montgomery limbs, no padding)."""
     limbs = (key.curve.q.bit_length() + 31) // 32
-    rows = sum(_rows(key, name).shape[0] for name in G1_SECTIONS)
+    rows = sum(section_rows(key, name).shape[0] for name in G1_SECTIONS)
     return int(rows * 2 * limbs * 4)
 
 
@@ -92,13 +92,13 @@ def prove_start(
     key: ProvingKey, synthesized: Synthesized, *, randomness: tuple[int, int] | None = None
 ) -> ProvingState:
     """H by NTT and the G1 MSMs (A, B1, C, H) on the GPU; ``prover.prove_finish`` completes the proof."""
-    _check(key, synthesized)
+    check_fit(key, synthesized)
     h = coset_h(key.curve, synthesized.a, synthesized.b, synthesized.c, key.domain_size)
     out = {}
     for name in G1_SECTIONS:
-        scalars = _scalars(key, name, synthesized.witness, h)
-        out[name] = msm_g1(key.curve, key.digest, name, _rows(key, name), scalars)
-    r, s = _blinding(key.curve, randomness)
+        scalars = msm_scalars(key, name, synthesized.witness, h)
+        out[name] = msm_g1(key.curve, key.digest, name, section_rows(key, name), scalars)
+    r, s = blinding(key.curve, randomness)
     return ProvingState(
         key, synthesized.witness, synthesized.public, r, s, out["a"], out["b1"], out["c"], out["h"]
     )
