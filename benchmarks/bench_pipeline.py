@@ -55,6 +55,7 @@ from prooflane.cli.workload import DEFAULT_MIX, parse_mix, plan, run_workload
 from prooflane.client import Client
 from prooflane.config import Config
 from prooflane.devices.keys import load_key
+from prooflane.devices.roles import Role
 from prooflane.groth16 import preload, prove, prove_finish, prove_start, verify
 from prooflane.groth16._parallel import shutdown as stop_parallel_helper
 from prooflane.kinds import StorageInput, SynthesisTask, prepare_builtin, synthesize_partition
@@ -62,8 +63,8 @@ from prooflane.kinds import StorageInput, SynthesisTask, prepare_builtin, synthe
 CURVE = "bn128"
 RANDOMNESS = bytes(range(32))
 DEFAULT_JOBS = {"tiny": 32, "small": 8, "medium": 2}
-# The engine's processes by name (prooflane.devices.process names them); anything else is "other".
-ROLES = {"prooflane-prove": "provers", "prooflane-final": "finalizers", "prooflane-synth": "synthesis"}
+# The engine's processes by name (prooflane.devices.roles); anything else is "other".
+ROLES = {Role.PROVER.value: "provers", Role.FINALIZER.value: "finalizers", Role.SYNTHESIS.value: "synthesis"}
 CPU_HEAVY = tuple(ROLES)
 HARDWARE_EVENTS = "instructions,cycles,cache-references,cache-misses"
 SOFTWARE_EVENTS = "task-clock,context-switches,cpu-migrations,page-faults"

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import RESULTS, claim_cpu, print_table, write_json
 from prooflane.circuits import profile_by_name
-from prooflane.config import Config
+from prooflane.config import Config, RaySettings
 from prooflane.devices import DeviceBackend, RayBackend
 from prooflane.engine.engine import Engine
 from prooflane.models import JobRequest
@@ -50,7 +50,7 @@ def _parse() -> argparse.Namespace:
 
 
 def _config(data: Path, keys: Path, profile: str) -> Config:
-    return Config(data_dir=data, keys_dir=keys, profile=profile, ray_address="auto").resolved()
+    return Config(data_dir=data, keys_dir=keys, profile=profile, ray=RaySettings(address="auto")).resolved()
 
 
 WARM_ROUNDS = 4  # at most: each round gives every worker one job of each kind still missing somewhere
@@ -139,8 +139,8 @@ def main() -> None:
 
             config = _config(Path(tmp) / "ray", keys, profile.name)
             cpus = (
-                len(config.devices) * config.ray_device_cpus
-                + config.synthesis_workers * config.ray_synthesis_cpus
+                len(config.devices) * config.ray.device_cpus
+                + config.synthesis_workers * config.ray.synthesis_cpus
             )
             ray.init(address="local", num_cpus=math.ceil(cpus), include_dashboard=False, log_to_driver=False)
             try:

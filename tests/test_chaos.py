@@ -25,7 +25,7 @@ import pytest
 from e2e_support import TIMEOUT, circom_files, seed_keys, start_daemon, wait_done, wait_until
 from prooflane.client import Client, ServerEvent
 from prooflane.devices import PoolProcessDied, PoolReplaced, ProcessBackend
-from prooflane.devices.process import _zombie_status
+from prooflane.devices.child import _zombie_status
 from prooflane.models import JobView
 from prooflane.testing.chaos import (
     DEFAULT_KINDS,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from prooflane.config import DEFAULT_PORT, Config
+from prooflane.config import DEFAULT_PORT, Config, RaySettings
 from prooflane.errors import ConfigError
 
 
@@ -59,9 +59,10 @@ def test_the_ray_table_maps_to_flat_ray_keys(tmp_path: Path) -> None:
     path = tmp_path / "ray.toml"
     path.write_text('[ray]\naddress = "auto"\ndevice_cpus = 2\ninclude_dashboard = true\n')
     config = Config.load(path)
-    assert config.ray_address == "auto" and config.ray_device_cpus == 2.0 and config.ray_include_dashboard
-    assert Config.load(None, ray_address="local").ray_address == "local"
-    assert Config().ray_address == "" and not Config().ray_include_dashboard
+    assert config.ray == RaySettings(address="auto", device_cpus=2.0, include_dashboard=True)
+    assert Config.load(None, ray_address="local").ray.address == "local"
+    assert Config.load(None, ray_address="local", ray_device_cpus=3).ray.device_cpus == 3.0
+    assert Config().ray.address == "" and not Config().ray.include_dashboard
 
 
 @pytest.mark.parametrize(
@@ -84,4 +85,4 @@ def test_bad_ray_table_names_the_key(tmp_path: Path, text: str, named: str) -> N
 def test_an_explicit_ray_address_wins_over_the_ray_table(tmp_path: Path) -> None:
     path = tmp_path / "ray.toml"
     path.write_text('[ray]\naddress = "auto"\n')
-    assert Config.load(path, ray_address="ray://head:10001").ray_address == "ray://head:10001"
+    assert Config.load(path, ray_address="ray://head:10001").ray.address == "ray://head:10001"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from prooflane.circuits import Sector
+from prooflane.devices.cores import CoreBudget
 from prooflane.devices.keys import drop_key, load_key
-from prooflane.devices.process import CoreBudget
 from prooflane.groth16 import prove_finish, prove_start, verify
 from prooflane.kinds import StorageInput, SynthesisTask, prepare_builtin, synthesize_partition
 

@@ -15,14 +15,10 @@ import pytest
 
 from prooflane.circuits import Sector
 from prooflane.devices import Device, ProcessBackend, RemoteError
-from prooflane.devices.process import (
-    ProcessWorker,
-    _result,
-    below_this_process,
-    exit_with,
-    limit_native_threads,
-    mp_context,
-)
+from prooflane.devices.in_child import below_this_process, exit_with, limit_native_threads
+from prooflane.devices.pool import _result
+from prooflane.devices.process import ProcessWorker, mp_context
+from prooflane.devices.roles import Role
 from prooflane.errors import WorkerDied
 from prooflane.kinds import StorageInput, SynthesisTask, prepare_builtin, synthesize_partition
 
@@ -158,8 +154,8 @@ async def test_worker_processes_are_named_for_their_role(worker: ProcessWorker) 
 
     info = worker.info()
     assert info.prover_pid is not None and info.finalizer_pid is not None
-    assert psutil.Process(info.prover_pid).name() == "prooflane-prove"
-    assert psutil.Process(info.finalizer_pid).name() == "prooflane-final"
+    assert psutil.Process(info.prover_pid).name() == Role.PROVER.value == "prooflane-prove"
+    assert psutil.Process(info.finalizer_pid).name() == Role.FINALIZER.value == "prooflane-final"
 
 
 def _partition(tmp_path: Path, kind: str = "winning-post") -> tuple[str, SynthesisTask]:

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from prooflane.config import Config
-from prooflane.devices import RayBackend, RaySettings
+from prooflane.config import Config, RaySettings
+from prooflane.devices import RayBackend
 from prooflane.engine.engine import Engine
 from prooflane.groth16 import Proof, VerificationKey, verify
 from prooflane.models import JobRequest
@@ -52,7 +52,7 @@ def ray_config(tmp_path: Path, keys_dir: Path, **overrides: object) -> Config:
         "prefetch_partitions": 1,
         "memory_budget_bytes": 1 << 30,
         "worker_niceness": 0,
-        "ray_address": "auto",
+        "ray": RaySettings(address="auto"),
     }
     return Config(**(values | overrides))  # type: ignore[arg-type]
 
@@ -174,8 +174,8 @@ async def test_a_prover_actor_killed_mid_proof_the_job_completes_on_a_new_worker
 
 
 def test_settings_come_from_the_config(tmp_path: Path) -> None:
-    config = Config(data_dir=tmp_path, ray_address="ray://head:10001", ray_device_cpus=2.0)
-    settings = RaySettings.from_config(config)
+    config = Config.load(None, data_dir=str(tmp_path), ray_address="ray://head:10001", ray_device_cpus=2.0)
+    settings = RayBackend.from_config(config).settings
     assert settings.address == "ray://head:10001" and settings.device_cpus == 2.0
     assert settings.include_dashboard is False
 

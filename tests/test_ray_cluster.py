@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from prooflane.config import Config
+from prooflane.config import Config, RaySettings
 from prooflane.devices import RayBackend
 from prooflane.engine.engine import Engine
 from prooflane.groth16 import Proof, VerificationKey, verify
@@ -51,7 +51,7 @@ async def test_partitions_run_on_both_nodes_and_survive_the_worker_node_stopping
     config = Config(
         data_dir=tmp_path / "data", keys_dir=keys_dir, profile="tiny", devices=("cpu:0", "cpu:1"),
         workers_per_device=1, synthesis_workers=2, prefetch_partitions=2, memory_budget_bytes=1 << 30,
-        worker_niceness=0, ray_address="auto",
+        worker_niceness=0, ray=RaySettings(address="auto"),
     )  # fmt: skip
     backend = RayBackend.from_config(config)
     async with Engine(config, backend=backend) as engine:

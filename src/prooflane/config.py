@@ -17,7 +17,15 @@ import psutil
 
 from .errors import ConfigError
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "DEFAULT_URL", "Config", "coerce_value", "default_data_dir"]
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "DEFAULT_URL",
+    "Config",
+    "RaySettings",
+    "coerce_value",
+    "default_data_dir",
+]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9821
@@ -31,6 +39,30 @@ def default_data_dir() -> Path:
         return Path(env)
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "prooflane"
+
+
+@dataclass(frozen=True)
+class RaySettings:
+    """The ``[ray]`` table: running synthesis and the device workers on a Ray cluster (docs/ray.md).
+
+    ``address`` empty: no Ray (the process backend, on this machine). Each key ``k`` is also accepted as the
+    flat key ``ray_k``, and errors name it so.
+    """
+
+    address: str = ""
+    synthesis_cpus: float = 1.0
+    synthesis_memory_bytes: int = 512 << 20
+    device_cpus: float = 1.0
+    worker_memory_bytes: int = 0
+    include_dashboard: bool = False
+    start_timeout_secs: float = 120.0
+
+    def __post_init__(self) -> None:
+        _check(self.synthesis_cpus > 0, "ray_synthesis_cpus", "expected a positive number of CPUs")
+        _check(self.device_cpus >= 0, "ray_device_cpus", "expected a number of CPUs >= 0")
+        for key in ("synthesis_memory_bytes", "worker_memory_bytes"):
+            _check(getattr(self, key) >= 0, f"ray_{key}", "expected 0 (none declared) or a positive number")
+        _check(self.start_timeout_secs > 0, "ray_start_timeout_secs", "expected a positive number")
 
 
 @dataclass(frozen=True)
@@ -56,14 +88,7 @@ class Config:
     stall_secs: float = 300.0
     live_retention_secs: float = 60.0
     max_request_bytes: int = 1 << 20
-    # [ray]: run synthesis and the device workers on a Ray cluster (docs/ray.md); "" = this machine only.
-    ray_address: str = ""
-    ray_synthesis_cpus: float = 1.0
-    ray_synthesis_memory_bytes: int = 512 << 20
-    ray_device_cpus: float = 1.0
-    ray_worker_memory_bytes: int = 0
-    ray_include_dashboard: bool = False
-    ray_start_timeout_secs: float = 120.0
+    ray: RaySettings = field(default_factory=RaySettings)
     request_timeout_secs: float = 30.0
     # Folders whose files requests may name (sectors, witnesses, circuits), besides data_dir (docs/config.md).
     allowed_roots: tuple[Path, ...] = ()
@@ -91,11 +116,6 @@ class Config:
         _check(self.stall_secs > 0, "stall_secs", "expected a number of seconds > 0")
         _check(self.live_retention_secs >= 0, "live_retention_secs", "expected a number of seconds >= 0")
         _check(self.max_request_bytes >= 1024, "max_request_bytes", "expected at least 1024")
-        _check(self.ray_synthesis_cpus > 0, "ray_synthesis_cpus", "expected a positive number of CPUs")
-        _check(self.ray_device_cpus >= 0, "ray_device_cpus", "expected a number of CPUs >= 0")
-        for key in ("ray_synthesis_memory_bytes", "ray_worker_memory_bytes"):
-            _check(getattr(self, key) >= 0, key, "expected 0 (none declared) or a positive number")
-        _check(self.ray_start_timeout_secs > 0, "ray_start_timeout_secs", "expected a positive number")
         _check(self.request_timeout_secs > 0, "request_timeout_secs", "expected a number of seconds > 0")
         for root in self.allowed_roots:
             _check(Path(root).is_absolute(), "allowed_roots", f"{str(root)!r}: expected an absolute folder")
@@ -104,7 +124,8 @@ class Config:
 
     @classmethod
     def load(cls, path: Path | None = None, **overrides: Any) -> Config:
-        """Embedded defaults, then the TOML file at ``path`` (if any), then non-None ``overrides``."""
+        """Embedded defaults, then the TOML file at ``path`` (if any), then non-None ``overrides`` (flat
+        keys: ``ray_address`` for ``[ray] address``)."""
         values: dict[str, Any] = {}
         if path is not None:
             try:
@@ -121,14 +142,19 @@ class Config:
     @classmethod
     def from_dict(cls, values: dict[str, Any], *, source: str = "config") -> Config:
         """Build a Config from plain values (as TOML gives them), naming ``source`` in errors."""
-        known = {f.name: f for f in dataclasses.fields(cls)}
+        known = {f.name: f for f in dataclasses.fields(cls) if f.name != "ray"}
+        known_ray = {f"ray_{f.name}": f for f in dataclasses.fields(RaySettings)}
         kwargs: dict[str, Any] = {}
+        ray: dict[str, Any] = {}
         for key, value in _flatten_tables(values, source).items():
-            if key not in known:
+            if key in known_ray:
+                ray[key.removeprefix("ray_")] = coerce_value(source, key, known_ray[key].type, value)
+            elif key in known:
+                kwargs[key] = coerce_value(source, key, known[key].type, value)
+            else:
                 raise ConfigError(f"{source}: unknown key {key!r} (see docs/config.md for the keys)")
-            kwargs[key] = coerce_value(source, key, known[key].type, value)
         try:
-            return cls(**kwargs)
+            return cls(**kwargs, ray=RaySettings(**ray))
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
 

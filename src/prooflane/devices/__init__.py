@@ -20,9 +20,10 @@ from .backend import (
     WorkerDied,
     WorkerInfo,
 )
+from .choose import backend_for
 from .inprocess import InProcessBackend, Step
 from .process import ProcessBackend
-from .ray import RayBackend, RaySettings
+from .ray import RayBackend
 
 __all__ = [
     "Device",
@@ -34,9 +35,9 @@ __all__ = [
     "PoolReplaced",
     "ProcessBackend",
     "RayBackend",
-    "RaySettings",
     "RemoteError",
     "Step",
     "WorkerDied",
     "WorkerInfo",
+    "backend_for",
 ]

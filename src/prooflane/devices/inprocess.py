@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .backend import Device, DeviceBackend, DeviceWorker, Finished, RemoteError, WorkerInfo
 from .keys import drop_key, load_key
+from .steps import device_section, finalize
 
 __all__ = ["InProcessBackend", "InProcessWorker", "Step"]
 
@@ -98,30 +97,20 @@ class InProcessWorker(DeviceWorker):
             self._staged = (load_key(key_path), synthesized)
 
     async def _prove_start(self, label: str) -> tuple[Any, float]:
-        from ..groth16 import prove_start
-
         async with self._working("prove_start", label):
             assert self._staged is not None, "prove_start without a staged partition"
             key, synthesized = self._staged
             self._staged = None
-            started = time.perf_counter()
-            state = _remote(lambda: prove_start(key, synthesized))
-            ms = (time.perf_counter() - started) * 1000
+            fields, ms = _remote(lambda: device_section(key, synthesized))
             self.check_alive()
-        fields = {f.name: getattr(state, f.name) for f in dataclasses.fields(state) if f.name != "key"}
         return fields, ms
 
     async def finish(self, key_path: str, state: Any, label: str = "") -> Finished:
-        from ..groth16 import ProvingState, prove_finish, verify
-
         async with self._working("finish", label):
             key = load_key(key_path)
-            started = time.perf_counter()
-            proof = _remote(lambda: prove_finish(ProvingState(key=key, **state)))
-            verified = bool(verify(key.verification_key, proof.public, proof))
-            ms = (time.perf_counter() - started) * 1000
+            finished = _remote(lambda: finalize(key, state))
             self.check_alive()
-        return Finished(proof.to_json(), proof.public_json(), verified, ms)
+        return finished
 
     @contextlib.asynccontextmanager
     async def _working(self, name: str, label: str) -> AsyncIterator[None]:

@@ -28,21 +28,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import math
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
+from ..config import Config, RaySettings
 from ..errors import ProoflaneError, WorkerDied
 from .backend import Device, DeviceBackend, DeviceWorker, Finished, PoolProcessDied, RemoteError, WorkerInfo
-from .process import _FINALIZER_BASES, _PROVER_BASES, below_this_process, limit_native_threads
+from .in_child import below_this_process, limit_native_threads
+from .steps import DEVICE_SECTION_BASES, FINALIZE_BASES, device_section, early_b2, finalize
 
-__all__ = ["RayBackend", "RaySettings", "RayWorker"]
+__all__ = ["RayBackend", "RayWorker"]
 
 T = TypeVar("T")
 
@@ -52,24 +51,6 @@ KEEP_REMOTE = frozenset({"prooflane.kinds.synthesize_partition"})
 
 class RayUnavailable(ProoflaneError):
     """Raised when the ray backend is configured but Ray is not installed (``pip install prooflane[ray]``)."""
-
-
-@dataclass(frozen=True)
-class RaySettings:
-    """The ``[ray]`` keys of the config (docs/config.md)."""
-
-    address: str = "local"
-    synthesis_cpus: float = 1.0
-    synthesis_memory_bytes: int = 512 << 20
-    device_cpus: float = 1.0
-    worker_memory_bytes: int = 0
-    include_dashboard: bool = False
-    start_timeout_secs: float = 120.0
-
-    @classmethod
-    def from_config(cls, config: Any) -> RaySettings:
-        """The settings from a :class:`~prooflane.config.Config`'s ``ray_*`` keys."""
-        return cls(**{f.name: getattr(config, f"ray_{f.name}") for f in dataclasses.fields(cls)})
 
 
 class RayBackend(DeviceBackend):
@@ -103,9 +84,9 @@ class RayBackend(DeviceBackend):
         self.workers: dict[str, RayWorker] = {}  # the newest worker of each id (diagnostics, fault tests)
 
     @classmethod
-    def from_config(cls, config: Any) -> RayBackend:
-        """The backend a :class:`~prooflane.config.Config` with ``ray_address`` set asks for."""
-        settings = RaySettings.from_config(config)
+    def from_config(cls, config: Config) -> RayBackend:
+        """The backend a :class:`~prooflane.config.Config` with a ``[ray] address`` asks for."""
+        settings = config.ray
         resolved = config.resolved()
         # A local instance gets logical CPUs for every device and every synthesis slot, so the config's
         # devices and synthesis all fit (the operating system shares the cores, as with processes).
@@ -278,8 +259,8 @@ class RayWorker(DeviceWorker):
     async def finish(self, key_path: str, state: Any, label: str = "") -> Finished:
         self.check_alive()
         b2 = self._early.pop(label, None)
-        proof, public, verified, ms = await self._call(self.finalizer.finish.remote(key_path, state, b2))
-        return Finished(proof, public, verified, ms)
+        finished: Finished = await self._call(self.finalizer.finish.remote(key_path, state, b2))
+        return finished
 
     async def drop_key(self, key_path: str) -> None:
         self.check_alive()
@@ -418,37 +399,22 @@ class _Prover(_Actor):
     def stage(self, key_path: str, synthesized: Any) -> None:
         from .keys import load_key
 
-        self._staged = (load_key(key_path, _PROVER_BASES), synthesized)
+        self._staged = (load_key(key_path, DEVICE_SECTION_BASES), synthesized)
 
     def start(self) -> tuple[dict[str, Any], float]:
-        from ..groth16 import prove_start
-
         assert self._staged is not None, "start without a staged partition"
         key, synthesized = self._staged
         self._staged = None
-        started = time.perf_counter()
-        state = prove_start(key, synthesized)
-        ms = (time.perf_counter() - started) * 1000
-        # The state refers to its key; the finalizer has its own copy, so pass on the rest only.
-        return {f.name: getattr(state, f.name) for f in dataclasses.fields(state) if f.name != "key"}, ms
+        return device_section(key, synthesized)
 
 
 class _Finalizer(_Actor):
     def b2(self, key_path: str, synthesized: Any) -> Any:
-        from ..groth16 import prove_b2
         from .keys import load_key
 
-        return prove_b2(load_key(key_path, _FINALIZER_BASES), synthesized.witness)
+        return early_b2(load_key(key_path, FINALIZE_BASES), synthesized.witness)
 
-    def finish(
-        self, key_path: str, fields: dict[str, Any], b2: Any = None
-    ) -> tuple[Any, list[str], bool, float]:
-        from ..groth16 import ProvingState, prove_finish, verify
+    def finish(self, key_path: str, fields: dict[str, Any], b2: Any = None) -> Finished:
         from .keys import load_key
 
-        key = load_key(key_path, _FINALIZER_BASES)
-        started = time.perf_counter()
-        proof = prove_finish(ProvingState(key=key, **fields), b2=b2)
-        verified = bool(verify(key.verification_key, proof.public, proof))
-        ms = (time.perf_counter() - started) * 1000
-        return proof.to_json(), proof.public_json(), verified, ms
+        return finalize(load_key(key_path, FINALIZE_BASES), fields, b2)

@@ -27,7 +27,7 @@ from typing import Any
 
 from .. import events as ev
 from ..config import Config
-from ..devices import DeviceBackend, PoolProcessDied, ProcessBackend, WorkerInfo
+from ..devices import DeviceBackend, PoolProcessDied, WorkerInfo, backend_for
 from ..errors import JobRejected
 from ..memory import MemoryBudget
 from ..models import CircuitInfo, JobProof, JobRequest, JobView, KindInfo, PartitionProof
@@ -53,8 +53,8 @@ class Engine:
 
     Use ``async with Engine(config) as engine:`` (or ``await start()`` / ``await stop()``). Every public
     method is called on the event loop that started the engine. ``clock`` (monotonic seconds) stamps the
-    status events; the journal uses wall-clock time. ``backend`` is where the work runs: by default a
-    :class:`~prooflane.devices.ProcessBackend` sized by the config.
+    status events; the journal uses wall-clock time. ``backend`` is where the work runs: by default what the
+    config asks for (:func:`~prooflane.devices.backend_for`).
     """
 
     def __init__(
@@ -74,12 +74,7 @@ class Engine:
             ),
             clock=clock,
         )
-        self._backend = backend or ProcessBackend(
-            pool_size=cfg.synthesis_workers,
-            workers=len(cfg.devices) * cfg.workers_per_device,
-            niceness=cfg.worker_niceness,
-            cores=cfg.core_budget,
-        )
+        self._backend = backend or backend_for(cfg)
         self._pipeline = Pipeline(cfg, clock, tracker)
         self._circuits = CircuitRegistry(self._pipeline, self._backend)
         self._admission = Admission(self._pipeline, self._circuits)

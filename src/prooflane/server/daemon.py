@@ -33,7 +33,6 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..config import Config
-from ..devices import RayBackend
 from ..engine.engine import Engine
 from ..errors import ConfigError
 from .api import close_streams, create_app
@@ -172,8 +171,7 @@ async def run_daemon(
     stop = stop or asyncio.Event()
     host, port = sock.getsockname()[:2]
     url = f"http://{host}:{port}"
-    backend = RayBackend.from_config(config) if config.ray_address else None
-    engine = Engine(config, backend=backend)
+    engine = Engine(config)
     app = create_app(engine, config)
     server = _Server(
         uvicorn.Config(

@@ -2,7 +2,7 @@
 
 The process tree of `prooflane serve`, read from ``/proc`` (no daemon cooperation): the daemon, the
 multiprocessing forkserver and resource tracker, the synthesis pool's processes and every worker's prover
-and finalizer (each names itself: ``prooflane-synth``, ``prooflane-prove``, ``prooflane-final``). Processes
+and finalizer (each names itself by its :class:`~prooflane.devices.roles.Role`). Processes
 whose forkserver died are reparented away from the daemon but stay in its session, so the tree is the
 daemon's descendants plus every process of its session.
 
@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 
 from ..client import Client
+from ..devices.roles import Role
 from ..errors import ProoflaneError
 
 __all__ = [
@@ -61,9 +62,9 @@ class ProcessKind(enum.StrEnum):
 
 WORKER_KINDS = (ProcessKind.PROVER, ProcessKind.FINALIZER)
 _BY_COMM = {
-    "prooflane-synth": ProcessKind.SYNTHESIS,
-    "prooflane-prove": ProcessKind.PROVER,
-    "prooflane-final": ProcessKind.FINALIZER,
+    Role.SYNTHESIS.value: ProcessKind.SYNTHESIS,
+    Role.PROVER.value: ProcessKind.PROVER,
+    Role.FINALIZER.value: ProcessKind.FINALIZER,
 }
 
 

@@ -1,0 +1,191 @@
+"""What runs inside a worker's processes and the synthesis pool's: the process's own hygiene (Ctrl-C left
+to the daemon, one native thread, a lower priority, its name, exit with the daemon) and the two request
+servers, the prover's and the finalizer's.
+
+A request is ``(operation, *arguments)``; the reply is ``("ok", value)`` or ``("error", text)``. The
+operations a process serves are the public methods of its side (:class:`ProverSide`,
+:class:`FinalizerSide`), and nothing else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing.connection
+import os
+import select
+import signal
+import threading
+from collections.abc import MutableMapping
+from typing import Any
+
+from .backend import Finished
+from .keys import drop_key, load_key
+from .roles import Role
+from .steps import DEVICE_SECTION_BASES, FINALIZE_BASES, device_section, early_b2, finalize
+
+__all__ = [
+    "FinalizerSide",
+    "ProverSide",
+    "below_this_process",
+    "exit_with",
+    "finalizer_main",
+    "ignore_interrupts",
+    "limit_native_threads",
+    "name_process",
+    "prover_main",
+    "serve",
+]
+
+Connection = multiprocessing.connection.Connection
+
+
+def ignore_interrupts() -> None:
+    """In a worker process: leave Ctrl-C to the daemon, which ends its workers itself on the way out."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def limit_native_threads(environ: MutableMapping[str, str] | None = None) -> None:
+    """In a worker process, before any proving: one rayon thread unless ``RAYON_NUM_THREADS`` is set.
+
+    py-arkworks-bls12381's MSMs (and zksnake's rayon pool) otherwise spread over every core by themselves,
+    which defeats one-partition-per-core devices. Rayon reads the variable when its pool is first used, so
+    this runs first thing in every prover, finalizer and synthesis process. An explicit value in the
+    daemon's environment is kept.
+    """
+    (os.environ if environ is None else environ).setdefault("RAYON_NUM_THREADS", "1")
+
+
+def name_process(name: str) -> None:
+    """In a child process: show as ``name`` (at most 15 characters) in ``ps``, ``top`` and ``/proc``."""
+    with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
+        comm.write(name[:15])
+
+
+def below_this_process(niceness: int) -> int:
+    """The absolute nice value ``niceness`` steps below this process's own (so a daemon started with
+    ``nice -n 10`` runs its workers at 15, not 5), at most 19."""
+    return min(19, os.getpriority(os.PRIO_PROCESS, 0) + niceness)
+
+
+def exit_with(daemon_pid: int, niceness: int = 0, name: str = "") -> None:
+    """In a child process: ignore Ctrl-C, run ``niceness`` below the daemon, show as ``name``, and exit as
+    soon as the daemon process ``daemon_pid`` is gone.
+
+    A child blocks on a pipe or queue whose other end the daemon holds, so it would never see the daemon
+    die (``kill -9``) if the end were shared; a thread waits on the daemon's pidfd and ends this process then.
+    """
+    ignore_interrupts()
+    limit_native_threads()
+    os.nice(niceness)
+    if name:
+        name_process(name)
+    try:
+        pidfd = os.pidfd_open(daemon_pid)
+    except (OSError, AttributeError):  # the daemon is already gone, or no pidfd on this system
+        if not _alive(daemon_pid):
+            os._exit(0)
+        return
+
+    def watch() -> None:
+        select.select([pidfd], [], [])
+        os._exit(0)
+
+    threading.Thread(target=watch, name="prooflane-daemon-watch", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class _Side:
+    """What both processes of a worker serve: identity, and loading and dropping keys (only the base
+    sections this side uses, without the coefficient matrices: only synthesis reads those)."""
+
+    bases: tuple[str, ...] = ()
+
+    def ping(self) -> int:
+        return os.getpid()
+
+    def load(self, key_path: str) -> None:
+        load_key(key_path, self.bases, matrices=False)
+
+    def drop(self, key_path: str) -> None:
+        drop_key(key_path)
+
+    def _key(self, key_path: str) -> Any:
+        return load_key(key_path, self.bases, matrices=False)
+
+
+class ProverSide(_Side):
+    """The prover: stage a partition outside the device lock, run its device section under it."""
+
+    bases = DEVICE_SECTION_BASES
+
+    def __init__(self) -> None:
+        self._staged: tuple[Any, Any] | None = None  # (key, synthesized) for the next ``start``
+
+    def stage(self, key_path: str, synthesized: Any) -> None:
+        self._staged = (self._key(key_path), synthesized)
+
+    def start(self) -> tuple[dict[str, Any], float]:
+        if self._staged is None:
+            raise RuntimeError("start without a staged partition")
+        key, synthesized = self._staged
+        self._staged = None
+        return device_section(key, synthesized)
+
+
+class FinalizerSide(_Side):
+    """The finalizer: the G2 MSM during the device section, then ``prove_finish`` and verification."""
+
+    bases = FINALIZE_BASES
+
+    def __init__(self) -> None:
+        # label -> (witness, its G2 MSM), made during the device section; at most one partition ahead
+        self._early: dict[str, tuple[Any, Any]] = {}
+
+    def b2(self, key_path: str, label: str, witness: Any) -> None:
+        self._early = {label: (witness, early_b2(self._key(key_path), witness))}
+
+    def finish(self, key_path: str, fields: dict[str, Any], label: str) -> Finished:
+        import numpy as np
+
+        witness, b2 = self._early.pop(label, (None, None))
+        if witness is None or not np.array_equal(witness, fields["witness"]):
+            b2 = None  # not computed for this partition's witness: finalize computes it
+        return finalize(self._key(key_path), fields, b2)
+
+
+def serve(conn: Connection, side: _Side) -> None:
+    """Answer requests on ``conn`` with ``side``'s public methods until the pipe closes."""
+    ignore_interrupts()
+    while True:
+        try:
+            op, *args = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            if op.startswith("_") or not callable(method := getattr(side, op, None)):
+                raise ValueError(f"unknown request {op!r}")
+            reply: tuple[str, Any] = ("ok", method(*args))
+        except Exception as exc:
+            reply = ("error", f"{type(exc).__name__}: {exc}")
+        conn.send(reply)
+
+
+def prover_main(conn: Connection, daemon_pid: int) -> None:
+    """A worker's prover process."""
+    exit_with(daemon_pid, name=Role.PROVER)
+    serve(conn, ProverSide())
+
+
+def finalizer_main(conn: Connection, daemon_pid: int) -> None:
+    """A worker's finalizer process."""
+    exit_with(daemon_pid, name=Role.FINALIZER)
+    serve(conn, FinalizerSide())

@@ -1,0 +1,203 @@
+"""The synthesis pool: a process pool for the CPU-side work (synthesis, key preparation, key inspection),
+and what the daemon must do around ``ProcessPoolExecutor`` to trust it.
+
+The pool's own bookkeeping is not enough on its own: a process killed while it writes its result leaves
+half a message in the result pipe and the pool never says it broke, and a forkserver that ends breaks the
+pool's bookkeeping while its processes live on. So every wait also watches each process's pidfd, and a
+broken pool is replaced by a new one (:class:`SynthesisPool`), saying whether a process died with the work
+(:class:`~.backend.PoolProcessDied`, the work is retried) or not (:class:`~.backend.PoolReplaced`, retried
+without blame).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import select
+import signal
+from collections.abc import Callable
+from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.context import ForkServerContext
+from typing import Any, TypeVar
+
+from .backend import PoolProcessDied, PoolReplaced
+from .cores import CoreBudget
+from .in_child import exit_with
+from .roles import Role
+
+__all__ = ["SynthesisPool"]
+
+T = TypeVar("T")
+
+
+class SynthesisPool:
+    """A process pool that is replaced when it breaks; ``run`` holds a slot of the core budget."""
+
+    def __init__(
+        self, ctx: ForkServerContext, size: int, niceness: int, budget: CoreBudget, starter: Executor
+    ) -> None:
+        self._ctx = ctx
+        self._size = size
+        self._niceness = niceness
+        self._budget = budget
+        self._starter = starter  # the one thread that starts processes, off the event loop
+        self._pool: ProcessPoolExecutor | None = None
+
+    def start(self) -> None:
+        self._pool = self._new_pool()
+
+    def stop(self) -> None:
+        if self._pool is not None:
+            _kill_pool(self._pool)
+            self._pool = None
+
+    async def run(self, call: Callable[..., T], *args: Any) -> T:
+        """``call(*args)`` in a pool process; PoolProcessDied or PoolReplaced when the pool broke."""
+        pool = self._pool
+        if pool is None:
+            raise PoolProcessDied("the process pool is not running")
+        try:
+            async with self._budget.slot():
+                try:
+                    if any(_ended(pid) for pid in _pool_pids(pool)):
+                        raise BrokenProcessPool("a process of it ended while idle")
+                    # Submitting may start a pool process: in the starter thread, off the event loop.
+                    submit = functools.partial(pool.submit, _trimmed, call, *args)
+                    future = await asyncio.get_running_loop().run_in_executor(self._starter, submit)
+                except (EOFError, OSError, BrokenProcessPool) as exc:
+                    # It never ran: a process could not be started (its forkserver ended), or the pool had
+                    # broken before (a process of it died while idle).
+                    self._replace(pool)
+                    raise PoolReplaced(
+                        f"the synthesis pool was replaced ({exc or type(exc).__name__})"
+                    ) from None
+                return await _result(pool, asyncio.wrap_future(future))
+        except BrokenProcessPool:
+            # Its bookkeeping also breaks when only the forkserver behind it ended (the processes live on):
+            # then no process died with the work.
+            died = any(_ended(pid) for pid in _pool_pids(pool))
+            self._replace(pool)
+            if not died:
+                raise PoolReplaced("the synthesis pool was replaced: its forkserver ended") from None
+            raise PoolProcessDied("a synthesis process died") from None
+
+    def pids(self) -> list[int]:
+        """The pool's process ids (for diagnostics and fault tests)."""
+        return _pool_pids(self._pool)
+
+    def _replace(self, pool: ProcessPoolExecutor) -> None:
+        if self._pool is pool:  # the first to notice replaces the pool; the others just retry
+            _kill_pool(pool)
+            self._pool = self._new_pool()
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
+            max_workers=self._size,
+            mp_context=self._ctx,
+            initializer=exit_with,
+            initargs=(os.getpid(), self._niceness, Role.SYNTHESIS.value),
+        )
+
+
+_TRIM_GROWTH_BYTES = 32 << 20  # heap growth since the last trim that makes a pool process trim again
+_trimmed_at = 0  # in a pool process: its resident bytes after the last trim
+
+
+def _trimmed(call: Callable[..., T], *args: Any) -> T:
+    """In a pool process: ``call(*args)``, then give free heap back to the system when it grew by more
+    than ``_TRIM_GROWTH_BYTES`` (a synthesis frees most of what it allocated)."""
+    global _trimmed_at
+    try:
+        return call(*args)
+    finally:
+        resident = _resident_bytes()
+        if resident - _trimmed_at > _TRIM_GROWTH_BYTES:
+            from .keys import give_back_free_memory
+
+            give_back_free_memory()
+            _trimmed_at = _resident_bytes()
+
+
+def _resident_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _pool_pids(pool: ProcessPoolExecutor | None) -> list[int]:
+    processes = getattr(pool, "_processes", None) or {}
+    return [p.pid for p in processes.values() if p.pid is not None]
+
+
+def _ended(pid: int) -> bool:
+    """True when process ``pid`` has ended (a zombie counts as ended)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    try:
+        ready, _, _ = select.select([pidfd], [], [], 0)
+        return bool(ready)
+    finally:
+        os.close(pidfd)
+
+
+async def _result(pool: ProcessPoolExecutor, future: asyncio.Future[T]) -> T:
+    """``future``'s result, or BrokenProcessPool as soon as a process of ``pool`` ends first.
+
+    The pool's own bookkeeping cannot be trusted with that: a process killed while it writes its result
+    leaves half a message in the result pipe, whose other end the daemon itself holds, so the pool's reader
+    waits for the rest for ever and never says the pool broke. Each process's pidfd says when it ended.
+    """
+    loop = asyncio.get_running_loop()
+    ended: asyncio.Future[Any] = loop.create_future()
+
+    def end() -> None:
+        if not ended.done():
+            ended.set_result(None)
+
+    pidfds = []
+    for pid in _pool_pids(pool):
+        with contextlib.suppress(OSError):
+            pidfds.append(os.pidfd_open(pid))
+    try:
+        for fd in pidfds:
+            loop.add_reader(fd, end)
+        waited: set[asyncio.Future[Any]] = {future, ended}
+        await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        future.cancel()  # the daemon stops: the pool's later failure is nobody's to read
+        raise
+    finally:
+        for fd in pidfds:
+            loop.remove_reader(fd)
+            os.close(fd)
+    if future.done():
+        return future.result()
+    future.cancel()
+    ended.cancel()
+    raise BrokenProcessPool("a process of the pool ended while it held the work")
+
+
+def _kill_pool(pool: ProcessPoolExecutor) -> None:
+    # ProcessPoolExecutor has no public way to end busy processes; the backend owns these, so end them. The
+    # pids are signalled directly: a process whose forkserver died reads as exited while it still runs.
+    pids = _pool_pids(pool)
+    # Its reader may wait for the rest of a half-written result (see _result) on a pipe whose writing end is
+    # the daemon's own: closing that end gives the reader EOF, so the pool's thread ends (and the daemon can
+    # exit: the interpreter joins that thread on the way out). Taken now: shutdown forgets the queue.
+    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+    pool.shutdown(wait=False, cancel_futures=True)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    if writer is not None:
+        with contextlib.suppress(OSError):
+            writer.close()
