@@ -49,8 +49,10 @@ def _parse() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def _config(data: Path, keys: Path, profile: str) -> Config:
-    return Config(data_dir=data, keys_dir=keys, profile=profile, ray=RaySettings(address="auto")).resolved()
+def _config(data: Path, keys: Path, profile: str, *, ray: bool) -> Config:
+    return Config(
+        data_dir=data, keys_dir=keys, profile=profile, ray=RaySettings(address="auto" if ray else "")
+    ).resolved()
 
 
 WARM_ROUNDS = 4  # at most: each round gives every worker one job of each kind still missing somewhere
@@ -132,12 +134,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-ray-") as tmp:
 
         def run_embedded() -> dict[str, Any]:
-            return asyncio.run(_run(_config(Path(tmp) / "embedded", keys, profile.name), None, args.rounds))
+            return asyncio.run(
+                _run(_config(Path(tmp) / "embedded", keys, profile.name, ray=False), None, args.rounds)
+            )
 
         def run_on_ray() -> tuple[dict[str, Any], dict[str, float]]:
             import ray
 
-            config = _config(Path(tmp) / "ray", keys, profile.name)
+            config = _config(Path(tmp) / "ray", keys, profile.name, ray=True)
             cpus = (
                 len(config.devices) * config.ray.device_cpus
                 + config.synthesis_workers * config.ray.synthesis_cpus

@@ -242,16 +242,16 @@ def _serve_tracker(jobs: int, ready: Connection) -> None:
 
     from prooflane.config import Config
     from prooflane.server.api import EngineApi, create_app
-    from prooflane.server.daemon import MAX_HEADER_BYTES, _connection_class, _Server, bind
+    from prooflane.server.limits import MAX_HEADER_BYTES, Server, bind, connection_class
 
     async def serve() -> None:
         loop = asyncio.get_running_loop()
         tracker, engine = live_tracker(jobs, clock=loop.time)
         app = create_app(cast(EngineApi, _ServedTracker(tracker)), Config())
         sock = bind("127.0.0.1", 0)
-        server = _Server(
+        server = Server(
             uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
-                           http=_connection_class(30.0), h11_max_incomplete_event_size=MAX_HEADER_BYTES)
+                           http=connection_class(30.0), h11_max_incomplete_event_size=MAX_HEADER_BYTES)
         )  # fmt: skip
 
         def move() -> None:

@@ -25,11 +25,11 @@ import uvicorn
 from prooflane.config import Config
 from prooflane.devices import DeviceBackend, InProcessBackend, Step
 from prooflane.engine.engine import Engine
-from prooflane.errors import JobRejected
+from prooflane.errors import Conflict
 from prooflane.kinds import SynthesisTask
 from prooflane.models import JobProof, JobRequest
+from prooflane.server import bind
 from prooflane.server.api import close_streams, create_app
-from prooflane.server.daemon import bind
 from prooflane.states import JobState, WorkerState
 from prooflane.store import Store
 
@@ -118,7 +118,7 @@ class Harness:
 
     async def done(self, job_id: str) -> JobState:
         """Wait for the job to end; its final state."""
-        with contextlib.suppress(JobRejected):  # 409: it failed or was cancelled
+        with contextlib.suppress(Conflict):  # it failed or was cancelled
             await self.engine.wait_proof(job_id, WAIT)
         return self.state(job_id)
 

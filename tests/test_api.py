@@ -22,7 +22,8 @@ from prooflane.config import Config
 from prooflane.devices import InProcessBackend, Step
 from prooflane.engine.engine import Engine
 from prooflane.groth16 import Proof, VerificationKey, verify
-from prooflane.server.api import DASHBOARD, ApiSettings, _event_stream, close_streams, create_app
+from prooflane.server.api import DASHBOARD, ApiSettings, close_streams, create_app
+from prooflane.server.sse import event_stream
 from prooflane.states import JobState
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -413,7 +414,7 @@ async def test_the_dashboard_is_served_at_the_root(http: Http) -> None:
 async def collect(engine: Engine, resume: int | None, count: int) -> list[str]:
     """Run the SSE generator until ``count`` frames (the greeting included) came out."""
     frames: list[str] = []
-    stream = _event_stream(engine, resume, 60.0, asyncio.Event())
+    stream = event_stream(engine, resume, 60.0, asyncio.Event())
     async for chunk in stream:  # a write carries every event ready at once: split it into frames
         frames += [frame + "\n\n" for frame in chunk.split("\n\n") if frame]
         if len(frames) >= count:
@@ -447,7 +448,7 @@ async def test_events_resume_after_the_last_event_id_without_a_gap(h: Harness) -
 
 async def test_events_that_arrive_later_are_streamed_too(h: Harness) -> None:
     await h.block_queue()
-    stream = _event_stream(h.engine, None, 0.01, asyncio.Event())  # None: from now on
+    stream = event_stream(h.engine, None, 0.01, asyncio.Event())  # None: from now on
     try:
         assert (await anext(stream)).startswith(": prooflane event stream")
         # A heartbeat comes only while the stream waits on the engine's feed: it is attached from then on.
@@ -465,7 +466,7 @@ async def test_events_that_arrive_later_are_streamed_too(h: Harness) -> None:
 async def test_events_send_heartbeats_while_nothing_happens_and_end_on_close(h: Harness) -> None:
     closing = asyncio.Event()
     frames = []
-    async for frame in _event_stream(h.engine, None, 0.01, closing):
+    async for frame in event_stream(h.engine, None, 0.01, closing):
         frames.append(frame)
         if len(frames) == 3:
             closing.set()

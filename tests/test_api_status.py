@@ -17,7 +17,8 @@ import pytest
 
 from prooflane import events as ev
 from prooflane.config import Config
-from prooflane.server.api import SSE_BATCH_EVENTS, EngineApi, _event_stream, create_app
+from prooflane.server.api import EngineApi, create_app
+from prooflane.server.sse import BATCH_EVENTS, event_stream
 from prooflane.status.feed import Subscription
 from prooflane.status.snapshot import Health, StatusSnapshot
 from prooflane.status.tracker import StatusTracker, TrackerConfig, TrackerTotals
@@ -98,13 +99,13 @@ def ids(chunk: str) -> list[int]:
 async def test_a_burst_of_events_goes_out_in_few_writes_without_a_gap() -> None:
     tracker = tracker_with_jobs(0)
     engine = TrackerEngine(tracker)
-    stream = _event_stream(cast(EngineApi, engine), 0, 60.0, asyncio.Event())
-    for n in range(SSE_BATCH_EVENTS + 43):  # published before the stream reads anything
+    stream = event_stream(cast(EngineApi, engine), 0, 60.0, asyncio.Event())
+    for n in range(BATCH_EVENTS + 43):  # published before the stream reads anything
         tracker.apply(ev.JobSubmitted(at=10.0, job_id=f"j{n}", kind="k", priority="normal", partitions=1))
     preamble, first, second = await read(stream, 3)
     assert preamble.startswith(": prooflane event stream")
-    assert ids(first) == list(range(1, SSE_BATCH_EVENTS + 1))  # WorkerRegistered was id 1
-    assert ids(second) == list(range(SSE_BATCH_EVENTS + 1, tracker.seq + 1))
+    assert ids(first) == list(range(1, BATCH_EVENTS + 1))  # WorkerRegistered was id 1
+    assert ids(second) == list(range(BATCH_EVENTS + 1, tracker.seq + 1))
     frame = first.split("\n\n")[1]
     assert frame.startswith("id: 2\nevent: job_submitted\ndata: ")
     assert json.loads(frame.split("data: ", 1)[1])["job_id"] == "j0"
@@ -126,7 +127,7 @@ async def test_every_subscriber_shares_one_encoding_of_each_event() -> None:
 async def test_an_idle_stream_sends_heartbeats_and_ends_when_the_daemon_closes() -> None:
     tracker = tracker_with_jobs(1)
     closing = asyncio.Event()
-    stream = _event_stream(cast(EngineApi, TrackerEngine(tracker)), tracker.seq, 0.01, closing)
+    stream = event_stream(cast(EngineApi, TrackerEngine(tracker)), tracker.seq, 0.01, closing)
     assert (await read(stream, 3))[1:] == [": heartbeat\n\n", ": heartbeat\n\n"]
     assert tracker.feed.subscribers == 1
     closing.set()
@@ -139,7 +140,7 @@ async def test_a_stream_from_an_id_no_longer_held_starts_with_a_resync() -> None
     tracker = StatusTracker(TrackerConfig(sample_rss=False, feed_capacity=4), clock=lambda: 10.0)
     for n in range(10):
         tracker.apply(ev.BudgetSet(at=10.0, total_bytes=n))
-    stream = _event_stream(cast(EngineApi, TrackerEngine(tracker)), 2, 60.0, asyncio.Event())
+    stream = event_stream(cast(EngineApi, TrackerEngine(tracker)), 2, 60.0, asyncio.Event())
     chunk = (await read(stream, 2))[1]
     assert chunk == 'id: 10\nevent: resync\ndata: {"reason":"behind","seq":10}\n\n'
     await stream.aclose()

@@ -27,15 +27,8 @@ from prooflane.client import Client, ServerEvent
 from prooflane.devices import PoolProcessDied, PoolReplaced, ProcessBackend
 from prooflane.devices.child import _zombie_status
 from prooflane.models import JobView
-from prooflane.testing.chaos import (
-    DEFAULT_KINDS,
-    ChaosRun,
-    ChaosSettings,
-    check_final,
-    check_health_after_kills,
-    check_reports,
-    check_samples,
-)
+from prooflane.testing.chaos import DEFAULT_KINDS, ChaosRun, ChaosSettings
+from prooflane.testing.checks import check_final, check_health_after_kills, check_reports, check_samples
 from prooflane.testing.faults import Fault, ProcessKind, Sample, daemon_tree
 
 SMALL_MIX = "porep-c2=1,snap-update=1,window-post=1,winning-post=1"  # every built-in kind

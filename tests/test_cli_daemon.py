@@ -18,7 +18,7 @@ from prooflane.cli.entry import app
 from prooflane.cli.workload import MixError, parse_mix, plan
 from prooflane.config import Config
 from prooflane.devices import Step
-from prooflane.server.daemon import bind
+from prooflane.server import bind
 from prooflane.states import JobState
 
 pytestmark = pytest.mark.timeout(120)

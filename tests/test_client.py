@@ -16,7 +16,7 @@ from prooflane.client import Client, ServerEvent, parse_sse
 from prooflane.config import Config
 from prooflane.errors import DaemonError, DaemonUnreachable
 from prooflane.groth16 import Proof, VerificationKey, verify
-from prooflane.server.daemon import bind
+from prooflane.server import bind
 
 pytestmark = pytest.mark.timeout(120)
 TOKEN = "t0ken"

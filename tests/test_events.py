@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import typing
+from pathlib import Path
 
 import pytest
 
@@ -39,32 +41,35 @@ def test_event_round_trips_through_json() -> None:
         partition=15,
         attempt=2,
     )
-    data = json.loads(ev.event_to_json(event))
-    assert data["type"] == "lease_granted"
+    data = json.loads(json.dumps(ev.event_to_dict(event)))
+    assert data["type"] == "lease_granted" == ev.event_name(event)
     assert data["job_id"] == "ps-snap-update-3644168-33825"
-    assert ev.event_from_dict(data) == event
+    assert type(event)(**{k: v for k, v in data.items() if k != "type"}) == event
 
 
-def test_resumed_job_round_trips_with_its_done_partitions() -> None:
+def test_a_resumed_job_carries_its_done_partitions_into_its_json() -> None:
     event = ev.JobSubmitted(
         at=0.0, job_id="j", kind="porep-c2", priority="normal", partitions=10, done_partitions=(0, 3)
     )
-    assert ev.event_from_dict(json.loads(ev.event_to_json(event))) == event
+    assert json.loads(json.dumps(ev.event_to_dict(event)))["done_partitions"] == [0, 3]
 
 
 def test_a_circom_job_names_its_circuit_and_others_default_to_none() -> None:
     event = ev.JobSubmitted(at=0.0, job_id="j", kind="circom", priority="high", partitions=2, circuit="mul2")
-    assert ev.event_from_dict(json.loads(ev.event_to_json(event))) == event
+    assert ev.event_to_dict(event)["circuit"] == "mul2"
     assert (
         ev.JobSubmitted(at=0.0, job_id="k", kind="porep-c2", priority="normal", partitions=1).circuit is None
     )
 
 
-def test_event_from_dict_names_what_is_wrong() -> None:
-    with pytest.raises(ValueError, match="expected one of"):
-        ev.event_from_dict({"type": "no_such_event", "at": 0.0})
-    with pytest.raises(ValueError, match="job_done"):
-        ev.event_from_dict({"type": "job_done", "at": 0.0, "bogus": 1})
+def test_every_event_type_has_one_name_derived_from_the_event_union() -> None:
+    union = typing.get_args(ev.Event)
+    assert set(ev.EVENT_TYPES.values()) == set(union)
+    assert len(ev.EVENT_TYPES) == len(union)  # one name each
+    package = Path(ev.__file__).parent
+    for cls in union:  # each event class is defined once, in events.py
+        homes = [p.name for p in package.rglob("*.py") if f"class {cls.__name__}(EventBase)" in p.read_text()]
+        assert homes == ["events.py"], cls.__name__
 
 
 def test_lease_tokens_increase_and_never_repeat() -> None:

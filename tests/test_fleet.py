@@ -16,8 +16,8 @@ import pytest
 
 from engine_support import ManualClock, Served, served
 from prooflane.config import Config
+from prooflane.fleet import Fleet, create_fleet_app
 from prooflane.fleet.config import DaemonSpec, FleetConfig
-from prooflane.fleet.service import Fleet, create_fleet_app
 from prooflane.states import JobState
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]

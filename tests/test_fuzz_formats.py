@@ -4,7 +4,6 @@ each parser gets (default 40, for `make check`; e.g. 2000 for a long run)."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
 import tempfile
@@ -99,8 +98,15 @@ def _json_values() -> st.SearchStrategy[Any]:
 
 @FUZZ
 @given(key=st.sampled_from(sorted(VK)), value=_json_values())
-def test_verification_key_json_with_a_field_replaced_raises_a_prooflane_error(key: str, value: Any) -> None:
+def test_verification_key_json_with_a_field_replaced_is_refused_or_means_the_same(
+    key: str, value: Any
+) -> None:
     doc = copy.deepcopy(VK)
     doc[key] = value
-    with contextlib.suppress(ProoflaneError):
-        VerificationKey.from_json(doc)
+    try:
+        parsed = VerificationKey.from_json(doc)
+    except ProoflaneError as exc:
+        assert "verification key" in str(exc)  # it names what it read
+        return
+    # Accepted: the value must mean what the original meant (or be a field verifiers recompute).
+    assert parsed == VerificationKey.from_json(VK)

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import pytest
 import uvicorn
 
-from prooflane.server.daemon import MAX_HEADER_BYTES, _connection_class, _Server, bind
+from prooflane.server.limits import MAX_HEADER_BYTES, Server, bind, connection_class
 
 pytestmark = pytest.mark.anyio
 
@@ -25,14 +25,14 @@ async def _hello(scope: dict[str, object], receive: object, send: object) -> Non
 
 
 @contextlib.asynccontextmanager
-async def serving(request_timeout: float = 30.0) -> AsyncIterator[tuple[_Server, int]]:
+async def serving(request_timeout: float = 30.0) -> AsyncIterator[tuple[Server, int]]:
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
     config = uvicorn.Config(
-        _hello, lifespan="off", log_level="warning", http=_connection_class(request_timeout),
+        _hello, lifespan="off", log_level="warning", http=connection_class(request_timeout),
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
     )  # fmt: skip
-    server = _Server(config)
+    server = Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:  # noqa: ASYNC110  (uvicorn's server offers no event for "started")
         await asyncio.sleep(0.01)

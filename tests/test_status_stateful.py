@@ -262,11 +262,11 @@ class TrackerMachine(RuleBasedStateMachine):
         self.send(ev.FinalizeFinished(at=self.now, token=token, finalize_ms=2.0))
 
     def partition_fails_or_is_skipped(self, data: st.DataObject) -> None:
-        skip, with_token = data.draw(st.booleans()), data.draw(st.booleans())
+        with_token = data.draw(st.booleans())
         job_id, index = data.draw(st.sampled_from(self.parts(*LIVE)))
         part = self.jobs[job_id].parts[index]
         token = part.token if with_token else None
-        self.end_part(part, "cancelled" if skip else "failed")
+        self.end_part(part, "failed")
         fields: dict[str, Any] = {
             "at": self.now,
             "job_id": job_id,
@@ -274,7 +274,7 @@ class TrackerMachine(RuleBasedStateMachine):
             "reason": "r",
             "token": token,
         }
-        self.send(ev.PartitionSkipped(**fields) if skip else ev.PartitionFailed(**fields))
+        self.send(ev.PartitionFailed(**fields))
 
     def retried(self, data: st.DataObject) -> None:
         job_id, index = data.draw(st.sampled_from(self.parts(*LIVE)))

@@ -1,6 +1,6 @@
 """`prooflane.Client`: the daemon's HTTP API from Python.
 
-    with Client("http://127.0.0.1:9821") as client:
+    with Client() as client:  # the default URL: a daemon on this machine
         job_id = client.submit("porep-c2", sector="/data/sector-1")
         proof = client.proof(job_id, wait=600)
 

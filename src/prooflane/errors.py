@@ -7,17 +7,24 @@ from .groth16.errors import FormatError, Groth16Error, InvalidWitnessError, KeyM
 __all__ = [
     "CircuitError",
     "ConfigError",
+    "Conflict",
     "DaemonError",
     "DaemonUnreachable",
+    "Forbidden",
     "FormatError",
     "Groth16Error",
     "IllegalTransition",
+    "Invalid",
     "InvalidWitnessError",
-    "JobRejected",
     "KeyMismatchError",
+    "NotFound",
     "ProoflaneError",
+    "Refused",
     "SectorError",
+    "StorageFull",
+    "TooLarge",
     "TunnelError",
+    "Unavailable",
     "UnsatisfiedConstraint",
     "WorkerDied",
 ]
@@ -65,16 +72,48 @@ class ConfigError(ProoflaneError):
     """Raised when a configuration file or value is invalid; names the key and what is wrong."""
 
 
-class JobRejected(ProoflaneError):
-    """Raised when the engine refuses a job or request; carries an HTTP status and an actionable detail."""
+class Refused(ProoflaneError):
+    """Raised when the engine refuses a request; ``detail`` says why, in words a person can act on.
 
-    def __init__(self, detail: str, status_code: int = 422) -> None:
+    The engine raises one of the subclasses below and never chooses an HTTP code: the HTTP layer maps each
+    subclass to one status (``prooflane.server.errors``).
+    """
+
+    def __init__(self, detail: str) -> None:
         self.detail = detail
-        self.status_code = status_code
         super().__init__(detail)
 
-    def __reduce__(self) -> tuple[type[JobRejected], tuple[str, int]]:
-        return type(self), (self.detail, self.status_code)
+    def __reduce__(self) -> tuple[type[Refused], tuple[str]]:
+        return type(self), (self.detail,)
+
+
+class NotFound(Refused):
+    """Raised when a request names a job, a proof kind or a circuit that does not exist."""
+
+
+class Conflict(Refused):
+    """Raised when a request clashes with what exists: a job id or circuit name taken by another request,
+    or a proof asked of a job that failed or was cancelled."""
+
+
+class Invalid(Refused):
+    """Raised when what a request carries is wrong: a sector, a witness, a key, a priority, a state."""
+
+
+class Forbidden(Refused):
+    """Raised when a request names a file outside the folders this daemon may read (``allowed_roots``)."""
+
+
+class TooLarge(Refused):
+    """Raised when a job can never fit: one partition needs more than the whole memory budget."""
+
+
+class Unavailable(Refused):
+    """Raised when the engine cannot take the request now (not started, a pool process died): try again."""
+
+
+class StorageFull(Refused):
+    """Raised when what a request needs written cannot be (the disk of the journal or data folder is full)."""
 
 
 class WorkerDied(ProoflaneError):

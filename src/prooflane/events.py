@@ -8,8 +8,8 @@ tracker was given (``time.monotonic`` unless injected), read when the thing happ
 Leased work. Each assignment of a partition to a worker is a *lease*, named by a token the engine mints
 with :class:`LeaseMinter` (one minter per engine, minted on the event loop right before the
 :class:`LeaseGranted` that carries it, so tokens are granted in increasing order). Every later event about
-that work (:class:`DeviceSectionFinished`, :class:`FinalizeFinished`, and :class:`PartitionFailed` /
-:class:`PartitionSkipped` when a worker holds the partition) carries the token; the tracker applies it only
+that work (:class:`DeviceSectionFinished`, :class:`FinalizeFinished`, and :class:`PartitionFailed` when a
+worker holds the partition) carries the token; the tracker applies it only
 while the lease is live, so an old finalizer can never clear a worker that has moved on.
 
 Attempts. A partition's first attempt is 1. When the engine requeues it (its worker died) it emits
@@ -26,7 +26,7 @@ The life of one partition, as the engine reports it::
     FinalizeFinished(token)          finalizing   -> done          (after the partition proof verified)
     JobDone                          once every partition is done
 
-Failure, cancellation and retry: :class:`PartitionFailed`, :class:`PartitionSkipped`, :class:`JobFailed`,
+Failure, cancellation and retry: :class:`PartitionFailed`, :class:`JobFailed`,
 :class:`JobCancelled`, :class:`WorkerDied`, :class:`WorkerLost`, :class:`PartitionRetried`. The tracker emits
 :class:`JobExpired` when an ended job leaves the live view. Memory: :class:`BudgetSet`,
 :class:`ReservationMade`, :class:`ReservationShrunk`, :class:`ReservationReleased`, and the cached proving
@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import re
+import typing
 from dataclasses import dataclass
 from typing import Any, NewType, TypeAlias
 
@@ -62,7 +62,6 @@ __all__ = [
     "LeaseToken",
     "PartitionFailed",
     "PartitionRetried",
-    "PartitionSkipped",
     "ReservationMade",
     "ReservationReleased",
     "ReservationShrunk",
@@ -73,10 +72,8 @@ __all__ = [
     "WorkerDied",
     "WorkerLost",
     "WorkerRegistered",
-    "event_from_dict",
     "event_name",
     "event_to_dict",
-    "event_to_json",
 ]
 
 LeaseToken = NewType("LeaseToken", int)
@@ -243,19 +240,6 @@ class PartitionFailed(EventBase):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionSkipped(EventBase):
-    """The partition will not run (its job failed or was cancelled), maybe after a worker took it.
-
-    ``token``: the lease it was skipped under, when a worker held it; that worker is freed.
-    """
-
-    job_id: str
-    partition: int
-    reason: str = "skipped"
-    token: LeaseToken | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionRetried(EventBase):
     """The partition goes back to pending for attempt ``attempt`` (its worker died); any lease ends."""
 
@@ -379,7 +363,6 @@ Event: TypeAlias = (
     | DeviceSectionFinished
     | FinalizeFinished
     | PartitionFailed
-    | PartitionSkipped
     | PartitionRetried
     | WorkerRegistered
     | WorkerDied
@@ -399,36 +382,7 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-EVENT_TYPES: dict[str, type[EventBase]] = {
-    _snake(cls.__name__): cls
-    for cls in (
-        JobSubmitted,
-        JobDone,
-        JobFailed,
-        JobCancelled,
-        JobExpired,
-        SynthesisStarted,
-        SynthesisFinished,
-        SynthesisFailed,
-        SynthesisPoolSized,
-        LeaseGranted,
-        DeviceSectionFinished,
-        FinalizeFinished,
-        PartitionFailed,
-        PartitionSkipped,
-        PartitionRetried,
-        WorkerRegistered,
-        WorkerDied,
-        WorkerLost,
-        BudgetSet,
-        ReservationMade,
-        ReservationShrunk,
-        ReservationReleased,
-        AllocationCached,
-        AllocationUsed,
-        AllocationEvicted,
-    )
-}
+EVENT_TYPES: dict[str, type[EventBase]] = {_snake(cls.__name__): cls for cls in typing.get_args(Event)}
 """Event name (snake case, e.g. "lease_granted") -> event class."""
 
 _NAMES: dict[type[EventBase], str] = {cls: name for name, cls in EVENT_TYPES.items()}
@@ -449,22 +403,3 @@ def event_to_dict(event: EventBase) -> dict[str, Any]:
     for name in _FIELDS[cls]:
         out[name] = getattr(event, name)
     return out
-
-
-def event_to_json(event: EventBase) -> str:
-    """The event as compact JSON text (the ``data`` of its server-sent event)."""
-    return json.dumps(event_to_dict(event), separators=(",", ":"))
-
-
-def event_from_dict(data: dict[str, Any]) -> EventBase:
-    """Rebuild an event from :func:`event_to_dict`'s output; raises ``ValueError`` naming what is wrong."""
-    # JSON turns tuples into lists; the events hold tuples.
-    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
-    name = fields.pop("type", None)
-    cls = EVENT_TYPES.get(name) if isinstance(name, str) else None
-    if cls is None:
-        raise ValueError(f"event 'type': expected one of {sorted(EVENT_TYPES)}, got {name!r}")
-    try:
-        return cls(**fields)
-    except TypeError as exc:
-        raise ValueError(f"event {name!r}: {exc}") from None

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from .errors import JobRejected, ProoflaneError
+from .errors import Forbidden, Invalid, ProoflaneError, Refused, Unavailable
 
 __all__ = [
     "CHUNK_BYTES",
@@ -242,14 +242,13 @@ async def off_loop(call: Callable[..., T], *args: Any) -> T:
         async with asyncio.timeout(IO_TIMEOUT_SECS):
             return await asyncio.to_thread(call, *args)
     except TimeoutError:
-        raise JobRejected(
-            f"the files named in the request could not be read within {IO_TIMEOUT_SECS:g} s: try again later",
-            503,
+        raise Unavailable(
+            f"the files named in the request could not be read within {IO_TIMEOUT_SECS:g} s: try again later"
         ) from None
 
 
-def refusal(exc: ProoflaneError) -> JobRejected:
+def refusal(exc: ProoflaneError) -> Refused:
     """The HTTP answer to a refused file: 403 outside the allowed roots, 422 anything else."""
-    if isinstance(exc, JobRejected):
+    if isinstance(exc, Refused):
         return exc
-    return JobRejected(str(exc), 403 if isinstance(exc, PathForbidden) else 422)
+    return (Forbidden if isinstance(exc, PathForbidden) else Invalid)(str(exc))

@@ -223,14 +223,6 @@ class MemoryBudget:
         """Wait until some bytes are given back or an allocation becomes idle."""
         await self._changed.wait()
 
-    def evict_idle(self) -> int:
-        """Evict every idle cached allocation; return the bytes freed."""
-        freed = 0
-        for allocation in [a for a in self._allocations.values() if a.busy == 0]:
-            freed += allocation.nbytes
-            self._drop(allocation, call_back=True)
-        return freed
-
     # -- internals ------------------------------------------------------------------------------------
 
     def _make_room(self, nbytes: int, headroom: int = 0) -> bool:

@@ -66,7 +66,7 @@ def serve(
     data: Annotated[Path | None, typer.Option("--data", help="Data folder (journal, keys, sectors).")] = None,
     host: Annotated[str | None, typer.Option("--host", help="Address to bind (default 127.0.0.1).")] = None,
     port: Annotated[
-        int | None, typer.Option("--port", help="Port, 0 for any free one (default 9821).")
+        int | None, typer.Option("--port", help=f"Port, 0 for any free one (default {DEFAULT_PORT}).")
     ] = None,
     profile: Annotated[
         str | None, typer.Option("--profile", help="Circuit sizes: tiny, small or medium.")

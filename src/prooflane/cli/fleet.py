@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from ..fleet.config import FleetConfig
+from ..fleet.config import DEFAULT_FLEET_PORT, FleetConfig
 from .app import app
 
 FLEET_READY_PREFIX = "prooflane fleet listening on "
@@ -23,11 +23,11 @@ def fleet(
     ],
     host: Annotated[str | None, typer.Option("--host", help="Address to bind (default 127.0.0.1).")] = None,
     port: Annotated[
-        int | None, typer.Option("--port", help="Port, 0 for any free one (default 9830).")
+        int | None, typer.Option("--port", help=f"Port, 0 for any free one (default {DEFAULT_FLEET_PORT}).")
     ] = None,
 ) -> None:
     """Follow the daemons listed in the fleet config and serve the fleet page, until SIGINT or SIGTERM."""
-    from ..fleet.service import run_fleet
+    from ..fleet import run_fleet
     from .daemon import _errors
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")

@@ -23,7 +23,7 @@ from .. import events as ev
 from ..circuits.profiles import profile_by_name
 from ..circuits.sector import Sector, WrongSectorSize, create_sector
 from ..devices.backend import PoolProcessDied
-from ..errors import JobRejected, ProoflaneError
+from ..errors import Conflict, Invalid, NotFound, ProoflaneError, Refused, StorageFull, TooLarge, Unavailable
 from ..files import Roots, off_loop, open_regular, refusal
 from ..kinds import BUILTIN_KINDS, CIRCOM, CircomInput, CircuitMeta, StorageInput, kind_spec, wtns_limit
 from ..models import InlineSector, JobRequest
@@ -58,12 +58,12 @@ class Admission:
         original = req.model_dump(mode="json", exclude_none=True)
         if req.job_id is not None and (known := journal.job(req.job_id)) is not None:
             if known.request.get("original") != original:
-                raise JobRejected(f"job_id {req.job_id!r} is taken by a different request", 409)
+                raise Conflict(f"job_id {req.job_id!r} is taken by a different request")
             return req.job_id
         spec = kind_spec(req.kind)
         if spec is None:
             names = ", ".join([k.name for k in BUILTIN_KINDS] + [CIRCOM])
-            raise JobRejected(f"unknown kind {req.kind!r}: expected one of {names}", 404)
+            raise NotFound(f"unknown kind {req.kind!r}: expected one of {names}")
         job_id = req.job_id or uuid.uuid4().hex
         meta = self._circuits.meta(req.kind, req.circuit)
         self._check_fits(req.kind, meta)  # before anything is created for the job
@@ -97,7 +97,7 @@ class Admission:
             done = {p.index: p.proof is not None for p in journal.partitions(record.job_id)}
             try:
                 meta = self._circuits.meta(record.kind, record.request.get("circuit"))
-            except (JobRejected, KeyError) as exc:
+            except (Refused, KeyError) as exc:
                 journal.set_job_state(
                     record.job_id, JobState.FAILED, error=f"cannot resume: {exc}", finished_at=time.time()
                 )
@@ -148,10 +148,9 @@ class Admission:
             witnesses = list(req.witnesses or [])
             for i, w in enumerate(witnesses):
                 if isinstance(w, dict) and circuit.record.wasm is None:
-                    raise JobRejected(
+                    raise Invalid(
                         f"witnesses[{i}]: circuit inputs given, but circuit {circuit.record.name!r} has no "
-                        "witness generator: pass .wtns paths or register it with a .wasm",
-                        422,
+                        "witness generator: pass .wtns paths or register it with a .wasm"
                     )
             named = {i: w for i, w in enumerate(witnesses) if isinstance(w, str)}
             if named:
@@ -183,27 +182,26 @@ class Admission:
         cfg = self._pipeline.config
         if spec.size != want:
             # Refused before anything is built: an inline sector of any other size could never be proven.
-            raise JobRejected(
+            raise Invalid(
                 f"sector: an inline sector of {spec.size} bytes, but profile {cfg.profile!r} proves sectors "
-                f"of {want} bytes",
-                422,
+                f"of {want} bytes"
             )
         path = cfg.data_dir / "sectors" / job_id
         try:
             seed = bytes.fromhex(spec.seed.removeprefix("0x")) if spec.seed else None
         except ValueError:
-            raise JobRejected(f"sector.seed {spec.seed!r}: expected hex, e.g. '07' or '0x07'", 422) from None
+            raise Invalid(f"sector.seed {spec.seed!r}: expected hex, e.g. '07' or '0x07'") from None
         try:
             await self._circuits.backend.run(create_sector, str(path), want, seed)
         except PoolProcessDied as exc:
             await self._remove_inline(job_id)
-            raise JobRejected(f"sector: building it failed ({exc}); nothing kept: try again", 503) from None
+            raise Unavailable(f"sector: building it failed ({exc}); nothing kept: try again") from None
         except (ProoflaneError, OSError, ValueError) as exc:
             await self._remove_inline(job_id)  # a rejected inline sector leaves nothing on disk
             full = (
                 isinstance(exc, OSError) and exc.errno == errno.ENOSPC
             )  # the daemon's fault, not the request's
-            raise JobRejected(f"sector: {exc}", 507 if full else 422) from None
+            raise (StorageFull if full else Invalid)(f"sector: {exc}") from None
         except BaseException:  # cancelled: the daemon stops
             shutil.rmtree(path, ignore_errors=True)
             raise
@@ -224,11 +222,10 @@ class Admission:
         budget = self._pipeline.budget
         need = meta.partition_bytes + meta.key_alloc_bytes
         if not budget.could_ever_fit(need):
-            raise JobRejected(
+            raise TooLarge(
                 f"a {kind} partition needs {need} bytes (its reservation plus a loaded proving key), more "
                 f"than the whole memory budget of {budget.total} bytes: raise memory_budget_bytes "
-                "or use a smaller profile",
-                413,
+                "or use a smaller profile"
             )
 
 
@@ -239,9 +236,9 @@ def check_sector(folders: tuple[Path, ...], raw: str, size_bytes: int, wrong_siz
     try:
         Sector.open(path, size_bytes=size_bytes)
     except WrongSectorSize as exc:
-        raise JobRejected(f"sector {raw!r} holds {exc.size_bytes} bytes, but {wrong_size}", 422) from None
+        raise Invalid(f"sector {raw!r} holds {exc.size_bytes} bytes, but {wrong_size}") from None
     except ProoflaneError as exc:
-        raise JobRejected(f"sector {raw!r}: {exc}", 422) from None
+        raise Invalid(f"sector {raw!r}: {exc}") from None
     return path
 
 

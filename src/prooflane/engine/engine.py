@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -28,11 +28,11 @@ from typing import Any
 from .. import events as ev
 from ..config import Config
 from ..devices import DeviceBackend, PoolProcessDied, WorkerInfo, backend_for
-from ..errors import JobRejected
+from ..errors import Conflict, Invalid, NotFound, StorageFull, Unavailable
 from ..memory import MemoryBudget
 from ..models import CircuitInfo, JobProof, JobRequest, JobView, KindInfo, PartitionProof
 from ..states import JobState
-from ..status.feed import FeedItem
+from ..status.feed import Subscription
 from ..status.snapshot import Health, StatusSnapshot
 from ..status.tracker import StatusTracker, TrackerConfig, TrackerTotals
 from ..store import JournalUnwritable, Store
@@ -185,23 +185,24 @@ class Engine:
         """Journal a job and queue its partitions; return its id.
 
         Idempotent on ``req.job_id``: resubmitting an id returns it without a new job (a different request
-        under the same id is refused with 409). Raises ``JobRejected`` (status 404 unknown kind or circuit,
-        422 bad sector / witnesses / randomness, 413 a partition larger than the whole memory budget, 503 not
-        started).
+        under the same id is refused: ``Conflict``). Raises a :class:`~prooflane.errors.Refused`:
+        ``NotFound`` (an unknown kind or circuit), ``Invalid`` (a bad sector, witness or randomness),
+        ``Forbidden`` (a file outside the allowed roots), ``TooLarge`` (a partition larger than the whole
+        memory budget), ``Unavailable`` (not started), ``StorageFull`` (the journal cannot be written).
         """
         if not self.ready:
-            raise JobRejected("the engine is not running: start it first", 503)
+            raise Unavailable("the engine is not running: start it first")
         self._refuse_without_journal("no job is accepted")
         try:
             return await self._admission.submit(req)
         except JournalUnwritable as exc:
             self._pipeline.journal_failed(exc)
-            raise JobRejected(f"no job is accepted: {exc}", 507) from None
+            raise StorageFull(f"no job is accepted: {exc}") from None
 
     def _refuse_without_journal(self, what: str) -> None:
         """507 while the journal cannot be written (a disk that is full)."""
         if (problem := self._pipeline.journal_problem) is not None:
-            raise JobRejected(f"{what}: {problem}", 507)
+            raise StorageFull(f"{what}: {problem}")
 
     def job(self, job_id: str) -> JobView | None:
         """The job's state and per-partition states, or None when no such job was ever accepted."""
@@ -214,7 +215,7 @@ class Engine:
     def jobs(self, state: str | None = None, limit: int = 100) -> list[JobView]:
         """Jobs from the journal, newest first, optionally only those in ``state`` (a JobState value)."""
         if state is not None and state not in {s.value for s in JobState}:
-            raise JobRejected(f"state {state!r}: expected one of {', '.join(s.value for s in JobState)}", 422)
+            raise Invalid(f"state {state!r}: expected one of {', '.join(s.value for s in JobState)}")
         journal, live = self._pipeline.journal, self._pipeline.jobs
         views = []
         for record in journal.jobs(state, max(1, min(limit, 10_000))):
@@ -225,7 +226,7 @@ class Engine:
     async def wait_proof(self, job_id: str, timeout: float) -> JobProof | None:  # noqa: ASYNC109
         """The job's verified proofs once it is done, waiting up to ``timeout`` seconds.
 
-        Returns None if it is not done by then. Raises ``JobRejected`` (404) for an unknown job and (409)
+        Returns None if it is not done by then. Raises ``NotFound`` for an unknown job and ``Conflict``
         for a job that failed or was cancelled, with its error.
         """
         job = self._pipeline.jobs.get(job_id)
@@ -236,9 +237,9 @@ class Engine:
         journal = self._pipeline.journal
         record = journal.job(job_id)
         if record is None:
-            raise JobRejected(f"no job {job_id!r}", 404)
+            raise NotFound(f"no job {job_id!r}")
         if record.state in (JobState.FAILED, JobState.CANCELLED):
-            raise JobRejected(f"job {job_id} {record.state}: {record.error or 'no proof'}", 409)
+            raise Conflict(f"job {job_id} {record.state}: {record.error or 'no proof'}")
         if record.state != JobState.DONE:
             return None
         parts = [
@@ -250,12 +251,12 @@ class Engine:
     async def cancel(self, job_id: str) -> bool:
         """Cancel a job at any stage, freeing its reservations; False when it was already finished.
 
-        Raises ``JobRejected`` (404) for an unknown job.
+        Raises ``NotFound`` for an unknown job.
         """
         job = self._pipeline.jobs.get(job_id)
         if job is None:
             if self._pipeline.journal.job(job_id) is None:
-                raise JobRejected(f"no job {job_id!r}", 404)
+                raise NotFound(f"no job {job_id!r}")
             return False
         if job.state.terminal:
             return False
@@ -272,7 +273,7 @@ class Engine:
     def verification_key(self, kind: str, circuit: str | None = None) -> dict[str, Any]:
         """The snarkjs verification_key.json of ``kind`` (for ``circom``, of the registered ``circuit``).
 
-        Raises ``JobRejected`` (404) for an unknown kind or circuit.
+        Raises ``NotFound`` for an unknown kind or circuit.
         """
         return self._circuits.verification_key(kind, circuit)
 
@@ -283,15 +284,15 @@ class Engine:
         witness generator (.wasm), copied into the data folder so the registration survives restarts.
 
         Jobs then name it in ``circuit`` and give one witness per partition. Re-registering a name with the
-        same files is a no-op; with different files it is refused (409). Raises ``JobRejected`` (422) for a
-        file that is missing or not a Groth16 .zkey.
+        same files is a no-op; with different files it is refused (``Conflict``). Raises ``Invalid`` for a
+        file that is missing or not a Groth16 .zkey, ``Forbidden`` for one outside the allowed roots.
         """
         self._refuse_without_journal("no circuit is registered")
         try:
             return await self._circuits.register(name, zkey_path, wasm_path=wasm_path, priority=priority)
         except JournalUnwritable as exc:
             self._pipeline.journal_failed(exc)
-            raise JobRejected(f"no circuit is registered: {exc}", 507) from None
+            raise StorageFull(f"no circuit is registered: {exc}") from None
 
     def circuits(self) -> list[CircuitInfo]:
         """The registered circom circuits."""
@@ -327,7 +328,7 @@ class Engine:
         stalled = self._pipeline.stalled(*self._devices.busy())
         return (*reasons, stalled) if stalled else tuple(reasons)
 
-    def subscribe(self, last_event_id: int | None = None) -> AsyncIterator[FeedItem]:
+    def subscribe(self, last_event_id: int | None = None) -> Subscription:
         """The event stream (``GET /v1/events``), resumed after ``last_event_id`` when given."""
         return self._pipeline.tracker.subscribe(last_event_id)
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from .. import events as ev
 from ..config import Config
-from ..errors import JobRejected
+from ..errors import Unavailable
 from ..memory import MemoryBudget
 from ..scheduler import WorkQueue
 from ..states import JobState, PartitionState
@@ -61,7 +61,7 @@ class Pipeline:
     def journal(self) -> Store:
         """The open journal (503 when the engine is not running)."""
         if self.store is None:
-            raise JobRejected("the engine is not running: start it first", 503)
+            raise Unavailable("the engine is not running: start it first")
         return self.store
 
     def post(self, event: ev.Event) -> None:

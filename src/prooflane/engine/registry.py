@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..devices.backend import DeviceBackend, PoolProcessDied
-from ..errors import JobRejected, ProoflaneError
+from ..errors import Conflict, Invalid, NotFound, ProoflaneError, Unavailable
 from ..files import Roots, copy_limited, off_loop, refusal
 from ..kinds import BUILTIN_KINDS, CIRCOM, CIRCOM_SPEC, CircuitMeta, inspect_zkey, prepare_builtin
 from ..models import CircuitInfo, KindInfo
@@ -71,16 +71,12 @@ class CircuitRegistry:
                 record, CircuitMeta(**json.loads(meta_path.read_text()))
             )
 
-    def builtin(self, kind: str) -> CircuitMeta:
-        """The prepared circuit of a built-in kind (KeyError for any other)."""
-        return self._metas[kind]
-
     def circuit(self, name: str) -> CircuitEntry:
         """A registered circuit, or 404 naming the registered ones."""
         circuit = self._circuits.get(name)
         if circuit is None:
             known = ", ".join(self._circuits) or "none registered"
-            raise JobRejected(f"unknown circuit {name!r} (registered: {known})", 404)
+            raise NotFound(f"unknown circuit {name!r} (registered: {known})")
         return circuit
 
     def meta(self, kind: str, circuit: str | None) -> CircuitMeta:
@@ -96,7 +92,7 @@ class CircuitRegistry:
         if kind == CIRCOM:
             return self.circuit(circuit or "").meta.vk
         if kind not in self._metas:
-            raise JobRejected(f"unknown kind {kind!r}: expected one of {', '.join(self._metas)}", 404)
+            raise NotFound(f"unknown kind {kind!r}: expected one of {', '.join(self._metas)}")
         return self._metas[kind].vk
 
     def infos(self) -> list[CircuitInfo]:
@@ -110,7 +106,7 @@ class CircuitRegistry:
         try:
             prio = Priority(priority)
         except ValueError:
-            raise JobRejected(f"priority {priority!r}: expected critical, high or normal", 422) from None
+            raise Invalid(f"priority {priority!r}: expected critical, high or normal") from None
         while (earlier := self._registering.get(name)) is not None:
             await asyncio.wait({earlier})
         registering = self._registering[name] = asyncio.get_running_loop().create_future()
@@ -139,7 +135,7 @@ class CircuitRegistry:
             if (known := self._circuits.get(name)) is not None:
                 if known.record.digest != digest:
                     taken = f"circuit {name!r} is registered with other files; pick another name"
-                    raise JobRejected(taken, 409)
+                    raise Conflict(taken)
                 return circuit_info(known)
             folder = cfg.data_dir / "circuits" / name
             await asyncio.to_thread(_move_folder, incoming, folder)
@@ -159,11 +155,11 @@ class CircuitRegistry:
         try:
             meta = await self._backend.run(inspect_zkey, f"circom:{name}", str(zkey))
         except PoolProcessDied as exc:
-            raise JobRejected(
-                f"zkey {zkey_path!r}: the process inspecting it died ({exc}); nothing kept: try again", 503
+            raise Unavailable(
+                f"zkey {zkey_path!r}: the process inspecting it died ({exc}); nothing kept: try again"
             ) from None
         except ProoflaneError as exc:
-            raise JobRejected(f"zkey {zkey_path!r}: {exc}", 422) from None
+            raise Invalid(f"zkey {zkey_path!r}: {exc}") from None
         await asyncio.to_thread(zkey.with_suffix(".json").write_text, json.dumps(meta.to_json()))
         wasm_kept = str(wasm) if await asyncio.to_thread(wasm.exists) else None
         record = CircuitRecord(

@@ -7,8 +7,10 @@ May import: the leaves, ``status`` (to read snapshots) and ``server`` (the HTTP 
 check). Never proving math, never the engine. See docs/architecture.md.
 """
 
+from .app import create_fleet_app, run_fleet
 from .config import DEFAULT_FLEET_PORT, DaemonSpec, FleetConfig
-from .service import DaemonFollower, Fleet, create_fleet_app, run_fleet
+from .follower import DaemonFollower
+from .service import Fleet
 
 __all__ = [
     "DEFAULT_FLEET_PORT",

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..config import coerce_value
+from ..config import DEFAULT_PORT, coerce_value
 from ..errors import ConfigError
 
 __all__ = ["DEFAULT_FLEET_PORT", "DaemonSpec", "FleetConfig", "dump_toml"]
 
 DEFAULT_FLEET_PORT = 9830
-DEFAULT_DAEMON_PORT = 9821
+DEFAULT_DAEMON_PORT = DEFAULT_PORT  # a daemon reached without a port in its URL
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 

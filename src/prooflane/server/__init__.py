@@ -9,6 +9,7 @@ methods only). Never proving math. See docs/architecture.md.
 """
 
 from .api import ApiSettings, EngineApi, close_streams, create_app
-from .daemon import bind, run_daemon, serve
+from .daemon import run_daemon, serve
+from .limits import bind
 
 __all__ = ["ApiSettings", "EngineApi", "bind", "close_streams", "create_app", "run_daemon", "serve"]

@@ -8,26 +8,19 @@ person can act on.
 from __future__ import annotations
 
 import asyncio
-import hmac
-import json
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Protocol
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Security
 from fastapi import Path as PathParam
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, Field
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Route
 
 from .._version import __version__
 from ..config import Config
-from ..errors import JobRejected
 from ..models import (
     JOB_ID_SCHEMA,
     CircuitInfo,
@@ -39,10 +32,14 @@ from ..models import (
     JobView,
     KindInfo,
 )
-from ..status.feed import FeedItem, Subscription
+from ..status.feed import Subscription
 from ..status.snapshot import Health
 from ..status.tracker import TrackerTotals
 from . import metrics
+from .auth import check_bearer
+from .errors import ErrorBody, install_error_handlers
+from .limits import BodyLimit
+from .sse import HEARTBEAT_SECS, event_stream, parse_event_id
 
 __all__ = ["ApiSettings", "EngineApi", "close_streams", "create_app"]
 
@@ -52,7 +49,6 @@ JOB_STATES = tuple(state.value for state in JobState)
 MAX_WAIT_SECS = 300.0
 """The longest long-poll (``GET /v1/jobs/{id}/proof?wait=``), as /openapi.json gives it."""
 _STATES = {"enum": list(JOB_STATES)}  # in /openapi.json; another state is 400, naming the states
-SSE_BATCH_EVENTS = 256  # the most events one write of an event stream carries
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -79,7 +75,7 @@ class EngineApi(Protocol):
 
     def totals(self) -> TrackerTotals: ...
 
-    def subscribe(self, last_event_id: int | None = None) -> AsyncIterator[FeedItem]: ...
+    def subscribe(self, last_event_id: int | None = None) -> Subscription: ...
 
     def health(self) -> Health: ...
 
@@ -104,13 +100,6 @@ class EngineApi(Protocol):
     def circuits(self) -> list[CircuitInfo]: ...
 
 
-class ErrorBody(BaseModel):
-    """Every 4xx answer: what was wrong, in words a person can act on."""
-
-    detail: str = Field(description="What was refused and why, naming the field or file at fault.")
-    errors: list[str] | None = Field(default=None, description="For 422: each invalid field and its problem.")
-
-
 @dataclass(frozen=True)
 class ApiSettings:
     """What the HTTP layer needs from the config: auth, limits, and the SSE cadence."""
@@ -118,7 +107,7 @@ class ApiSettings:
     token: str | None = None
     max_body_bytes: int = 1 << 20
     max_wait_secs: float = MAX_WAIT_SECS
-    heartbeat_secs: float = 15.0
+    heartbeat_secs: float = HEARTBEAT_SECS
 
     @classmethod
     def from_config(cls, config: Config) -> ApiSettings:
@@ -140,9 +129,7 @@ def create_app(engine: EngineApi, config: Config, *, settings: ApiSettings | Non
     app.state.engine = engine
     app.state.settings = settings
     app.state.closing = asyncio.Event()
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(JobRejected, _job_rejected)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
+    install_error_handlers(app)
     _add_job_routes(app, engine, settings)
     _add_kind_routes(app, engine, settings)
     _add_status_routes(app, engine, settings)
@@ -178,64 +165,9 @@ def _require_token(settings: ApiSettings) -> Callable[..., None]:
     ) -> None:
         # ``credentials`` puts the scheme in /openapi.json; the header is read here, to say what is wrong.
         assert settings.token is not None
-        authorization = request.headers.get("authorization")
-        if authorization is None:
-            raise _unauthorized("this route needs a bearer token: send 'Authorization: Bearer <token>'")
-        scheme, _, given = authorization.partition(" ")
-        if scheme.lower() != "bearer" or not given:
-            raise _unauthorized("malformed Authorization header: expected 'Bearer <token>'")
-        if not hmac.compare_digest(given.strip().encode(), settings.token.encode()):
-            raise _unauthorized("wrong bearer token")
+        check_bearer(request.headers.get("authorization"), settings.token)
 
     return check
-
-
-def _unauthorized(detail: str) -> HTTPException:
-    return HTTPException(401, detail, headers={"WWW-Authenticate": "Bearer"})
-
-
-async def _validation_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, RequestValidationError)
-    problems = [_describe(error) for error in exc.errors()]
-    detail = "invalid request: " + "; ".join(problems)
-    return JSONResponse({"detail": detail, "errors": problems}, status_code=422)
-
-
-def _describe(error: Any) -> str:
-    where = ".".join(str(part) for part in error.get("loc", ()) if part != "body") or "body"
-    return f"{where}: {error.get('msg', 'invalid')}"
-
-
-async def _job_rejected(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, JobRejected)
-    headers = {"Retry-After": "1"} if exc.status_code == 503 else None  # "try again": soon
-    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
-
-
-async def _http_error(request: Request, exc: Exception) -> Response:
-    """Routing's bare "Not Found" / "Method Not Allowed" say which request; other details pass through."""
-    assert isinstance(exc, StarletteHTTPException)
-    detail = exc.detail
-    where = f"{request.method} {request.url.path}"
-    if exc.status_code == 404 and detail == "Not Found":
-        detail = f"no route or file for {where}: the API is under /v1 (see /openapi.json)"
-    headers = exc.headers
-    if exc.status_code == 405:
-        allowed = _allowed_methods(request)
-        if allowed:  # a route of the API, not a dashboard file: say what it takes
-            headers = {**(headers or {}), "Allow": ", ".join(allowed)}
-        if detail == "Method Not Allowed":
-            detail = f"{request.method} is not allowed on {request.url.path} (see /openapi.json)"
-    return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=headers)
-
-
-def _allowed_methods(request: Request) -> list[str]:
-    """The methods the API's routes take on this request's path (empty when no API route has the path)."""
-    methods: set[str] = set()
-    for route in request.app.router.routes:
-        if isinstance(route, Route) and route.methods and route.path_regex.match(request.url.path):
-            methods |= route.methods
-    return sorted(methods)
 
 
 JobId = Annotated[str, PathParam(description="The job's id.", json_schema_extra=JOB_ID_SCHEMA)]
@@ -412,8 +344,8 @@ def _add_status_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -
         after: Annotated[str | None, Query(description="resume after this event id")] = None,
     ) -> StreamingResponse:
         """Server-sent events, one per tracker event; resume with `Last-Event-ID` without a gap."""
-        resume = _parse_event_id(last_event_id if last_event_id is not None else after)
-        stream = _event_stream(engine, resume, settings.heartbeat_secs, app.state.closing)
+        resume = parse_event_id(last_event_id if last_event_id is not None else after)
+        stream = event_stream(engine, resume, settings.heartbeat_secs, app.state.closing)
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 
@@ -432,149 +364,3 @@ def _add_status_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -
             return JSONResponse({"ok": True, "version": __version__})
         detail = "; ".join(health.reasons)
         return JSONResponse({"ok": False, "detail": detail, "reasons": list(health.reasons)}, status_code=503)
-
-
-def _parse_event_id(raw: str | None) -> int | None:
-    if raw is None or raw.strip() == "":
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise HTTPException(400, f"Last-Event-ID {raw!r} is not an event id (a whole number)") from None
-    if value < 0:
-        raise HTTPException(400, f"Last-Event-ID {value} is negative")
-    return value
-
-
-async def _event_stream(
-    engine: EngineApi, resume: int | None, heartbeat: float, closing: asyncio.Event
-) -> AsyncGenerator[str, None]:
-    """Format the tracker's feed as SSE, with a comment line as heartbeat while nothing happens."""
-    feed: AsyncIterator[FeedItem] = engine.subscribe(resume)
-    yield ": prooflane event stream\nretry: 1000\n\n"
-    frames = (
-        _subscription_frames(feed, heartbeat, closing)
-        if isinstance(feed, Subscription)
-        else _iterator_frames(feed, heartbeat, closing)
-    )
-    try:
-        async for chunk in frames:
-            yield chunk
-    finally:
-        await frames.aclose()
-
-
-async def _subscription_frames(
-    feed: Subscription, heartbeat: float, closing: asyncio.Event
-) -> AsyncGenerator[str, None]:
-    """The tracker's own feed: every event ready goes out in one write (a burst costs one send, not one per
-    event), and waiting costs no task per event."""
-    closed = asyncio.ensure_future(closing.wait())
-    closed.add_done_callback(lambda _: feed.close())  # wakes the wait below
-    try:
-        while not closing.is_set() and not feed.closed:
-            if feed.ready:
-                yield "".join(_sse_frame(i.id, i.event, i.data) for i in feed.take(SSE_BATCH_EVENTS))
-                continue
-            try:
-                async with asyncio.timeout(heartbeat):
-                    await feed.wait()
-            except TimeoutError:
-                yield ": heartbeat\n\n"
-    finally:
-        closed.cancel()
-        feed.close()
-
-
-async def _iterator_frames(
-    feed: AsyncIterator[FeedItem], heartbeat: float, closing: asyncio.Event
-) -> AsyncGenerator[str, None]:
-    """Any other feed: one event per write."""
-    closed = asyncio.ensure_future(closing.wait())
-    pending: asyncio.Future[Any] | None = None
-    try:
-        while True:
-            if pending is None:
-                pending = asyncio.ensure_future(anext(feed))
-            done, _ = await asyncio.wait({pending, closed}, timeout=heartbeat, return_when="FIRST_COMPLETED")
-            if closed in done:
-                return
-            if pending not in done:
-                yield ": heartbeat\n\n"
-                continue
-            try:
-                item = pending.result()
-            except StopAsyncIteration:
-                return
-            pending = None
-            yield _sse_frame(item.id, item.event, item.data)
-    finally:
-        closed.cancel()
-        if pending is not None and not pending.done():
-            pending.cancel()  # cancelling the running step also finishes the feed (its cleanup runs)
-        else:
-            aclose = getattr(feed, "aclose", None)
-            if aclose is not None:
-                await aclose()
-
-
-def _sse_frame(event_id: int | None, name: str, data: Any) -> str:
-    text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
-    lines = [f"id: {event_id}"] if event_id is not None else []
-    lines.append(f"event: {name}")
-    lines.extend(f"data: {line}" for line in text.splitlines() or [""])
-    return "\n".join(lines) + "\n\n"
-
-
-# --- request body limit ------------------------------------------------------------------------
-
-
-class BodyLimit:
-    """Refuse request bodies larger than `max_bytes` with 413, whether sized or chunked."""
-
-    def __init__(self, app: Asgi, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope.get("headers", ())).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(send)
-            return
-        # Bodies are small (JSON requests), so read the whole one first and replay it to the app.
-        body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away before sending its body
-            body += message.get("body", b"")
-            if len(body) > self.max_bytes:
-                await self._refuse(send)
-                return
-            if not message.get("more_body", False):
-                break
-        await self.app(scope, _replay(bytes(body), receive), send)
-
-    async def _refuse(self, send: Send) -> None:
-        body = json.dumps(
-            {"detail": f"request body too large: at most {self.max_bytes} bytes are accepted"}
-        ).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if sent:
-            return await receive()  # later calls wait for the disconnect, as usual
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return replay

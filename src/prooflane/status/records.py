@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import assert_never
 
 from .. import events as ev
+from ..config import Config
 from ..states import JobState, PartitionState, WorkerState
 from .snapshot import AllocationStatus, PartitionStatus, PipelineEntry, RecentPartition
 from .timing import DeviceBusy, MinuteHistory, PhaseHistogram
@@ -38,7 +39,7 @@ class TrackerConfig:
     Memory total and synthesis size may also arrive later as events.
     """
 
-    retention_secs: float = 60.0
+    retention_secs: float = Config.live_retention_secs  # the config's default
     memory_total_bytes: int = 0
     synthesis_max_concurrent: int = 0
     recent_jobs: int = 50

@@ -23,7 +23,7 @@ production::
     proving      -> finalizing                        DeviceSectionFinished
     finalizing   -> done                              FinalizeFinished
     any live     -> failed                            SynthesisFailed, PartitionFailed, JobFailed
-    any live     -> cancelled                         PartitionSkipped, JobFailed (the others), JobCancelled
+    any live     -> cancelled                         JobFailed (the others), JobCancelled
     any live but pending -> pending                   PartitionRetried, WorkerDied (retry after a death)
 
 A job ends once, is counted once, stays in the live view for ``retention_secs`` after its end, then leaves it
@@ -231,8 +231,6 @@ class StatusTracker:
                 return self._finalize_finished(event)
             case ev.PartitionFailed():
                 return self._partition_ended(event, P.FAILED)
-            case ev.PartitionSkipped():
-                return self._partition_ended(event, P.CANCELLED)
             case ev.PartitionRetried():
                 return self._partition_retried(event)
             case ev.WorkerRegistered():
@@ -395,9 +393,7 @@ class StatusTracker:
         if partition.lease is not None:
             self._end_lease(partition.lease, at)
 
-    def _partition_ended(
-        self, event: ev.PartitionFailed | ev.PartitionSkipped, new: PartitionState
-    ) -> dict[str, Any]:
+    def _partition_ended(self, event: ev.PartitionFailed, new: PartitionState) -> dict[str, Any]:
         partition = self._partition(event.job_id, event.partition)
         if event.token is not None and event.token != partition.lease:
             raise StaleEvent(f"lease {event.token} is not the live lease of partition {partition.name}")

@@ -35,6 +35,7 @@ from ..errors import ProoflaneError
 __all__ = [
     "WORKER_KINDS",
     "Boot",
+    "CurrentBoot",
     "EventLog",
     "Fault",
     "FaultInjector",
@@ -44,6 +45,7 @@ __all__ = [
     "TreeProcess",
     "daemon_tree",
     "kill_and_wait",
+    "take_sample",
     "wait_gone",
 ]
 
@@ -199,7 +201,7 @@ class Boot:
     pid: int
 
 
-class _Current:
+class CurrentBoot:
     """The boot now running (swapped when the daemon is killed and restarted); None between two boots."""
 
     def __init__(self) -> None:
@@ -266,7 +268,7 @@ class FaultInjector(_Background):
 
     def __init__(
         self,
-        current: _Current,
+        current: CurrentBoot,
         rng: random.Random,
         kinds: Iterable[ProcessKind],
         interval: tuple[float, float],
@@ -372,7 +374,7 @@ _SAMPLED = ("seq", "invariants_ok", "invariant_violations", "illegal_events", "h
 class Sampler(_Background):
     """Samples the current boot every ``period`` seconds until stopped."""
 
-    def __init__(self, current: _Current, period: float) -> None:
+    def __init__(self, current: CurrentBoot, period: float) -> None:
         self._current = current
         self._period = period
         self.samples: list[Sample] = []

@@ -17,13 +17,20 @@ from .._native import G1
 from .._sections import SectionCache
 from ..curves import Curve
 from ..field import FieldVector
-from ..prover import ProvingState, Synthesized, blinding, check_fit, msm_scalars, section_rows
+from ..prover import (
+    DEVICE_SECTION_BASES,
+    ProvingState,
+    Synthesized,
+    blinding,
+    check_fit,
+    msm_scalars,
+    section_rows,
+)
 from ..zkey import ProvingKey
 from ._msm import DeviceG1Bases, default_window, msm_kernels
 from ._ntt import ntt_kernels
 
 __all__ = [
-    "G1_SECTIONS",
     "coset_h",
     "key_device_bytes",
     "msm_g1",
@@ -33,7 +40,6 @@ __all__ = [
     "release",
 ]
 
-G1_SECTIONS = ("a", "b1", "c", "h")
 _CACHED_KEYS = 2  # keys whose G1 bases one process keeps in device memory
 
 _CACHE: SectionCache[DeviceG1Bases] = SectionCache(_CACHED_KEYS, "in device memory")
@@ -58,7 +64,7 @@ def msm_g1(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8] | None,
 
 def preload(key: ProvingKey) -> None:
     """Upload ``key``'s G1 bases to this process's device now (otherwise the first proof pays for it)."""
-    for name in G1_SECTIONS:
+    for name in DEVICE_SECTION_BASES:
         _device_bases(key.curve, key.digest, name, section_rows(key, name))
 
 
@@ -70,7 +76,7 @@ def release(key: ProvingKey) -> None:
 def key_device_bytes(key: ProvingKey) -> int:
     """Device bytes that ``key``'s G1 bases take once uploaded (Montgomery limbs, no padding)."""
     limbs = (key.curve.q.bit_length() + 31) // 32
-    rows = sum(section_rows(key, name).shape[0] for name in G1_SECTIONS)
+    rows = sum(section_rows(key, name).shape[0] for name in DEVICE_SECTION_BASES)
     return int(rows * 2 * limbs * 4)
 
 
@@ -95,7 +101,7 @@ def prove_start(
     check_fit(key, synthesized)
     h = coset_h(key.curve, synthesized.a, synthesized.b, synthesized.c, key.domain_size)
     out = {}
-    for name in G1_SECTIONS:
+    for name in DEVICE_SECTION_BASES:
         scalars = msm_scalars(key, name, synthesized.witness, h)
         out[name] = msm_g1(key.curve, key.digest, name, section_rows(key, name), scalars)
     r, s = blinding(key.curve, randomness)

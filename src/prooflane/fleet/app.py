@@ -1,0 +1,239 @@
+"""The fleet's HTTP side: ``GET /fleet/status``, ``GET /fleet/metrics``, ``GET /healthz``,
+``POST /fleet/daemons``, ``DELETE /fleet/daemons/{name}`` (both behind the fleet's token), ``GET /`` (the
+fleet page) and ``/d/{name}/`` (a daemon's own dashboard, served by the fleet from its cached snapshot, with
+its event stream relayed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncGenerator, Callable
+from pathlib import Path
+from typing import Annotated
+from urllib.parse import quote
+
+from fastapi import FastAPI, Header, HTTPException, Request, Response
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+
+from .._version import __version__
+from ..errors import ConfigError
+from ..server.auth import check_bearer
+from ..server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from ..server.sse import HEARTBEAT_SECS
+from .config import DaemonSpec, FleetConfig
+from .follower import FETCH_ERRORS, DaemonFollower, describe_failure
+from .service import Fleet, FleetConflict
+from .view import daemon_entry
+
+__all__ = ["create_fleet_app", "run_fleet"]
+
+PAGE = Path(__file__).resolve().parent / "page"
+DASHBOARD = Path(__file__).resolve().parents[1] / "dashboard"
+# Every file of the dashboard the fleet serves: the page's ES modules (all that index.html imports, and
+# dom.js and format.js for the fleet page too) and its style sheet.
+_DASHBOARD_ASSETS = frozenset({
+    "app.js", "charts.js", "dom.js", "events.js", "feed.js", "format.js", "header.js", "history.js",
+    "jobs.js", "memory.js", "synthesis.js", "trends.js", "workers.js", "style.css",
+})  # fmt: skip
+
+
+def create_fleet_app(fleet: Fleet) -> FastAPI:
+    """The fleet's HTTP application."""
+    app = FastAPI(title="prooflane fleet", version=__version__, docs_url="/docs", redoc_url=None)
+    app.state.fleet = fleet
+    _add_fleet_routes(app, fleet)
+    _add_panel_routes(app, fleet)
+    app.mount("/", StaticFiles(directory=PAGE, html=True), name="fleet-page")
+    return app
+
+
+def _add_fleet_routes(app: FastAPI, fleet: Fleet) -> None:
+    def require_token(authorization: str | None) -> None:
+        if not fleet.config.token:
+            raise HTTPException(403, "the fleet config sets no token: set `token` to change daemons here")
+        check_bearer(authorization, fleet.config.token, whose="the fleet's")
+
+    @app.get("/fleet/status")
+    async def status(snapshots: bool = True) -> JSONResponse:
+        """Every daemon's last snapshot, its age and health, and the fleet's totals;
+        `?snapshots=false` leaves the snapshots out."""
+        return JSONResponse(fleet.status(snapshots=snapshots))
+
+    @app.get("/fleet/metrics", response_class=PlainTextResponse)
+    async def metrics() -> PlainTextResponse:
+        """Prometheus text: each reachable daemon's metrics labelled `daemon`, and the fleet's gauges."""
+        return PlainTextResponse(await fleet.metrics(), media_type=METRICS_CONTENT_TYPE)
+
+    @app.get("/healthz")
+    async def healthz() -> JSONResponse:
+        """200 while the fleet service runs, with how many daemons are reachable."""
+        return JSONResponse(fleet.health())
+
+    @app.post("/fleet/daemons", status_code=201)
+    async def add(request: Request, authorization: Annotated[str | None, Header()] = None) -> JSONResponse:
+        """Add a daemon (a JSON object with the keys of one `[[daemons]]` table); saved in the config."""
+        require_token(authorization)
+        try:
+            body = await request.json()
+        except ValueError:
+            raise HTTPException(422, "expected a JSON object with the keys of a [[daemons]] table") from None
+        if not isinstance(body, dict):
+            raise HTTPException(422, "expected a JSON object with the keys of a [[daemons]] table")
+        try:
+            spec = DaemonSpec.from_dict(body, source="daemon")
+            await fleet.add(spec)
+        except ConfigError as exc:
+            raise HTTPException(422, str(exc)) from None
+        except FleetConflict as exc:
+            raise HTTPException(409, str(exc)) from None
+        except OSError as exc:
+            raise HTTPException(500, f"cannot save the fleet config: {exc}") from None
+        return JSONResponse({"name": spec.name, "where": spec.where}, status_code=201)
+
+    @app.delete("/fleet/daemons/{name}")
+    async def remove(name: str, authorization: Annotated[str | None, Header()] = None) -> JSONResponse:
+        """Stop following a daemon; saved in the config."""
+        require_token(authorization)
+        try:
+            removed = await fleet.remove(name)
+        except OSError as exc:
+            raise HTTPException(500, f"cannot save the fleet config: {exc}") from None
+        if not removed:
+            raise HTTPException(404, f"no daemon named {name!r} in the fleet")
+        return JSONResponse({"removed": name})
+
+
+def _add_panel_routes(app: FastAPI, fleet: Fleet) -> None:
+    """``/d/{name}/``: the daemon's own dashboard, fed by the fleet (one connection per daemon, whatever the
+    number of pages open)."""
+
+    def follower(name: str) -> DaemonFollower:
+        found = fleet.followers.get(name)
+        if found is None:
+            raise HTTPException(404, f"no daemon named {name!r} in the fleet")
+        return found
+
+    @app.get("/d/{name}/", response_class=HTMLResponse)
+    async def panel(name: str) -> HTMLResponse:
+        follower(name)
+        page = (DASHBOARD / "index.html").read_text()
+        label = json.dumps(f"daemon {name}, through the fleet")  # a JSON string is a safe attribute value
+        return HTMLResponse(page.replace("<body ", f"<body data-daemon={label} ", 1))
+
+    @app.get("/d/{name}/status")
+    async def status(name: str) -> Response:
+        found = follower(name)
+        entry = daemon_entry(found.facts(), fleet.clock(), fleet.config.stale_after_secs)
+        if entry["health"] != "up" or found.snapshot is None:
+            age = entry["snapshot_age_secs"]
+            since = "never answered" if age is None else f"last good snapshot {age:.1f} s ago"
+            why = entry["last_error"] or "no error yet"
+            detail = f"daemon {name!r} is {entry['health']} ({since}): {why}"
+            return JSONResponse({"detail": detail, "health": entry["health"]}, status_code=503)
+        return Response(json.dumps(found.snapshot), media_type="application/json")
+
+    @app.get("/d/{name}/v1/events")
+    async def events(name: str) -> StreamingResponse:
+        stream = _panel_events(fleet, follower(name))
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+
+    @app.get("/d/{name}/metrics")
+    async def metrics(name: str) -> Response:
+        return await _relay(follower(name), "/metrics", {})
+
+    @app.get("/d/{name}/v1/jobs")
+    async def jobs(name: str, request: Request) -> Response:
+        return await _relay(follower(name), "/v1/jobs", dict(request.query_params))
+
+    @app.get("/d/{name}/v1/jobs/{job_id}")
+    async def job(name: str, job_id: str) -> Response:
+        return await _relay(follower(name), f"/v1/jobs/{quote(job_id, safe='')}", {})
+
+    @app.get("/assets/{asset}")
+    async def shared_asset(asset: str) -> FileResponse:
+        """The dashboard's files, for the fleet page's own use (its style sheet, the number formats)."""
+        if asset not in _DASHBOARD_ASSETS:
+            raise HTTPException(404, f"no file {asset!r} in the dashboard")
+        return FileResponse(DASHBOARD / asset)
+
+    @app.get("/d/{name}/{asset}")
+    async def asset(name: str, asset: str) -> FileResponse:
+        follower(name)
+        if asset not in _DASHBOARD_ASSETS:
+            raise HTTPException(404, f"no file {asset!r} in the dashboard")
+        return FileResponse(DASHBOARD / asset)
+
+
+async def _relay(found: DaemonFollower, path: str, params: dict[str, str]) -> Response:
+    """A read-only GET passed through to the daemon, bounded like every other request."""
+    try:
+        answer = await found.get(path, params)
+    except FETCH_ERRORS as exc:
+        raise HTTPException(502, f"daemon {found.spec.name!r}: {describe_failure(exc)}") from None
+    kind = answer.headers.get("content-type", "application/octet-stream")
+    return Response(answer.content, status_code=answer.status_code, media_type=kind)
+
+
+async def _panel_events(fleet: Fleet, found: DaemonFollower) -> AsyncGenerator[str, None]:
+    """One ``snapshot`` event each time the fleet has a new snapshot of the daemon (the page then fetches
+    ``status``), and a heartbeat comment while nothing changes; ends when the fleet closes or stops
+    following the daemon."""
+    yield ": prooflane fleet panel events\nretry: 1000\n\n"
+    closed = asyncio.ensure_future(fleet.closing.wait())
+    try:
+        while fleet.followers.get(found.spec.name) is found:
+            changed = asyncio.ensure_future(found.changed())
+            done, _ = await asyncio.wait({changed, closed}, timeout=HEARTBEAT_SECS,
+                                         return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+            changed.cancel()
+            if closed in done:
+                return
+            if changed not in done:
+                yield ": heartbeat\n\n"
+            elif found.failures == 0 and found.snapshot is not None:
+                yield f"event: snapshot\ndata: {json.dumps({'seq': found.snapshot.get('seq')})}\n\n"
+    finally:
+        closed.cancel()
+
+
+# --- running -------------------------------------------------------------------------------------
+
+
+async def run_fleet(
+    config: FleetConfig,
+    config_path: Path | None,
+    *,
+    on_ready: Callable[[str], None] | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Bind, follow the daemons and serve until ``stop`` is set (or SIGINT/SIGTERM), then close in order."""
+    import uvicorn
+
+    from ..server.daemon import install_signal_handlers
+    from ..server.limits import Server, bind
+
+    stop = stop or asyncio.Event()
+    sock = bind(config.host, config.port)
+    host, port = sock.getsockname()[:2]
+    fleet = Fleet(config, config_path)
+    app = create_fleet_app(fleet)
+    server = Server(uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
+                                    timeout_graceful_shutdown=5))  # fmt: skip
+    restore = install_signal_handlers(stop)
+    serving = asyncio.create_task(server.serve(sockets=[sock]), name="fleet-http")
+    try:
+        await fleet.start()
+        if on_ready is not None:
+            on_ready(f"http://{host}:{port}")
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({stopping, serving}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+    finally:
+        fleet.closing.set()
+        server.should_exit = True
+        await serving
+        await fleet.close()
+        restore()

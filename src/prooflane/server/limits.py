@@ -1,0 +1,202 @@
+"""Limits on what a client may send and how long it may take, and the HTTP server those run in.
+
+- :class:`Server`: uvicorn's server without its own signal handling (the daemon and the fleet own SIGINT and
+  SIGTERM).
+- :func:`connection_class`: uvicorn's HTTP/1.1 protocol with a deadline for receiving each request (408)
+  and clear answers to a request line over ``MAX_HEADER_BYTES`` (414), a header block over it (431) or a
+  malformed one (400); after such an answer what the client still sends is read and dropped for
+  ``LINGER_SECS`` before closing, so the client sees the answer rather than a reset.
+- :class:`BodyLimit`: request bodies over ``max_bytes`` are 413, whether sized or chunked.
+- :func:`bind`: the listening socket, with a clear error when the port is taken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import json
+import socket
+from collections.abc import Awaitable, Callable, Generator, MutableMapping
+from typing import Any
+
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from ..errors import ConfigError
+
+__all__ = ["LINGER_SECS", "MAX_HEADER_BYTES", "BodyLimit", "Server", "bind", "connection_class"]
+
+MAX_HEADER_BYTES = 64 * 1024
+"""The longest request line plus headers accepted (h11's limit on an incomplete event)."""
+LINGER_SECS = 2.0
+"""How long a refused connection keeps reading (and dropping) what its client still sends before closing."""
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server without its own signal handling: the daemon owns SIGINT and SIGTERM."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+class _Connection(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol with a deadline for receiving each request and a lingering close."""
+
+    request_timeout: float
+    """Seconds a client has to send a whole request (set per server by :func:`connection_class`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._request_timeout = self.request_timeout
+        self._deadline: asyncio.TimerHandle | None = None
+        self._lingering = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[arg-type]
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            return  # the answer is sent: drop the rest of the refused request
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE and self.conn.their_state is not h11.SEND_BODY:
+            self._disarm()  # the request is fully received: the app has it
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm()  # the next request on this connection gets its own deadline
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(self._request_timeout, self._request_timed_out)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _request_timed_out(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        their, ours = self.conn.their_state, self.conn.our_state
+        if their is h11.IDLE and ours is h11.IDLE and not self.conn.trailing_data[0]:
+            self.transport.close()  # an idle kept-alive connection: nothing to answer
+            return
+        if their in (h11.IDLE, h11.SEND_BODY) and ours in (h11.IDLE, h11.SEND_RESPONSE):
+            detail = f"request not received in full within {self._request_timeout:g} s"
+            self._refuse(408, "Request Timeout", detail)
+
+    def send_400_response(self, msg: str) -> None:
+        received = self.conn.trailing_data[0]
+        if len(received) >= MAX_HEADER_BYTES and b"\n" not in received:  # the request line alone is too long
+            self._refuse(414, "URI Too Long", f"the request line exceeds {MAX_HEADER_BYTES} bytes")
+        elif len(received) >= MAX_HEADER_BYTES:
+            self._refuse(431, "Request Header Fields Too Large",
+                         f"request line and headers exceed {MAX_HEADER_BYTES} bytes")  # fmt: skip
+        else:
+            self._refuse(400, "Bad Request", f"not a valid HTTP/1.1 request: {msg}")
+
+    def _refuse(self, status: int, reason: str, detail: str) -> None:
+        """Answer in one write, then read and drop what the client still sends before closing."""
+        self._disarm()
+        body = (json.dumps({"detail": detail}) + "\n").encode()
+        head = (
+            f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+        ).encode()
+        self.transport.write(head + body)
+        self._lingering = True
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.loop.call_later(LINGER_SECS, self.transport.close)
+
+
+def connection_class(request_timeout: float) -> type[_Connection]:
+    """The protocol class of a server whose clients have ``request_timeout`` seconds to send a request."""
+    return type("Connection", (_Connection,), {"request_timeout": request_timeout})
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Listen on host:port (port 0 picks a free one); a clear error when that is not possible.
+
+    The socket is made with ``IPPROTO_TCP`` spelled out: asyncio sets TCP_NODELAY on accepted connections
+    only when the listening socket says it is TCP (``proto == 0`` would leave Nagle's algorithm on).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        why = "the port is in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+        raise ConfigError(f"cannot listen on {host}:{port}: {why}") from None
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+class BodyLimit:
+    """Refuse request bodies larger than `max_bytes` with 413, whether sized or chunked."""
+
+    def __init__(self, app: Asgi, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers", ())).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(send)
+            return
+        # Bodies are small (JSON requests), so read the whole one first and replay it to the app.
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away before sending its body
+            body += message.get("body", b"")
+            if len(body) > self.max_bytes:
+                await self._refuse(send)
+                return
+            if not message.get("more_body", False):
+                break
+        await self.app(scope, _replay(bytes(body), receive), send)
+
+    async def _refuse(self, send: Send) -> None:
+        body = json.dumps(
+            {"detail": f"request body too large: at most {self.max_bytes} bytes are accepted"}
+        ).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()  # later calls wait for the disconnect, as usual
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
