@@ -1,5 +1,5 @@
 // prooflane fleet page: one row per daemon from GET /fleet/status?snapshots=false (polled every second), and each daemon's own
-// dashboard (the daemon dashboard's code, served by the fleet at /d/<name>/) on click. Plain JS, no build step.
+// dashboard (the daemon dashboard's code, served by the fleet at /d/<name>/) on click. A native ES module, no build step.
 //
 // Rules this page keeps:
 // - A daemon that is stale or unreachable shows its health and the time since its last good snapshot, and
@@ -8,252 +8,236 @@
 // - Rows are keyed by daemon name and updated in place, in the config's order.
 //
 // For tests and tools, `window.prooflaneFleet` exposes the status the page last rendered.
-"use strict";
+//
+// The DOM helpers and number formats are the dashboard's own files, served by the fleet at /assets/<name>.
+import { $, byTestId, h, setAttr, setText } from "./assets/dom.js";
+import { fmtBytes, fmtPct, fmtSecs } from "./assets/format.js";
 
-(function () {
-  const STATUS_URL = "fleet/status?snapshots=false"; // rows need the summaries, not whole snapshots
-  const POLL_MS = 1000;
-  const FETCH_TIMEOUT_MS = 3000;
-  const STALE_AFTER_MS = 3000;
-  const TICK_MS = 250;
+const STATUS_URL = "fleet/status?snapshots=false"; // rows need the summaries, not whole snapshots
+const POLL_MS = 1000;
+const FETCH_TIMEOUT_MS = 3000;
+const STALE_AFTER_MS = 3000;
+const TICK_MS = 250;
 
-  const $ = (sel, root) => (root || document).querySelector(sel);
-  const byTestId = (id, root) => $(`[data-testid="${id}"]`, root);
-  const state = { status: null, receivedAt: 0, fetching: false, selected: null };
+const state = { status: null, receivedAt: 0, fetching: false, selected: null };
 
-  function setText(el, text) { if (el && el.textContent !== text) el.textContent = text; }
-  function setAttr(el, name, value) {
-    const v = String(value);
-    if (el && el.getAttribute(name) !== v) el.setAttribute(name, v);
+function fmtRate(x) { return x === null || x === undefined ? "–" : x >= 100 ? x.toFixed(0) : x.toFixed(1); }
+function fmtMoney(x) {
+  if (x === null || x === undefined) return "–";
+  return x >= 1 ? `$${x.toFixed(2)}` : x >= 0.01 ? `$${x.toFixed(3)}` : `$${x.toPrecision(2)}`;
+}
+
+// ---------------------------------------------------------------- freshness of the fleet's own answer
+
+function ageMs() { return state.status ? Date.now() - state.receivedAt : Infinity; }
+function isStale() { return ageMs() > STALE_AFTER_MS; }
+
+function renderFreshness() {
+  const stale = isStale();
+  setAttr(document.body, "data-stale", stale);
+  const banner = $("#banner");
+  banner.hidden = !stale;
+  if (stale) {
+    setText(banner, state.status
+      ? `The fleet service at ${location.host} has not answered for ${(ageMs() / 1000).toFixed(1)} s; ` +
+        "daemon health is unknown until it answers."
+      : `Waiting for the fleet service at ${location.host} to answer ${STATUS_URL}.`);
   }
-  function h(tag, attrs, children) {
-    const el = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (k === "text") el.textContent = v; else el.setAttribute(k, v);
-    }
-    for (const c of children || []) el.appendChild(c);
-    return el;
-  }
+}
 
-  const { fmtBytes, fmtSecs, fmtPct } = window.ProoflaneFormat;
-  function fmtRate(x) { return x === null || x === undefined ? "–" : x >= 100 ? x.toFixed(0) : x.toFixed(1); }
-  function fmtMoney(x) {
-    if (x === null || x === undefined) return "–";
-    return x >= 1 ? `$${x.toFixed(2)}` : x >= 0.01 ? `$${x.toFixed(3)}` : `$${x.toPrecision(2)}`;
-  }
+// ---------------------------------------------------------------- fetching
 
-  // ---------------------------------------------------------------- freshness of the fleet's own answer
-
-  function ageMs() { return state.status ? Date.now() - state.receivedAt : Infinity; }
-  function isStale() { return ageMs() > STALE_AFTER_MS; }
-
-  function renderFreshness() {
-    const stale = isStale();
-    setAttr(document.body, "data-stale", stale);
-    const banner = $("#banner");
-    banner.hidden = !stale;
-    if (stale) {
-      setText(banner, state.status
-        ? `The fleet service at ${location.host} has not answered for ${(ageMs() / 1000).toFixed(1)} s; ` +
-          "daemon health is unknown until it answers."
-        : `Waiting for the fleet service at ${location.host} to answer ${STATUS_URL}.`);
-    }
-  }
-
-  // ---------------------------------------------------------------- fetching
-
-  async function refresh() {
-    if (state.fetching) return;
-    state.fetching = true;
-    const ctrl = new AbortController();
-    const timer = setTimeout(() => ctrl.abort(), FETCH_TIMEOUT_MS);
-    try {
-      const resp = await fetch(STATUS_URL, { cache: "no-store", signal: ctrl.signal });
-      if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
-      state.status = await resp.json();
-      state.receivedAt = Date.now();
-      render(state.status);
-    } catch (err) {
-      // the banner says the fleet is not answering once the last answer is old enough
-    } finally {
-      clearTimeout(timer);
-      state.fetching = false;
-      renderFreshness();
-    }
-  }
-
-  // ---------------------------------------------------------------- rendering
-
-  function render(s) {
-    setAttr(document.body, "data-taken-at", s.taken_at);
-    renderTotals(s.totals);
-    const list = s.daemons || [];
-    byTestId("daemons-empty").hidden = list.length > 0;
-    syncRows($("tbody", byTestId("daemons")), list);
-    tick();
-  }
-
-  function renderTotals(t) {
-    setText(byTestId("total-up"), `${t.counted.length} / ${t.daemons}`);
-    setText(byTestId("total-devices"), `${t.devices_busy} / ${t.devices_idle}`);
-    setText(byTestId("total-workers"), `${t.workers_proving} / ${t.workers}`);
-    setText(byTestId("total-pph"), fmtRate(t.proofs_per_hour));
-    setText(byTestId("total-queue"), String(t.queue_depth + t.device_queue_depth));
-    setText(byTestId("total-memory"), `${fmtBytes(t.memory_reserved_bytes)} / ${fmtBytes(t.memory_total_bytes)}`);
-    setText(byTestId("total-cost"), fmtMoney(t.cost_per_hour));
-    setText(byTestId("total-cost-proof"), fmtMoney(t.cost_per_proof));
-    setText(byTestId("not-counted"), t.not_counted.length
-      ? `(totals leave out ${t.not_counted.join(", ")}: not up)` : "");
-  }
-
-  /** One <tr class="daemon"> per daemon (plus a <tr class="ray"> under a Ray-backed one), in order. */
-  function syncRows(tbody, list) {
-    const existing = new Map();
-    for (const tr of Array.from(tbody.children)) existing.set(tr.dataset.key, tr);
-    const wanted = [];
-    for (const d of list) {
-      let row = existing.get(`d:${d.name}`) || createRow(d.name);
-      updateRow(row, d);
-      wanted.push(row);
-      const ray = d.summary && d.summary.ray;
-      if (ray) {
-        const rayRow = existing.get(`r:${d.name}`) || h("tr", { class: "ray", "data-testid": "ray-row" }, [
-          h("td", { colspan: "10" })]);
-        rayRow.dataset.key = `r:${d.name}`;
-        setText(rayRow.firstChild, rayText(ray));
-        wanted.push(rayRow);
-      }
-    }
-    const keep = new Set(wanted);
-    for (const tr of existing.values()) if (!keep.has(tr)) tr.remove();
-    wanted.forEach((tr, i) => { if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null); });
-  }
-
-  function rayText(ray) {
-    const nodes = Array.isArray(ray.nodes) ? ray.nodes : [];
-    const names = nodes.map((n) => {
-      if (typeof n !== "object" || n === null) return String(n);
-      const id = n.node_id ?? n.name ?? n.address ?? n.NodeManagerAddress ?? "node";
-      const alive = n.alive ?? n.Alive;
-      return alive === undefined ? String(id) : `${id} (${alive ? "alive" : "dead"})`;
-    });
-    const where = ray.address ? ` at ${ray.address}` : "";
-    return `Ray cluster${where}: ${nodes.length} node${nodes.length === 1 ? "" : "s"}` +
-      (names.length ? `: ${names.join(", ")}` : "");
-  }
-
-  function createRow(name) {
-    const td = (cls, id, kids) => h("td", { class: cls, "data-testid": id }, kids || []);
-    const tr = h("tr", { class: "daemon", "data-testid": "daemon-row", tabindex: "0" }, [
-      td("", "d-name", [h("div", { class: "d-name wrap" }), h("div", { class: "d-where wrap" })]),
-      td("", "d-health", [h("span", { class: "health" }), h("span", { class: "health-age num" })]),
-      td("live", "d-busy", [
-        h("div", { class: "bar-row" }, [h("div", { class: "minibar" }, [h("div", { class: "minibar-fill busy-fill" })])]),
-        h("div", { class: "d-busy-text num" })]),
-      td("r live num", "d-workers"), td("r live num", "d-pph"), td("r num", "d-cost"), td("r live num", "d-cpp"),
-      td("r live num", "d-memory"), td("r live num", "d-queue"), td("d-error wrap", "d-error"),
-    ]);
-    tr.dataset.key = `d:${name}`;
-    tr.addEventListener("click", () => select(name));
-    tr.addEventListener("keydown", (e) => { if (e.key === "Enter") select(name); });
-    return tr;
-  }
-
-  function updateRow(tr, d) {
-    const fresh = d.health === "up" && !isStale();
-    const s = d.summary;
-    setAttr(tr, "data-name", d.name);
-    setAttr(tr, "data-health", isStale() ? "unknown" : d.health);
-    setAttr(tr, "data-fresh", fresh);
-    tr.classList.toggle("not-fresh", !fresh);
-    tr.classList.toggle("selected", state.selected === d.name);
-    const nameCell = byTestId("d-name", tr);
-    $(".d-name", nameCell).replaceChildren(document.createTextNode(d.name),
-      ...(s && s.ray ? [h("span", { class: "badge ray", "data-testid": "ray-badge", text: "Ray" })] : []));
-    setText($(".d-where", nameCell), d.where);
-    const dash = "—";
-    const live = (text) => (fresh ? text : dash);
-    const frac = s && s.busy_fraction_1m !== null ? s.busy_fraction_1m : 0;
-    $(".busy-fill", tr).style.width = fresh ? `${(Math.min(1, frac) * 100).toFixed(1)}%` : "0%";
-    setText($(".d-busy-text", tr), fresh
-      ? `${s.devices_busy} of ${s.devices} proving now; ${fmtPct(frac)} busy (1 min)` : dash);
-    setText(byTestId("d-workers", tr), live(s ? `${s.workers_proving} / ${s.workers}` : dash));
-    setText(byTestId("d-pph", tr), live(s ? fmtRate(s.proofs_per_hour) : dash));
-    setText(byTestId("d-cost", tr), fmtMoney(d.cost_per_hour));
-    setText(byTestId("d-cpp", tr), live(s ? fmtMoney(s.cost_per_proof) : dash));
-    setText(byTestId("d-memory", tr), live(s ? `${fmtBytes(s.memory_reserved_bytes)} / ${fmtBytes(s.memory_total_bytes)}` : dash));
-    setText(byTestId("d-queue", tr), live(s ? String(s.queue_depth + s.device_queue_depth) : dash));
-    const errors = [];
-    if (d.health !== "up" && d.last_error) errors.push(d.last_error);
-    if (s && s.last_error) errors.push(`job ${s.last_error.job_id}: ${String(s.last_error.reason).split("\n", 1)[0]}`);
-    const errCell = byTestId("d-error", tr);
-    setText(errCell, errors.join("; "));
-    setAttr(errCell, "title", errors.join("\n"));
-    tickRow(tr, d);
-  }
-
-  /** Health and the age of the last good snapshot, counting on between answers. */
-  function tickRow(tr, d) {
-    const unknown = isStale();
-    const shown = unknown ? "unknown" : d.health;
-    const badge = $(".health", tr);
-    setText(badge, shown);
-    setAttr(badge, "class", `health h-${shown}`);
-    let age = "";
-    if (d.snapshot_age_secs !== null && d.snapshot_age_secs !== undefined) {
-      const secs = d.snapshot_age_secs + (unknown ? 0 : Math.max(0, ageMs()) / 1000);
-      age = d.health === "up" && !unknown ? `snapshot ${fmtSecs(secs)} old`
-        : `last good snapshot ${fmtSecs(secs)} ago`;
-    } else if (d.health !== "up") {
-      age = "no snapshot yet";
-    }
-    setText($(".health-age", tr), age);
-  }
-
-  function tick() {
+async function refresh() {
+  if (state.fetching) return;
+  state.fetching = true;
+  const ctrl = new AbortController();
+  const timer = setTimeout(() => ctrl.abort(), FETCH_TIMEOUT_MS);
+  try {
+    const resp = await fetch(STATUS_URL, { cache: "no-store", signal: ctrl.signal });
+    if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+    state.status = await resp.json();
+    state.receivedAt = Date.now();
+    render(state.status);
+  } catch (err) {
+    // the banner says the fleet is not answering once the last answer is old enough
+  } finally {
+    clearTimeout(timer);
+    state.fetching = false;
     renderFreshness();
-    const s = state.status;
-    if (!s) return;
-    for (const d of s.daemons || []) {
-      const tr = $(`tr.daemon[data-name="${CSS.escape(d.name)}"]`);
-      if (tr) tickRow(tr, d);
+  }
+}
+
+// ---------------------------------------------------------------- rendering
+
+function render(s) {
+  setAttr(document.body, "data-taken-at", s.taken_at);
+  renderTotals(s.totals);
+  const list = s.daemons || [];
+  byTestId("daemons-empty").hidden = list.length > 0;
+  syncRows($("tbody", byTestId("daemons")), list);
+  tick();
+}
+
+function renderTotals(t) {
+  setText(byTestId("total-up"), `${t.counted.length} / ${t.daemons}`);
+  setText(byTestId("total-devices"), `${t.devices_busy} / ${t.devices_idle}`);
+  setText(byTestId("total-workers"), `${t.workers_proving} / ${t.workers}`);
+  setText(byTestId("total-pph"), fmtRate(t.proofs_per_hour));
+  setText(byTestId("total-queue"), String(t.queue_depth + t.device_queue_depth));
+  setText(byTestId("total-memory"), `${fmtBytes(t.memory_reserved_bytes)} / ${fmtBytes(t.memory_total_bytes)}`);
+  setText(byTestId("total-cost"), fmtMoney(t.cost_per_hour));
+  setText(byTestId("total-cost-proof"), fmtMoney(t.cost_per_proof));
+  setText(byTestId("not-counted"), t.not_counted.length
+    ? `(totals leave out ${t.not_counted.join(", ")}: not up)` : "");
+}
+
+/** One <tr class="daemon"> per daemon (plus a <tr class="ray"> under a Ray-backed one), in order. */
+function syncRows(tbody, list) {
+  const existing = new Map();
+  for (const tr of Array.from(tbody.children)) existing.set(tr.dataset.key, tr);
+  const wanted = [];
+  for (const d of list) {
+    let row = existing.get(`d:${d.name}`) || createRow(d.name);
+    updateRow(row, d);
+    wanted.push(row);
+    const ray = d.summary && d.summary.ray;
+    if (ray) {
+      const rayRow = existing.get(`r:${d.name}`) || h("tr", { class: "ray", "data-testid": "ray-row" }, [
+        h("td", { colspan: "10" })]);
+      rayRow.dataset.key = `r:${d.name}`;
+      setText(rayRow.firstChild, rayText(ray));
+      wanted.push(rayRow);
     }
   }
+  const keep = new Set(wanted);
+  for (const tr of existing.values()) if (!keep.has(tr)) tr.remove();
+  wanted.forEach((tr, i) => { if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null); });
+}
 
-  // ---------------------------------------------------------------- the daemon's own dashboard
-
-  function select(name) {
-    state.selected = name;
-    const panel = byTestId("detail");
-    const url = `d/${encodeURIComponent(name)}/`;
-    panel.hidden = false;
-    setText(byTestId("detail-title"), `${name}: its own dashboard`);
-    setAttr(byTestId("detail-open"), "href", url);
-    const frame = byTestId("detail-frame");
-    if (frame.dataset.name !== name) { frame.dataset.name = name; frame.src = url; }
-    if (location.hash !== `#${encodeURIComponent(name)}`) history.replaceState(null, "", `#${encodeURIComponent(name)}`);
-    for (const tr of document.querySelectorAll("tr.daemon")) tr.classList.toggle("selected", tr.dataset.name === name);
-  }
-
-  byTestId("detail-close").addEventListener("click", () => {
-    state.selected = null;
-    byTestId("detail").hidden = true;
-    const frame = byTestId("detail-frame");
-    frame.removeAttribute("src");
-    frame.dataset.name = "";
-    history.replaceState(null, "", location.pathname);
-    for (const tr of document.querySelectorAll("tr.daemon")) tr.classList.remove("selected");
+function rayText(ray) {
+  const nodes = Array.isArray(ray.nodes) ? ray.nodes : [];
+  const names = nodes.map((n) => {
+    if (typeof n !== "object" || n === null) return String(n);
+    const id = n.node_id ?? n.name ?? n.address ?? n.NodeManagerAddress ?? "node";
+    const alive = n.alive ?? n.Alive;
+    return alive === undefined ? String(id) : `${id} (${alive ? "alive" : "dead"})`;
   });
+  const where = ray.address ? ` at ${ray.address}` : "";
+  return `Ray cluster${where}: ${nodes.length} node${nodes.length === 1 ? "" : "s"}` +
+    (names.length ? `: ${names.join(", ")}` : "");
+}
 
-  window.prooflaneFleet = {
-    get status() { return state.status; },
-    get stale() { return isStale(); },
-    select,
-    refresh,
-  };
+function createRow(name) {
+  const td = (cls, id, kids) => h("td", { class: cls, "data-testid": id }, kids || []);
+  const tr = h("tr", { class: "daemon", "data-testid": "daemon-row", tabindex: "0" }, [
+    td("", "d-name", [h("div", { class: "d-name wrap" }), h("div", { class: "d-where wrap" })]),
+    td("", "d-health", [h("span", { class: "health" }), h("span", { class: "health-age num" })]),
+    td("live", "d-busy", [
+      h("div", { class: "bar-row" }, [h("div", { class: "minibar" }, [h("div", { class: "minibar-fill busy-fill" })])]),
+      h("div", { class: "d-busy-text num" })]),
+    td("r live num", "d-workers"), td("r live num", "d-pph"), td("r num", "d-cost"), td("r live num", "d-cpp"),
+    td("r live num", "d-memory"), td("r live num", "d-queue"), td("d-error wrap", "d-error"),
+  ]);
+  tr.dataset.key = `d:${name}`;
+  tr.addEventListener("click", () => select(name));
+  tr.addEventListener("keydown", (e) => { if (e.key === "Enter") select(name); });
+  return tr;
+}
 
+function updateRow(tr, d) {
+  const fresh = d.health === "up" && !isStale();
+  const s = d.summary;
+  setAttr(tr, "data-name", d.name);
+  setAttr(tr, "data-health", isStale() ? "unknown" : d.health);
+  setAttr(tr, "data-fresh", fresh);
+  tr.classList.toggle("not-fresh", !fresh);
+  tr.classList.toggle("selected", state.selected === d.name);
+  const nameCell = byTestId("d-name", tr);
+  $(".d-name", nameCell).replaceChildren(document.createTextNode(d.name),
+    ...(s && s.ray ? [h("span", { class: "badge ray", "data-testid": "ray-badge", text: "Ray" })] : []));
+  setText($(".d-where", nameCell), d.where);
+  const dash = "—";
+  const live = (text) => (fresh ? text : dash);
+  const frac = s && s.busy_fraction_1m !== null ? s.busy_fraction_1m : 0;
+  $(".busy-fill", tr).style.width = fresh ? `${(Math.min(1, frac) * 100).toFixed(1)}%` : "0%";
+  setText($(".d-busy-text", tr), fresh
+    ? `${s.devices_busy} of ${s.devices} proving now; ${fmtPct(frac)} busy (1 min)` : dash);
+  setText(byTestId("d-workers", tr), live(s ? `${s.workers_proving} / ${s.workers}` : dash));
+  setText(byTestId("d-pph", tr), live(s ? fmtRate(s.proofs_per_hour) : dash));
+  setText(byTestId("d-cost", tr), fmtMoney(d.cost_per_hour));
+  setText(byTestId("d-cpp", tr), live(s ? fmtMoney(s.cost_per_proof) : dash));
+  setText(byTestId("d-memory", tr), live(s ? `${fmtBytes(s.memory_reserved_bytes)} / ${fmtBytes(s.memory_total_bytes)}` : dash));
+  setText(byTestId("d-queue", tr), live(s ? String(s.queue_depth + s.device_queue_depth) : dash));
+  const errors = [];
+  if (d.health !== "up" && d.last_error) errors.push(d.last_error);
+  if (s && s.last_error) errors.push(`job ${s.last_error.job_id}: ${String(s.last_error.reason).split("\n", 1)[0]}`);
+  const errCell = byTestId("d-error", tr);
+  setText(errCell, errors.join("; "));
+  setAttr(errCell, "title", errors.join("\n"));
+  tickRow(tr, d);
+}
+
+/** Health and the age of the last good snapshot, counting on between answers. */
+function tickRow(tr, d) {
+  const unknown = isStale();
+  const shown = unknown ? "unknown" : d.health;
+  const badge = $(".health", tr);
+  setText(badge, shown);
+  setAttr(badge, "class", `health h-${shown}`);
+  let age = "";
+  if (d.snapshot_age_secs !== null && d.snapshot_age_secs !== undefined) {
+    const secs = d.snapshot_age_secs + (unknown ? 0 : Math.max(0, ageMs()) / 1000);
+    age = d.health === "up" && !unknown ? `snapshot ${fmtSecs(secs)} old`
+      : `last good snapshot ${fmtSecs(secs)} ago`;
+  } else if (d.health !== "up") {
+    age = "no snapshot yet";
+  }
+  setText($(".health-age", tr), age);
+}
+
+function tick() {
   renderFreshness();
-  refresh().then(() => { if (location.hash.length > 1) select(decodeURIComponent(location.hash.slice(1))); });
-  setInterval(refresh, POLL_MS);
-  setInterval(tick, TICK_MS);
-})();
+  const s = state.status;
+  if (!s) return;
+  for (const d of s.daemons || []) {
+    const tr = $(`tr.daemon[data-name="${CSS.escape(d.name)}"]`);
+    if (tr) tickRow(tr, d);
+  }
+}
+
+// ---------------------------------------------------------------- the daemon's own dashboard
+
+function select(name) {
+  state.selected = name;
+  const panel = byTestId("detail");
+  const url = `d/${encodeURIComponent(name)}/`;
+  panel.hidden = false;
+  setText(byTestId("detail-title"), `${name}: its own dashboard`);
+  setAttr(byTestId("detail-open"), "href", url);
+  const frame = byTestId("detail-frame");
+  if (frame.dataset.name !== name) { frame.dataset.name = name; frame.src = url; }
+  if (location.hash !== `#${encodeURIComponent(name)}`) history.replaceState(null, "", `#${encodeURIComponent(name)}`);
+  for (const tr of document.querySelectorAll("tr.daemon")) tr.classList.toggle("selected", tr.dataset.name === name);
+}
+
+byTestId("detail-close").addEventListener("click", () => {
+  state.selected = null;
+  byTestId("detail").hidden = true;
+  const frame = byTestId("detail-frame");
+  frame.removeAttribute("src");
+  frame.dataset.name = "";
+  history.replaceState(null, "", location.pathname);
+  for (const tr of document.querySelectorAll("tr.daemon")) tr.classList.remove("selected");
+});
+
+window.prooflaneFleet = {
+  get status() { return state.status; },
+  get stale() { return isStale(); },
+  select,
+  refresh,
+};
+
+renderFreshness();
+refresh().then(() => { if (location.hash.length > 1) select(decodeURIComponent(location.hash.slice(1))); });
+setInterval(refresh, POLL_MS);
+setInterval(tick, TICK_MS);
