@@ -1,0 +1,250 @@
+"""The package's floor plan, as docs/architecture.md draws it: parts and their ranks, arrows only downwards,
+no private names across parts, no import circles, modules under 600 lines, faces that are only faces, and
+one home for each rule that matters."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import prooflane
+
+PACKAGE = Path(prooflane.__file__).parent
+ROOT = PACKAGE.parents[1]
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+MAX_LINES = 600
+
+
+def _parts() -> dict[str, tuple[int, str]]:
+    """Module prefix (``prooflane.engine``, ``prooflane.errors``) -> (rank, part), from the docs' table."""
+    parts: dict[str, tuple[int, str]] = {}
+    for line in ARCHITECTURE.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or not cells[0].isdigit():
+            continue
+        rank, part = int(cells[0]), cells[1]
+        for name in re.findall(r"`([^`]+)`", cells[2]):
+            module = name.removesuffix("/").removesuffix(".py").replace("/", ".")
+            parts[f"prooflane.{module}"] = (rank, part)
+    return parts
+
+
+PARTS = _parts()
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str  # the importing module
+    module: str  # the imported module, absolute
+    names: tuple[str, ...]  # the names taken from it ("" for a plain ``import x``)
+    line: int
+    top_level: bool  # at module level (not in a function, not under TYPE_CHECKING)
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(module: str, path: Path) -> Iterator[Import]:
+    tree = ast.parse(path.read_text())
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    lazy: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or (
+            isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        ):
+            lazy.update(id(child) for child in ast.walk(node) if child is not node)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            names = tuple(alias.name for alias in node.names)
+            yield Import(module, target, names, node.lineno, id(node) not in lazy)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Import(module, alias.name, ("",), node.lineno, id(node) not in lazy)
+
+
+IMPORTS = [i for module, path in MODULES.items() for i in _imports(module, path)]
+
+
+def part_of(module: str) -> tuple[int, str] | None:
+    """The rank and part of a module of prooflane (None: the package root, or not prooflane's)."""
+    best = max((prefix for prefix in PARTS if module == prefix or module.startswith(prefix + ".")), key=len,
+               default=None)  # fmt: skip
+    return None if best is None else PARTS[best]
+
+
+def _targets(imp: Import) -> list[tuple[str, str]]:
+    """(module, name) pairs an import reaches: ``from .x import y`` reaches module ``x.y`` when y is one."""
+    reached = []
+    for name in imp.names:
+        sub = f"{imp.module}.{name}"
+        reached.append((sub, "") if sub in MODULES else (imp.module, name))
+    return reached
+
+
+def test_the_docs_table_names_every_module_once() -> None:
+    assert len({part for _, part in PARTS.values()}) == len({rank for rank, _ in PARTS.values()}) == 11
+    unplaced = [m for m in MODULES if m != "prooflane" and part_of(m) is None]
+    assert unplaced == [], "modules the table of docs/architecture.md does not place"
+
+
+def test_arrows_point_down_the_table_only() -> None:
+    upward = []
+    for imp in IMPORTS:
+        mine = part_of(imp.importer)
+        for module, _ in _targets(imp):
+            theirs = part_of(module)
+            if mine is not None and theirs is not None and theirs[0] > mine[0]:
+                upward.append(f"{imp.importer}:{imp.line} ({mine[1]}) imports {module} ({theirs[1]})")
+    assert upward == []
+
+
+def test_no_module_takes_a_private_name_of_another_part() -> None:
+    private = []
+    for imp in IMPORTS:
+        mine = part_of(imp.importer)
+        for module, name in _targets(imp):
+            theirs = part_of(module)
+            if theirs is None or theirs == mine or module == "prooflane._version":
+                continue
+            inner = module.split(".")[1:]
+            if any(piece.startswith("_") for piece in inner) or (
+                name.startswith("_") and name != "__version__"
+            ):
+                private.append(f"{imp.importer}:{imp.line} takes {module}{'.' + name if name else ''}")
+    assert private == []
+
+
+def test_no_import_circle_at_module_level() -> None:
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for imp in IMPORTS:
+        if imp.top_level:
+            for module, _ in _targets(imp):
+                if module in MODULES and module != imp.importer:
+                    graph[imp.importer].add(module)
+    # A package's face imports its own modules, and importing a module runs its package's face first:
+    # only circles through modules that are not faces of their own importers count.
+    circles = [c for c in _strongly_connected(graph) if len(c) > 1 and not _only_faces(c)]
+    assert circles == []
+
+
+def _only_faces(circle: list[str]) -> bool:
+    faces = [m for m in circle if MODULES[m].name == "__init__.py"]
+    return bool(faces) and all(any(m.startswith(f + ".") for f in faces) for m in circle if m not in faces)
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            found.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_every_module_is_under_the_line_limit(module: str) -> None:
+    assert len(MODULES[module].read_text().splitlines()) < MAX_LINES
+
+
+@pytest.mark.parametrize(
+    "face", sorted(p for p in PARTS if p in MODULES and MODULES[p].name == "__init__.py")
+)
+def test_a_face_holds_its_docstring_imports_and_all_only(face: str) -> None:
+    tree = ast.parse(MODULES[face].read_text())
+    assert ast.get_docstring(tree), f"{face} says what the part holds"
+    for node in tree.body[1:]:
+        is_all = isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["__all__"]
+        assert isinstance(node, ast.Import | ast.ImportFrom) or is_all, f"{face}:{node.lineno}"
+
+
+def _definitions(pattern: str) -> list[str]:
+    """Where in the package a line matches ``pattern`` (module:line)."""
+    found = []
+    for module, path in MODULES.items():
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(pattern, line):
+                found.append(f"{module}:{number}")
+    return found
+
+
+@pytest.mark.parametrize(
+    ("rule", "pattern", "home"),
+    [
+        ("the daemon's default port", r"\b9821\b", "prooflane.config"),
+        ("the fleet's default port", r"\b9830\b", "prooflane.fleet.config"),
+        ("the metrics content type", r"version=0\.0\.4", "prooflane.server.metrics"),
+        ("the SSE heartbeat", r"^\s*HEARTBEAT_SECS\s*=", "prooflane.server.sse"),
+        ("the request timeout", r"request_timeout\w*: float = \d", "prooflane.config"),
+        ("the live-view retention", r"retention_secs: float = \d", "prooflane.config"),
+        ("the Ray settings", r"^class RaySettings\b", "prooflane.config"),
+        ("the refusal status codes", r"^REFUSAL_STATUS\b", "prooflane.server.errors"),
+        ("the bearer check", r"compare_digest", "prooflane.server.auth"),
+        (
+            "which backend runs",
+            r"(?<!class )\b(Ray|Process)Backend(\.from_config)?\(",
+            "prooflane.devices.choose",
+        ),
+        ("the device section's bases", r"\(\"a\", \"b1\", \"c\", \"h\"\)", "prooflane.groth16.prover"),
+        ("the process role names", r"\"prooflane-(prove|final|synth)\"", "prooflane.devices.roles"),
+        ("the event types", r"^EVENT_TYPES\b", "prooflane.events"),
+    ],
+)
+def test_each_rule_has_one_home(rule: str, pattern: str, home: str) -> None:
+    found = _definitions(pattern)
+    assert found, f"{rule}: not found at all"
+    assert {f.split(":")[0] for f in found} == {home}, f"{rule} is defined in {found}"
+
+
+def test_the_engine_raises_refusals_never_http_codes() -> None:
+    """No module below the server chooses an HTTP status: the refusal classes do, mapped in one place."""
+    for module, path in MODULES.items():
+        placed = part_of(module)
+        if placed is None or placed[1] in ("server", "fleet", "cli", "testing"):
+            continue
+        text = path.read_text()
+        assert not re.search(r"Refused\([^)]*\b(4\d\d|5\d\d)\)", text), module
+        assert "HTTPException" not in text, module
