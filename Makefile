@@ -9,12 +9,12 @@ BROWSERSTAMP := $(VENV)/.browser
 SSHSTAMP := $(VENV)/.sshd
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: help setup demo test check lint typecheck fast-test bench clean
+.PHONY: help setup demo test check lint typecheck fast-test engine-test bench clean
 
 help:
 	@echo "make demo   set up, start the daemon with a demo workload, print the dashboard URL"
 	@echo "make test   set up and run the whole test suite"
-	@echo "make check  ruff, mypy --strict and the fast tests (run before every commit)"
+	@echo "make check  ruff, mypy --strict and the unit tests (run before every commit; under a minute)"
 	@echo "make bench  run the benchmarks under benchmarks/ (tables on stdout, JSON in benchmarks/results/)"
 
 $(PYSTAMP): pyproject.toml Makefile
@@ -59,8 +59,13 @@ lint: $(PYSTAMP)
 typecheck: $(PYSTAMP)
 	$(VENV)/bin/mypy
 
+# Lanes: the unit lane (make check); the engine lane (the in-process engine, the CUDA simulator, the tracker's
+# state machine); the slow lane (real daemons, browsers, snarkjs, sshd). `make test` runs all three.
 fast-test: $(PYSTAMP) $(NODESTAMP)
-	$(PY) -m pytest -q -p no:cacheprovider -m "not slow"
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow and not engine"
+
+engine-test: $(PYSTAMP) $(NODESTAMP)
+	$(PY) -m pytest -q -p no:cacheprovider -m "engine and not slow"
 
 check: lint typecheck fast-test
 

@@ -9,30 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from engine_support import Harness, running, tiny_config
-from groth16_samples import square_chain
 from prooflane.circuits import Sector
 from prooflane.config import Config
 from prooflane.groth16 import BN128, setup, write_zkey
-
-ROOT = Path(__file__).resolve().parent.parent
-NODE_BIN = ROOT / "node_modules" / ".bin"
-SHARED_BENCH = ROOT.parent / "shared" / "bench"
+from tests.support.engine import Harness, running, tiny_config
+from tests.support.groth16_samples import square_chain
+from tests.support.paths import NODE_BIN, OUTPUT
 
 # The cuda kernels run in numba's CUDA simulator where no NVIDIA driver is (numba reads this once, on import).
 if "NUMBA_ENABLE_CUDASIM" not in os.environ and not Path("/dev/nvidiactl").exists():
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
-
-# The smallest circom circuit with a public output: c = a * b.
-MUL_CIRCOM = """pragma circom 2.0.0;
-template Mul() {
-    signal input a;
-    signal input b;
-    signal output c;
-    c <== a * b;
-}
-component main = Mul();
-"""
 
 
 @pytest.fixture(scope="session")
@@ -117,11 +103,11 @@ def circuit_files(shared_inputs: Path) -> tuple[Path, Path]:
 @pytest.fixture
 def output_dir(request: pytest.FixtureRequest) -> Path:
     """A per-test folder under test-output/ for artifacts worth keeping (screenshots, logs)."""
-    path: Path = ROOT / "test-output" / str(request.node.name)
+    path: Path = OUTPUT / str(request.node.name)
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
 os.environ.setdefault("PROOFLANE_TEST", "1")
 # Keys whose points passed the subgroup checks are remembered here, not in the user's cache folder.
-os.environ.setdefault("PROOFLANE_POINT_CHECKS", str(ROOT / "test-output" / "point-checks"))
+os.environ.setdefault("PROOFLANE_POINT_CHECKS", str(OUTPUT / "point-checks"))

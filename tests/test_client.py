@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 import prooflane
-from engine_support import Served, on_long_poll, served
 from prooflane.client import Client, ServerEvent, parse_sse
 from prooflane.config import Config
 from prooflane.errors import DaemonError, DaemonUnreachable
 from prooflane.groth16 import Proof, VerificationKey, verify
 from prooflane.server import bind
+from tests.support.engine import Served, on_long_poll, served
 
 pytestmark = pytest.mark.timeout(120)
 TOKEN = "t0ken"

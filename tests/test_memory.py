@@ -13,11 +13,6 @@ from prooflane.memory import MemoryBudget
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def test_reservation_shrinks_then_releases_to_zero() -> None:
     events: list[Event] = []
     budget = MemoryBudget(100, emit=events.append)

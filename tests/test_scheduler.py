@@ -14,11 +14,6 @@ from prooflane.scheduler import WorkKey, WorkQueue
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def key(priority: Priority, seq: int, partition: int) -> WorkKey:
     return WorkKey(priority.rank, seq, partition, f"job{seq}")
 

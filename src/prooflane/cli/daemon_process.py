@@ -60,7 +60,8 @@ class DaemonProcess:
         return args
 
     def start(self, timeout: float = 300.0) -> str:
-        """Start the daemon and return its URL once it accepts jobs."""
+        """Start the daemon and return its URL once it accepts jobs (again after ``kill`` or ``stop``: on a
+        fixed ``port``, at the same URL)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("a")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -69,6 +70,7 @@ class DaemonProcess:
         )
         log.close()
         assert self._process.stdout is not None
+        self._lines = queue.Queue()  # a queue per start: the last process's end-of-output is not this one's
         self._pump = threading.Thread(target=_pump, args=(self._process.stdout, self._lines), daemon=True)
         self._pump.start()
         self.url = self._wait_ready(timeout)

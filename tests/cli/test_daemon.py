@@ -1,0 +1,169 @@
+"""The daemon commands of the CLI (serve, submit, status, circuits) and the workload helpers.
+
+The commands talk over real HTTP to the real engine (the in-process backend, real proofs at ``tiny``) behind
+the daemon's app and a uvicorn server on a free port."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from prooflane.cli.entry import app
+from prooflane.cli.workload import MixError, parse_mix, plan
+from prooflane.config import Config
+from prooflane.devices import Step
+from prooflane.server import bind
+from prooflane.states import JobState
+from tests.support.clock import ManualClock
+from tests.support.engine import Served, served
+
+pytestmark = pytest.mark.timeout(120)
+runner = CliRunner()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def daemon(engine_config: Callable[..., Config], sector: Path, clock: ManualClock) -> Iterator[Served]:
+    with served(engine_config(), clock=clock, sector=sector) as running:
+        yield running
+
+
+def free_port() -> int:
+    sock = bind("127.0.0.1", 0)
+    port: int = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+def test_parse_mix_reads_kinds_and_weights() -> None:
+    assert parse_mix("porep-c2=2, snap-update=1,winning-post") == {
+        "porep-c2": 2,
+        "snap-update": 1,
+        "winning-post": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [("", "empty"), ("porep-c2=0", "whole number >= 1"), ("a=x", "whole number"), ("a=1,a=2", "twice")],
+)
+def test_parse_mix_names_what_is_wrong(text: str, says: str) -> None:
+    with pytest.raises(MixError, match=says):
+        parse_mix(text)
+
+
+def test_plan_keeps_the_proportions_and_interleaves() -> None:
+    order = plan(9, {"porep-c2": 2, "winning-post": 1})
+    assert Counter(order) == {"porep-c2": 6, "winning-post": 3}
+    assert order[:3] == ["porep-c2", "winning-post", "porep-c2"]
+
+
+def test_status_check_exits_0_when_up_and_1_when_down(daemon: Served) -> None:
+    up = runner.invoke(app, ["status", "--check", "--url", daemon.url])
+    assert up.exit_code == 0, up.output
+    assert up.stdout.startswith("ok:")
+    down = runner.invoke(app, ["status", "--check", "--url", f"http://127.0.0.1:{free_port()}"])
+    assert down.exit_code == 1
+    assert down.stdout.startswith("down:")
+
+
+def test_status_prints_a_readable_summary(daemon: Served, clock: ManualClock) -> None:
+    # The device section of one job lasts 30 s of the engine's clock, then the device idles 30 s.
+    daemon.call(lambda: daemon.h.gate.act(lambda s: s.name == "prove_start", lambda _: clock.advance(30)))
+    assert daemon.done(daemon.submit("winning-post", job_id="w-1")) is JobState.DONE
+    daemon.call(lambda: clock.advance(30))
+    result = runner.invoke(app, ["status", "--url", daemon.url])
+    assert result.exit_code == 0, result.output
+    assert "invariants ok" in result.stdout
+    assert "completed 1  failed 0  cancelled 0" in result.stdout
+    assert "device busy (last minute): cpu:0 50%" in result.stdout
+    assert "cpu:0/w0" in result.stdout
+    assert "w-1" in result.stdout and "winning-post" in result.stdout
+    raw = runner.invoke(app, ["status", "--json", "--url", daemon.url])
+    assert json.loads(raw.stdout)["boot_id"] == daemon.call(lambda: daemon.engine.snapshot().boot_id)
+
+
+def test_status_of_a_daemon_that_is_down_is_one_error_line() -> None:
+    result = runner.invoke(app, ["status", "--url", f"http://127.0.0.1:{free_port()}"])
+    assert result.exit_code == 1
+    assert "cannot reach the prooflane daemon" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_submit_prints_the_job_id_alone_on_the_first_line(daemon: Served, sector: Path) -> None:
+    daemon.hold()
+    result = runner.invoke(
+        app, ["submit", "--kind", "porep-c2", "--sector", str(sector), "--url", daemon.url]
+    )
+    assert result.exit_code == 0, result.output
+    job_id = result.stdout.splitlines()[0]
+    assert daemon.call(lambda: daemon.engine.job(job_id)) is not None
+    assert daemon.journalled_request(job_id)["sector"] == str(sector.resolve())
+
+
+def test_submit_wait_shows_progress_then_prints_the_proof(daemon: Served, sector: Path) -> None:
+    args = ["submit", "--kind", "winning-post", "--sector", str(sector), "--wait", "--url", daemon.url]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    proof = json.loads("\n".join(lines[1:]))
+    assert proof["job_id"] == lines[0] and proof["kind"] == "winning-post"
+    assert [p["index"] for p in proof["partitions"]] == [0]
+    assert daemon.call(lambda: daemon.h.state(lines[0])) is JobState.DONE
+    assert f"{lines[0]} done" in result.stderr  # the progress bar names the job and its state
+
+
+def test_submit_wait_of_a_failing_job_exits_1_with_the_reason(daemon: Served, sector: Path) -> None:
+    def broken(step: Step) -> None:
+        raise ValueError("point at infinity in the MSM input")
+
+    daemon.call(lambda: daemon.h.gate.act(lambda s: s.name == "prove_start", broken))
+    args = ["submit", "--kind", "winning-post", "--sector", str(sector), "--wait", "--url", daemon.url]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1
+    job_id = result.stdout.splitlines()[0]
+    assert f"job {job_id} failed: partition 0 failed" in result.stderr
+    assert "point at infinity in the MSM input" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_submit_of_an_unknown_kind_says_why_without_a_traceback(daemon: Served, sector: Path) -> None:
+    result = runner.invoke(app, ["submit", "--kind", "nope", "--sector", str(sector), "--url", daemon.url])
+    assert result.exit_code == 1
+    assert "error: the daemon answered 404: unknown kind 'nope': expected one of" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_serve_reports_a_port_in_use_and_a_bad_config(tmp_path: Path) -> None:
+    taken = bind("127.0.0.1", 0)
+    port = taken.getsockname()[1]
+    try:
+        result = runner.invoke(app, ["serve", "--data", str(tmp_path), "--port", str(port)])
+    finally:
+        taken.close()
+    assert result.exit_code == 1
+    assert f"cannot listen on 127.0.0.1:{port}: the port is in use" in result.stderr
+    config = tmp_path / "prooflane.toml"
+    config.write_text('profile = "huge"\n')
+    result = runner.invoke(app, ["serve", "--config", str(config)])
+    assert result.exit_code == 1
+    assert "profile" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_circuits_register_and_list(daemon: Served, circuit_files: tuple[Path, Path]) -> None:
+    zkey, _ = circuit_files
+    result = runner.invoke(app, ["circuits", "register", "chain", "--zkey", str(zkey), "--url", daemon.url])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["name"] == "chain"
+    listed = runner.invoke(app, ["circuits", "list", "--url", daemon.url])
+    assert listed.stdout.startswith("chain  bn128")

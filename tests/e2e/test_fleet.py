@@ -1,0 +1,529 @@
+"""`prooflane fleet` end to end: three real tiny daemons on loopback ports, a socket that never answers, the
+fleet page in a real browser (Debian's chromium), and the SSH path through a real local sshd.
+
+The fleet runs as its own process (`prooflane fleet --config ... --port 0`), like an operator runs it.
+"""
+
+from __future__ import annotations
+
+import getpass
+import http.server
+import json
+import os
+import queue
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import IO, Any, ClassVar
+
+import httpx
+import psutil
+import pytest
+from playwright.sync_api import Browser, Page
+from prometheus_client.parser import text_string_to_metric_families
+
+from prooflane.circuits.profiles import profile_by_name
+from prooflane.cli.daemon_process import DaemonProcess
+from prooflane.cli.fleet import FLEET_READY_PREFIX
+from tests.support.browser import chromium
+from tests.support.daemons import start_daemon, wait_until
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+SSHD = Path("/usr/sbin/sshd")
+TOKEN = "fleet-e2e-token"
+SECTOR_BYTES = profile_by_name("tiny").sector_bytes
+LEAN = 'devices = ["cpu:0"]\nworkers_per_device = 1\nsynthesis_workers = 1\n'  # three daemons on two cores
+NAMES = ("alpha", "beta", "gamma")
+UNREACHABLE_WITHIN_SECS = 5.0  # the fleet's promise for a killed daemon (the kernel refuses at once)
+# Fields of /status that are a function of the moment it is read, not of the daemon's state.
+MOMENT = {"taken_at", "uptime_secs", "process_rss_bytes", "available_bytes", "busy_secs", "busy_fraction_1m",
+          "elapsed_secs", "history", "busy_seconds_total"}  # fmt: skip
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class Daemons:
+    """The three daemons, each on a fixed port so that one can be killed and started again there."""
+
+    def __init__(self, factory: pytest.TempPathFactory) -> None:
+        self.factory = factory
+        self.ports = {name: _free_port() for name in NAMES}
+        self.data: dict[str, Path] = {}
+        self.live: dict[str, DaemonProcess] = {}
+
+    def start(self, name: str) -> DaemonProcess:
+        daemon = start_daemon(self.factory, name, data_dir=self.data.get(name), port=self.ports[name],
+                              extra_config=LEAN)  # fmt: skip
+        self.data[name] = daemon.data_dir
+        self.live[name] = daemon
+        return daemon
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.ports[name]}"
+
+    def status(self, name: str) -> dict[str, Any]:
+        snapshot: dict[str, Any] = httpx.get(f"{self.url(name)}/status", timeout=10).json()
+        return snapshot
+
+    def submit(self, name: str, kind: str, seed: int) -> str:
+        body = {"kind": kind, "sector": {"size": SECTOR_BYTES, "seed": f"{seed:064x}"}}
+        answer = httpx.post(f"{self.url(name)}/v1/jobs", json=body, timeout=30)
+        assert answer.status_code == 202, answer.text
+        job_id: str = answer.json()["job_id"]
+        return job_id
+
+    def stop_all(self) -> None:
+        for daemon in self.live.values():
+            code = daemon.stop()
+            if code not in (0, None):
+                print(daemon.log())
+
+
+class FleetProcess:
+    """`prooflane fleet` as a child process; its URL from the line it prints when ready."""
+
+    def __init__(self, config: Path, log: Path) -> None:
+        command = [sys.executable, "-c", "from prooflane.cli import main; main()", "fleet"]
+        command += ["--config", str(config), "--port", "0"]
+        self.log_path = log
+        with log.open("ab") as err:
+            self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True,
+                                            env=dict(os.environ, PYTHONUNBUFFERED="1"))  # fmt: skip
+        lines: queue.Queue[str] = queue.Queue()
+        assert self.process.stdout is not None
+        self._pump = threading.Thread(target=_pump, args=(self.process.stdout, lines), daemon=True)
+        self._pump.start()
+        while True:
+            line = lines.get(timeout=120)
+            if line.startswith(FLEET_READY_PREFIX):
+                self.url = line.removeprefix(FLEET_READY_PREFIX).strip()
+                return
+            if line == "":
+                pytest.fail(f"the fleet exited before it was ready:\n{log.read_text()}")
+
+    def status(self) -> dict[str, Any]:
+        document: dict[str, Any] = httpx.get(f"{self.url}/fleet/status", timeout=10).json()
+        return document
+
+    def entry(self, name: str) -> dict[str, Any]:
+        (found,) = [e for e in self.status()["daemons"] if e["name"] == name]
+        entry: dict[str, Any] = found
+        return entry
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._pump.join(10)
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+
+
+def _pump(stream: IO[str], lines: queue.Queue[str]) -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put("")
+
+
+@pytest.fixture(scope="module")
+def daemons(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemons]:
+    group = Daemons(tmp_path_factory)
+    try:
+        for name in NAMES:
+            group.start(name)
+        yield group
+    finally:
+        group.stop_all()
+
+
+@pytest.fixture(scope="module")
+def silent() -> Iterator[str]:
+    """A listening socket that accepts connections (the kernel does) and never reads or answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.fixture(scope="module")
+def fleet(daemons: Daemons, silent: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetProcess]:
+    home = tmp_path_factory.mktemp("fleet")
+    config = home / "fleet.toml"
+    tables = [f'[[daemons]]\nname = "{n}"\nurl = "{daemons.url(n)}"\ncost_per_hour = {1.5 + i}\n'
+              for i, n in enumerate(NAMES)]  # fmt: skip
+    tables.append(f'[[daemons]]\nname = "silent"\nurl = "{silent}"\n')
+    config.write_text(
+        f'token = "{TOKEN}"\ntimeout_secs = 1.0\nbackoff_max_secs = 2.0\n\n' + "\n".join(tables)
+    )
+    process = FleetProcess(config, home / "fleet.log")
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def _timeless(value: Any) -> Any:
+    """The snapshot without the fields that depend on when it was read."""
+    if isinstance(value, dict):
+        return {k: _timeless(v) for k, v in value.items() if k not in MOMENT and not k.endswith("_secs_ago")}
+    if isinstance(value, list):
+        return [_timeless(v) for v in value]
+    return value
+
+
+def _same_as_own(fleet: FleetProcess, daemons: Daemons, name: str) -> bool:
+    """Whether the fleet holds the snapshot the daemon serves now (same boot, same seq, same state)."""
+    own = daemons.status(name)
+    held = fleet.entry(name)["snapshot"]
+    if held is None or (held["boot_id"], held["seq"]) != (own["boot_id"], own["seq"]):
+        return False
+    assert _timeless(held) == _timeless(own)
+    return True
+
+
+# --- status --------------------------------------------------------------------------------------
+
+
+def test_fleet_status_matches_each_daemons_own_status(fleet: FleetProcess, daemons: Daemons) -> None:
+    job = daemons.submit("alpha", "winning-post", seed=1)
+    wait_until("alpha's job to finish", lambda: daemons.status("alpha")["counters"]["total_completed"] == 1)
+    for name in NAMES:
+        wait_until(
+            f"the fleet to hold {name}'s current snapshot", partial(_same_as_own, fleet, daemons, name)
+        )
+        entry = fleet.entry(name)
+        assert entry["health"] == "up" and entry["fresh"] and entry["where"] == daemons.url(name)
+        own = daemons.status(name)
+        summary = entry["summary"]
+        assert summary["workers"] == len(own["workers"]) == 1
+        assert summary["devices"] == len(own["devices"]) == 1
+        assert summary["total_completed"] == own["counters"]["total_completed"]
+        assert summary["memory_total_bytes"] == own["memory"]["total_bytes"]
+    alpha = fleet.entry("alpha")
+    assert any(p["job_id"] == job for p in alpha["snapshot"]["pipelines"] + alpha["snapshot"]["recent_jobs"])
+    assert alpha["summary"]["proofs_per_hour"] > 0
+    assert alpha["summary"]["cost_per_proof"] == pytest.approx(1.5 / alpha["summary"]["proofs_per_hour"])
+    totals = fleet.status()["totals"]
+    assert totals["counted"] == list(NAMES) and totals["not_counted"] == ["silent"]
+    assert totals["workers"] == 3 and totals["devices"] == 3
+    health = httpx.get(f"{fleet.url}/healthz", timeout=10).json()
+    assert health["daemons"] == 4 and health["reachable"] == 3 and health["unreachable"] == ["silent"]
+
+
+def test_fleet_metrics_label_every_daemon(fleet: FleetProcess, daemons: Daemons) -> None:
+    wait_until("all three up", lambda: fleet.status()["totals"]["counted"] == list(NAMES))
+    answer = httpx.get(f"{fleet.url}/fleet/metrics", timeout=10)
+    assert answer.status_code == 200
+    seen: dict[tuple[str, str], float] = {}
+    for family in text_string_to_metric_families(answer.text):
+        for sample in family.samples:
+            assert "daemon" in sample.labels, sample
+            seen[(sample.name, sample.labels["daemon"])] = sample.value
+    for name in NAMES:
+        budget = daemons.status(name)["memory"]["total_bytes"]
+        assert seen[("prooflane_memory_budget_bytes", name)] == budget
+        assert seen[("prooflane_fleet_daemon_up", name)] == 1
+    assert seen[("prooflane_fleet_daemon_up", "silent")] == 0
+    assert ("prooflane_memory_budget_bytes", "silent") not in seen
+
+
+# --- failure -------------------------------------------------------------------------------------
+
+
+def test_silent_daemon_does_not_delay_the_others(fleet: FleetProcess, daemons: Daemons) -> None:
+    wait_until("silent to be unreachable", lambda: fleet.entry("silent")["health"] == "unreachable")
+    silent = fleet.entry("silent")
+    assert silent["last_error"] == "no answer in time" and silent["snapshot"] is None
+    # While it still hangs every attempt, a change on beta reaches the fleet like any other.
+    before = daemons.status("beta")["counters"]["total_completed"]
+    daemons.submit("beta", "winning-post", seed=2)
+    wait_until("beta's job in the fleet", lambda: _completed(fleet, "beta") == before + 1)
+    assert fleet.entry("silent")["health"] == "unreachable"
+    assert all(fleet.entry(name)["health"] == "up" for name in NAMES)
+
+
+def _completed(fleet: FleetProcess, name: str) -> int:
+    completed: int = fleet.entry(name)["summary"]["total_completed"]
+    return completed
+
+
+def _is_up(fleet: FleetProcess, name: str) -> bool:
+    return bool(fleet.entry(name)["health"] == "up")
+
+
+def test_killed_daemon_is_unreachable_within_5s_and_recovers(fleet: FleetProcess, daemons: Daemons) -> None:
+    wait_until("gamma up", lambda: fleet.entry("gamma")["health"] == "up")
+    first_boot = fleet.entry("gamma")["snapshot"]["boot_id"]
+    daemons.live["gamma"].kill()
+    killed_at = time.monotonic()
+    wait_until("gamma unreachable", lambda: fleet.entry("gamma")["health"] == "unreachable",
+               timeout=UNREACHABLE_WITHIN_SECS)  # fmt: skip
+    gone = fleet.entry("gamma")
+    assert gone["snapshot"]["boot_id"] == first_boot  # its last good snapshot, kept with its age
+    assert gone["snapshot_age_secs"] is not None and gone["snapshot_age_secs"] >= 0
+    assert gone["last_error"] and not gone["fresh"]
+    assert "gamma" in fleet.status()["totals"]["not_counted"]
+    assert time.monotonic() - killed_at < UNREACHABLE_WITHIN_SECS + 1  # wait_until's own bound, restated
+
+    daemons.start("gamma")
+    wait_until("gamma back with a new boot", lambda: fleet.entry("gamma")["health"] == "up"
+               and fleet.entry("gamma")["snapshot"]["boot_id"] != first_boot)  # fmt: skip
+    wait_until("gamma's current snapshot", lambda: _same_as_own(fleet, daemons, "gamma"))
+
+
+# --- the page ------------------------------------------------------------------------------------
+
+
+class _RayStatus(http.server.BaseHTTPRequestHandler):
+    """A daemon API that answers /status with a real daemon's snapshot plus the `ray` and `nodes` fields a
+    Ray-backed daemon reports (prooflane's own /status does not carry them yet)."""
+
+    snapshot: ClassVar[dict[str, Any]] = {}
+
+    def do_GET(self) -> None:
+        if self.path != "/status":
+            self.send_error(404)
+            return
+        body = json.dumps(self.snapshot).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def ray_daemon(daemons: Daemons) -> Iterator[str]:
+    nodes = [{"node_id": "head-10.0.0.1", "alive": True}, {"node_id": "gpu-10.0.0.2", "alive": True},
+             {"node_id": "gpu-10.0.0.3", "alive": False}]  # fmt: skip
+    handler = type("Handler", (_RayStatus,), {
+        "snapshot": {**daemons.status("alpha"), "ray": {"address": "10.0.0.1:6379"}, "nodes": nodes}
+    })  # fmt: skip
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with chromium() as launched:
+        yield launched
+
+
+def _record(errors: list[str], exc: object) -> None:
+    errors.append(str(exc))
+
+
+def _rows(page: Page) -> dict[str, dict[str, str]]:
+    return dict(
+        page.evaluate("""() => Object.fromEntries(
+      Array.from(document.querySelectorAll('tr.daemon')).map((tr) => [tr.dataset.name, {
+        health: tr.dataset.health,
+        healthText: tr.querySelector('[data-testid="d-health"]').innerText,
+        workers: tr.querySelector('[data-testid="d-workers"]').innerText,
+        pph: tr.querySelector('[data-testid="d-pph"]').innerText,
+        memory: tr.querySelector('[data-testid="d-memory"]').innerText,
+      }]))""")
+    )
+
+
+def test_fleet_page_at_1280_and_1920(
+    fleet: FleetProcess, daemons: Daemons, ray_daemon: str, browser: Browser, output_dir: Path
+) -> None:
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    added = httpx.post(f"{fleet.url}/fleet/daemons", headers=auth, timeout=10,
+                       json={"name": "ray-head", "url": ray_daemon, "cost_per_hour": 9.0})  # fmt: skip
+    assert added.status_code == 201, added.text
+    try:
+        wait_until("all up but silent", lambda: fleet.status()["totals"]["not_counted"] == ["silent"])
+        daemons.submit("beta", "porep-c2", seed=3)  # something to see on the page
+        for width in (1280, 1920):
+            page = browser.new_page(viewport={"width": width, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", partial(_record, errors))
+            page.goto(f"{fleet.url}/")
+            page.wait_for_function("document.body.dataset.stale === 'false' && "
+                                   "document.querySelectorAll('tr.daemon').length === 5")  # fmt: skip
+            page.wait_for_function("document.querySelector('tr.daemon[data-name=\"silent\"]')"
+                                   ".dataset.health === 'unreachable'")  # fmt: skip
+            rows = _rows(page)
+            assert list(rows) == [*NAMES, "silent", "ray-head"]
+            for name in NAMES:
+                assert rows[name]["health"] == "up" and rows[name]["workers"].endswith("/ 1")
+            silent = rows["silent"]
+            assert "unreachable" in silent["healthText"] and "no snapshot yet" in silent["healthText"]
+            assert silent["workers"] == silent["pph"] == silent["memory"] == "—"  # never idle, never zero
+            ray = page.locator('tr.ray[data-key="r:ray-head"]')
+            assert "Ray cluster at 10.0.0.1:6379: 3 nodes" in ray.inner_text()
+            assert "gpu-10.0.0.3 (dead)" in ray.inner_text()
+            assert page.locator('tr.daemon[data-name="ray-head"] [data-testid="ray-badge"]').is_visible()
+
+            page.click('tr.daemon[data-name="beta"]')
+            frame = page.frame_locator('[data-testid="detail-frame"]')
+            frame.locator('body[data-stale="false"]').wait_for()
+            frame.locator('body[data-connection="live"]').wait_for()  # the fleet's event stream for it
+            beta_boot = daemons.status("beta")["boot_id"]
+            assert frame.locator('[data-testid="boot-id"]').inner_text() == beta_boot
+            assert frame.locator('[data-testid="worker-card"]').count() == 1
+            page.screenshot(path=str(output_dir / f"fleet-{width}.png"), full_page=True)
+            page.close()
+            assert errors == [], errors
+    finally:
+        httpx.delete(f"{fleet.url}/fleet/daemons/ray-head", headers=auth, timeout=10)
+
+
+# --- SSH -----------------------------------------------------------------------------------------
+
+
+class Sshd:
+    """Debian's sshd on a loopback port with a throwaway host key, user key and sshd_config."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.port = _free_port()
+        keygen = shutil.which("ssh-keygen")
+        assert keygen is not None
+        for key in ("host", "user"):
+            subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(home / key)], check=True)
+        (home / "authorized_keys").write_text((home / "user.pub").read_text())
+        host_key = (home / "host.pub").read_text().split()
+        (home / "known_hosts").write_text(f"[127.0.0.1]:{self.port} {host_key[0]} {host_key[1]}\n")
+        (home / "sshd_config").write_text(
+            f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {home / 'host'}\n"
+            f"PidFile {home / 'sshd.pid'}\n"
+            f"AuthorizedKeysFile {home / 'authorized_keys'}\nStrictModes no\nUsePAM no\n"
+            "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
+            "AllowTcpForwarding yes\nAllowStreamLocalForwarding yes\nPermitRootLogin prohibit-password\n"
+        )  # fmt: skip
+        if os.geteuid() == 0:
+            Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation folder
+        self.log = (home / "sshd.log").open("ab")
+        self.process = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(home / "sshd_config")],
+                                        stdout=self.log, stderr=self.log)  # fmt: skip
+        wait_until("sshd to listen", self._listening, timeout=30)
+
+    def _listening(self) -> bool:
+        if self.process.poll() is not None:
+            pytest.fail(f"sshd exited: {(self.home / 'sshd.log').read_text()}")
+        with socket.socket() as sock:
+            return sock.connect_ex(("127.0.0.1", self.port)) == 0
+
+    def options(self) -> list[str]:
+        return ["-F", "/dev/null", "-p", str(self.port), "-i", str(self.home / "user"),
+                "-o", f"UserKnownHostsFile={self.home / 'known_hosts'}",
+                "-o", "StrictHostKeyChecking=yes"]  # fmt: skip
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    if not SSHD.exists() or shutil.which("ssh") is None:
+        pytest.skip(
+            "Debian's openssh-server (/usr/sbin/sshd) and openssh-client are missing: run `make setup`"
+        )
+    server = Sshd(tmp_path_factory.mktemp("sshd"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_daemons_reached_through_ssh_share_one_connection(
+    fleet: FleetProcess, daemons: Daemons, sshd: Sshd
+) -> None:
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    target = f"{getpass.getuser()}@127.0.0.1"
+    names = {"ssh-alpha": "alpha", "ssh-beta": "beta"}
+    try:
+        for name, daemon in names.items():
+            body = {
+                "name": name,
+                "ssh": target,
+                "remote_port": daemons.ports[daemon],
+                "ssh_options": sshd.options(),
+            }
+            answer = httpx.post(f"{fleet.url}/fleet/daemons", headers=auth, json=body, timeout=10)
+            assert answer.status_code == 201, answer.text
+        for name, daemon in names.items():
+            wait_until(f"{name} up through ssh", partial(_is_up, fleet, name), timeout=60)
+            entry = fleet.entry(name)
+            assert entry["where"] == f"ssh://{target}:{daemons.ports[daemon]}"
+            own = daemons.status(daemon)
+            assert entry["snapshot"]["boot_id"] == own["boot_id"]
+            wait_until(f"{name} current", partial(_same_through, fleet, daemons, name, daemon))
+        health = httpx.get(f"{fleet.url}/healthz", timeout=10).json()
+        assert health["ssh_masters"] == 1  # one connection for the host, two forwards over it
+
+        # The connection drops (its ssh process dies): the fleet starts a new one and both daemons answer
+        # through it again (it may be quick enough that no poll ever fails in between).
+        (master,) = _ssh_masters(fleet)
+        master.kill()
+        killed_at = time.time()
+        wait_until("a new master connection", partial(_new_master, fleet, master.pid), timeout=60)
+        for name in names:
+            wait_until(
+                f"{name} answering after the drop", partial(_fresh_since, fleet, name, killed_at), timeout=60
+            )
+    finally:
+        for name in names:
+            httpx.delete(f"{fleet.url}/fleet/daemons/{name}", headers=auth, timeout=10)
+    wait_until("the master to end with its last forward",
+               lambda: httpx.get(f"{fleet.url}/healthz", timeout=10).json()["ssh_masters"] == 0)  # fmt: skip
+
+
+def _ssh_masters(fleet: FleetProcess) -> list[psutil.Process]:
+    """The fleet's master ssh connections: its child processes started with ControlMaster=yes."""
+    masters = []
+    for child in psutil.Process(fleet.process.pid).children():
+        try:  # a killed master is a zombie until the fleet reaps it, and then gone
+            if child.status() != psutil.STATUS_ZOMBIE and "ControlMaster=yes" in child.cmdline():
+                masters.append(child)
+        except psutil.Error:
+            continue
+    return masters
+
+
+def _new_master(fleet: FleetProcess, old: int) -> bool:
+    return [m.pid for m in _ssh_masters(fleet)] not in ([], [old])
+
+
+def _fresh_since(fleet: FleetProcess, name: str, moment: float) -> bool:
+    entry = fleet.entry(name)
+    return bool(entry["health"] == "up" and entry["snapshot_received_at"] > moment)
+
+
+def _same_through(fleet: FleetProcess, daemons: Daemons, name: str, daemon: str) -> bool:
+    own = daemons.status(daemon)
+    held = fleet.entry(name)["snapshot"]
+    if (held["boot_id"], held["seq"]) != (own["boot_id"], own["seq"]):
+        return False
+    assert _timeless(held) == _timeless(own)
+    return True

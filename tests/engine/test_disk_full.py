@@ -1,0 +1,180 @@
+"""A full disk under the journal: a real ENOSPC from a small tmpfs (the tests need to mount one: root).
+
+The journal refuses the write whole (nothing half-stored); the engine refuses new jobs with 507 and says
+why in its health, starts no partition, keeps every accepted job, and goes on by itself once there is room.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import json
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from prooflane.cli.daemon_process import DaemonProcess
+from prooflane.client import Client
+from prooflane.errors import DaemonError, StorageFull
+from prooflane.groth16 import Proof, VerificationKey, verify
+from prooflane.models import InlineSector
+from prooflane.states import JobState
+from prooflane.store import JournalUnwritable, Store
+from tests.support.daemons import KEYS_CACHE, TIMEOUT, wait_done, wait_until
+from tests.support.engine import WAIT, Harness, running, tiny_config
+
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(120)]
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs mounted for this test (skipped where mounting is not allowed)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    """Write a file until the disk has no byte left; return it (removing it frees the room again)."""
+    filler = disk / "filler"
+    with filler.open("wb", buffering=0) as f:
+        for chunk in (1 << 16, 1 << 12, 1 << 9, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    f.write(b"\0" * chunk)
+    with pytest.raises(OSError) as full:
+        (disk / "one-more").write_bytes(b"\0" * 4096)
+    assert full.value.errno == errno.ENOSPC
+    return filler
+
+
+def test_a_write_to_a_full_disk_is_refused_whole_and_the_journal_goes_on_after(small_disk: Path) -> None:
+    store = Store(small_disk / "journal.sqlite3")
+    filler = fill(small_disk)
+    with pytest.raises(JournalUnwritable, match=r"journal\.sqlite3 cannot be written"):
+        store.insert_job(
+            job_id="a", kind="porep-c2", priority="normal", request={}, randomness="00", partitions=10,
+            submitted_at=0.0,
+        )  # fmt: skip
+    assert store.job("a") is None and store.partitions("a") == []
+    with pytest.raises(JournalUnwritable):
+        store.probe()
+    filler.unlink()
+    store.probe()
+    store.insert_job(
+        job_id="a", kind="porep-c2", priority="normal", request={}, randomness="00", partitions=10,
+        submitted_at=0.0,
+    )  # fmt: skip
+    assert len(store.partitions("a")) == 10
+    store.close()
+
+
+@pytest.fixture
+async def on_small_disk(small_disk: Path, keys_dir: Path) -> AsyncIterator[Harness]:
+    """A started in-process engine whose data folder (journal, inline sectors) is on the small disk."""
+    async with running(tiny_config(small_disk / "data", keys_dir)) as harness:
+        yield harness
+
+
+@pytest.mark.anyio
+async def test_a_full_disk_refuses_jobs_with_507_and_resumes_without_losing_one(
+    on_small_disk: Harness, small_disk: Path
+) -> None:
+    h = on_small_disk
+    job_id = await h.submit("porep-c2")
+    held = h.gate.hold(lambda s: s.name == "finish" and s.label == f"{job_id}/3")
+    await held.reached.wait()
+    feed = h.engine.subscribe(h.engine.snapshot().seq)
+    filler = fill(small_disk)
+    held.release.set()
+    async with asyncio.timeout(WAIT):  # a proof that could not be stored: that partition is proven again
+        async for item in feed:
+            if item.event == "partition_retried" and "could not be journalled" in item.data:
+                break
+    health = h.engine.health()
+    assert not health.ok
+    assert any("cannot be written (database or disk is full)" in reason for reason in health.reasons)
+    with pytest.raises(StorageFull) as refused:
+        await h.submit("winning-post")
+    assert "disk is full" in refused.value.detail
+    assert h.state(job_id) is JobState.RUNNING
+    assert h.engine.snapshot().invariant_violations == ()
+
+    filler.unlink()  # room again: the engine goes on by itself
+    assert await h.done(job_id) is JobState.DONE
+    proofs = await h.engine.wait_proof(job_id, 0)
+    assert proofs is not None and len(proofs.partitions) == 10
+    vk = VerificationKey.from_json(h.engine.verification_key("porep-c2"))
+    for part in proofs.partitions:
+        public = tuple(int(x) for x in part.public)
+        assert verify(vk, public, Proof.from_json(part.proof, public=public)), part.index
+    assert h.engine.health().ok
+    after = await h.submit("winning-post")
+    assert await h.done(after) is JobState.DONE
+    await h.assert_clean()
+
+
+@pytest.mark.anyio
+async def test_a_cancellation_asked_for_as_the_disk_fills_takes_effect_once_the_journal_takes_it(
+    on_small_disk: Harness, small_disk: Path
+) -> None:
+    h = on_small_disk
+    job_id = await h.submit("winning-post")
+    held = h.gate.hold(lambda s: s.name == "finish")
+    await held.reached.wait()
+    filler = fill(small_disk)
+    assert await h.engine.cancel(job_id)  # asked for: the journal refuses its end, which waits
+    assert h.state(job_id) is JobState.RUNNING
+    with pytest.raises(StorageFull):  # the journal is known to refuse writes now
+        await h.engine.cancel(job_id)
+    filler.unlink()
+    held.release.set()
+    assert await h.done(job_id) is JobState.CANCELLED  # the first end asked for is the one kept
+    await h.assert_clean()
+
+
+@pytest.mark.slow
+def test_a_daemon_on_a_full_disk_answers_507_and_503_with_the_reason_then_finishes_every_job(
+    small_disk: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    cache = tmp_path_factory.getbasetemp() / KEYS_CACHE  # the keys stay off the small disk
+    keys = cache if cache.is_dir() else tmp_path_factory.mktemp("keys")
+    config = tmp_path_factory.mktemp("full-disk") / "prooflane.toml"
+    config.write_text(f"keys_dir = {json.dumps(str(keys))}\n")
+    daemon = DaemonProcess(small_disk / "data", config_file=config, log_path=config.parent / "daemon.log")
+    daemon.start(timeout=TIMEOUT)
+    try:
+        with Client(daemon.url) as client:
+            ids = [client.submit("porep-c2", sector=InlineSector(size=256, seed=f"{n:02x}")) for n in (1, 2)]
+            wait_until("a partition proven", lambda: client.job(ids[0]).partitions_done > 0)
+            filler = fill(small_disk)
+            wait_until("the daemon to notice", lambda: not client.health())
+            reason = client.health_reason() or ""
+            assert "journal.sqlite3 cannot be written (database or disk is full)" in reason, reason
+            with pytest.raises(DaemonError) as refused:
+                client.submit("winning-post", sector=InlineSector(size=256, seed="03"))
+            assert refused.value.status == 507 and "disk is full" in refused.value.detail
+            filler.unlink()
+            views = wait_done(client, ids)
+            assert [v.state for v in views] == ["done", "done"]
+            vk = VerificationKey.from_json(client.verification_key("porep-c2"))
+            for job_id in ids:
+                found = client.proof(job_id)
+                assert found is not None and len(found.partitions) == 10
+                for part in found.partitions:
+                    public = tuple(int(x) for x in part.public)
+                    assert verify(vk, public, Proof.from_json(part.proof, public=public))
+            assert client.health() and client.status()["invariants_ok"] is True
+    finally:
+        assert daemon.stop() == 0, daemon.log()

@@ -1,0 +1,104 @@
+"""The fleet config: TOML in, checked, and written back without losing a key."""
+
+from __future__ import annotations
+
+import dataclasses
+import stat
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from prooflane.errors import ConfigError
+from prooflane.fleet.config import DaemonSpec, FleetConfig
+
+EXAMPLE = """
+token = "s3cret"
+stale_after_secs = 4.0
+
+[[daemons]]
+name = "gpu-1"
+url = "http://10.0.0.5:9821"
+token = "daemon-token"
+cost_per_hour = 2
+
+[[daemons]]
+name = "rented"
+ssh = "prover@203.0.113.7"
+remote_port = 9900
+ssh_options = ["-p", "2222", "-i", "~/.ssh/fleet"]
+"""
+
+
+def test_config_loads_daemons_and_keys(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.toml"
+    path.write_text(EXAMPLE)
+    config = FleetConfig.load(path, port=0)
+    assert config.port == 0 and config.token == "s3cret" and config.stale_after_secs == 4.0
+    first, second = config.daemons
+    assert first == DaemonSpec(
+        name="gpu-1", url="http://10.0.0.5:9821", token="daemon-token", cost_per_hour=2.0
+    )
+    assert second.ssh == "prover@203.0.113.7" and second.remote_port == 9900
+    assert second.ssh_options == ("-p", "2222", "-i", "~/.ssh/fleet")
+    assert second.where == "ssh://prover@203.0.113.7:9900"
+
+
+def test_a_missing_file_is_an_empty_fleet(tmp_path: Path) -> None:
+    assert FleetConfig.load(tmp_path / "none.toml").daemons == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ('[[daemons]]\nname = "a"\n', "exactly one of url, ssh"),
+        ('[[daemons]]\nname = "a"\nurl = "http://x:1"\nssh = "h"\n', "exactly one of url, ssh"),
+        ('[[daemons]]\nname = "a b"\nurl = "http://x:1"\n', "'name'"),
+        ('[[daemons]]\nname = "a"\nurl = "ftp://x"\n', "expected http(s)://host:port"),
+        ('[[daemons]]\nname = "a"\nurl = "http://x:1"\ncolour = 3\n', "unknown key 'colour'"),
+        ('[[daemons]]\nname = "a"\nurl = "http://x:1"\ncost_per_hour = "2"\n', "'cost_per_hour'"),
+        (
+            '[[daemons]]\nname = "a"\nurl = "http://x:1"\n[[daemons]]\nname = "a"\nurl = "http://y:1"\n',
+            "repeated: a",
+        ),
+        ('[[daemons]]\nname = "a"\nssh = "-oProxyCommand=x"\n', "[user@]host"),
+        ("poll_secs = 0\n", "'poll_secs'"),
+        ('[[daemons]]\nurl = "http://x:1"\n', "name"),
+    ],
+)
+def test_bad_config_is_refused_with_the_key(tmp_path: Path, text: str, problem: str) -> None:
+    path = tmp_path / "fleet.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        FleetConfig.load(path)
+    assert problem in str(caught.value)
+    assert str(path) in str(caught.value)
+
+
+def test_save_round_trips_and_keeps_the_file_private(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.toml"
+    path.write_text(EXAMPLE)
+    config = FleetConfig.load(path)
+    path.unlink()
+    config.save(path)
+    assert FleetConfig.load(path) == config
+    assert tomllib.loads(path.read_text())["daemons"][1]["ssh_options"][1] == "2222"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # it holds tokens
+    path.chmod(0o640)
+    config.save(path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640  # an existing file keeps its bits
+
+
+def test_strings_that_need_escaping_survive(tmp_path: Path) -> None:
+    spec = DaemonSpec(name="q", url="http://h:1", token='a"b\\c\nd')
+    config = FleetConfig(daemons=(spec,))
+    config.save(tmp_path / "f.toml")
+    assert FleetConfig.load(tmp_path / "f.toml").daemons[0].token == 'a"b\\c\nd'
+
+
+@pytest.mark.parametrize("doc", ["config.md", "fleet.md"])
+def test_every_key_is_documented(doc: str) -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / doc).read_text()
+    for cls in (FleetConfig, DaemonSpec):
+        for f in dataclasses.fields(cls):
+            assert f"| `{f.name}` |" in text, f"{f.name} is missing from docs/{doc}"

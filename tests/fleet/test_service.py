@@ -1,0 +1,245 @@
+"""The fleet service over real HTTP: daemons (the real engine on the in-process backend behind the daemon's
+app, served by uvicorn), a socket that never answers, and the fleet's own routes. The end-to-end tests with
+daemon processes are in test_e2e_fleet.py."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import tomllib
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from prooflane.config import Config
+from prooflane.fleet import Fleet, create_fleet_app
+from prooflane.fleet.config import DaemonSpec, FleetConfig
+from prooflane.states import JobState
+from tests.support.clock import ManualClock
+from tests.support.engine import Served, served
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+TOKEN = "fleet-token"
+WAIT_SECS = 30.0  # how long any one wait may take before the test fails (never asserted as a timing)
+
+
+@pytest.fixture
+def daemon(engine_config: Callable[..., Config], sector: Path) -> Iterator[Served]:
+    """A daemon whose engine clock moves only when told: between two events, its ``/status`` is the same
+    at every read but for the moment of reading (``MOMENT``)."""
+    with served(engine_config(), clock=ManualClock(), sector=sector) as live:
+        yield live
+
+
+@pytest.fixture
+def silent() -> Iterator[str]:
+    """A listening socket that accepts connections (the kernel does) and never reads or answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def _config(*daemons: DaemonSpec, token: str = TOKEN) -> FleetConfig:
+    return FleetConfig(
+        port=0, token=token, poll_secs=0.1, timeout_secs=0.5, stale_after_secs=3.0, backoff_max_secs=0.4,
+        daemons=daemons,
+    )  # fmt: skip
+
+
+@pytest.fixture
+async def running(tmp_path: Path) -> AsyncIterator[Callable[[FleetConfig], Fleet]]:
+    """Start fleets (saving to tmp_path/fleet.toml) and close them after the test."""
+    fleets: list[Fleet] = []
+
+    def start(config: FleetConfig) -> Fleet:
+        fleet = Fleet(config, tmp_path / "fleet.toml")
+        fleets.append(fleet)
+        return fleet
+
+    yield start
+    for fleet in fleets:
+        await fleet.close()
+
+
+def _entry(fleet: Fleet, name: str) -> dict[str, Any]:
+    (found,) = [e for e in fleet.status()["daemons"] if e["name"] == name]
+    entry: dict[str, Any] = found
+    return entry
+
+
+# Fields of /status that say when it was read (wall clock, the process's memory), not what the daemon did.
+MOMENT = ("taken_at", "process_rss_bytes")
+
+
+def _at_seq(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """The snapshot without the fields of the moment it was read."""
+    memory = {k: v for k, v in snapshot["memory"].items() if k not in MOMENT}
+    return {k: v for k, v in snapshot.items() if k not in MOMENT} | {"memory": memory}
+
+
+async def _own_status(daemon: Served) -> dict[str, Any]:
+    """The daemon's own ``GET /status``, asked directly."""
+    async with httpx.AsyncClient() as direct:
+        snapshot: dict[str, Any] = (await direct.get(f"{daemon.url}/status")).json()
+        return snapshot
+
+
+async def _holds_own_status(fleet: Fleet, name: str, daemon: Served) -> None:
+    """Wait until the fleet holds the daemon's own ``/status`` of now (same boot, same seq), then check that
+    it is that document."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT_SECS
+    while True:
+        own, held = await _own_status(daemon), _entry(fleet, name)["snapshot"]
+        if held is not None and (held["boot_id"], held["seq"]) == (own["boot_id"], own["seq"]):
+            assert _at_seq(held) == _at_seq(own)
+            return
+        if loop.time() > deadline:
+            pytest.fail(f"gave up waiting for the fleet to hold {name}'s status at seq {own['seq']}")
+        await asyncio.sleep(0.02)
+
+
+async def _until(what: str, check: Callable[[], bool]) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT_SECS
+    while not check():
+        if loop.time() > deadline:
+            pytest.fail(f"gave up waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def test_fleet_holds_the_daemons_own_status_and_follows_its_events(
+    daemon: Served, sector: Path, running: Callable[[FleetConfig], Fleet]
+) -> None:
+    proving = daemon.hold(lambda s: s.name == "prove_start")
+    daemon.submit("winning-post")
+    daemon.reached(proving)  # the worker holds the job's lease: it is proving
+    fleet = running(_config(DaemonSpec(name="a", url=daemon.url)))
+    await fleet.start()
+    await _until("a to be up on its event stream", lambda: _entry(fleet, "a")["feed"] == "events")
+    await _holds_own_status(fleet, "a", daemon)
+    entry = _entry(fleet, "a")
+    assert entry["health"] == "up" and entry["reachable"] and entry["fresh"]
+    assert entry["summary"]["workers_proving"] == 1 and entry["summary"]["devices_busy"] == 1
+    seq = entry["snapshot"]["seq"]
+    daemon.hold()  # every synthesis waits: each job below is a few events, then nothing moves
+    jobs = [daemon.submit("porep-c2") for _ in range(3)]
+    await _holds_own_status(fleet, "a", daemon)
+    held = _entry(fleet, "a")["snapshot"]
+    assert held["seq"] > seq
+    assert [p["job_id"] for p in held["pipelines"]][-3:] == jobs
+
+
+async def test_a_daemon_that_never_answers_does_not_hold_up_the_others(
+    daemon: Served, silent: str, running: Callable[[FleetConfig], Fleet]
+) -> None:
+    daemon.block_queue()
+    fleet = running(_config(DaemonSpec(name="hung", url=silent), DaemonSpec(name="a", url=daemon.url)))
+    await fleet.start()
+    await _until("hung to be unreachable", lambda: _entry(fleet, "hung")["health"] == "unreachable")
+    assert _entry(fleet, "hung")["last_error"] == "no answer in time"
+    assert _entry(fleet, "hung")["snapshot"] is None and _entry(fleet, "hung")["summary"] is None
+    # Meanwhile the other daemon's row keeps up with every change.
+    for _ in range(3):
+        job_id = daemon.submit("porep-c2")
+        await _holds_own_status(fleet, "a", daemon)
+        assert [p["job_id"] for p in _entry(fleet, "a")["snapshot"]["pipelines"]][-1] == job_id
+        assert _entry(fleet, "a")["health"] == "up"
+    assert fleet.health() == {"ok": True, "version": fleet.status()["version"], "daemons": 2, "reachable": 1,
+                              "up": 1, "unreachable": ["hung"], "ssh_masters": 0}  # fmt: skip
+    totals = fleet.status()["totals"]
+    assert totals["counted"] == ["a"] and totals["not_counted"] == ["hung"]
+
+
+async def test_a_stopped_daemon_turns_unreachable_and_keeps_its_last_snapshot(
+    engine_config: Callable[..., Config], running: Callable[[FleetConfig], Fleet]
+) -> None:
+    with served(engine_config()) as daemon:
+        fleet = running(_config(DaemonSpec(name="a", url=daemon.url)))
+        await fleet.start()
+        await _until("a up", lambda: _entry(fleet, "a")["health"] == "up")
+        last = _entry(fleet, "a")["snapshot"]
+    await _until("a unreachable", lambda: _entry(fleet, "a")["health"] == "unreachable")
+    entry = _entry(fleet, "a")
+    assert entry["snapshot"] == last
+    assert entry["snapshot_age_secs"] > 0 and not entry["fresh"]
+    assert entry["last_error"]
+
+
+async def _http(fleet: Fleet) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=create_fleet_app(fleet)), base_url="http://f")
+
+
+async def test_daemons_are_added_and_removed_at_run_time_and_saved(
+    daemon: Served, tmp_path: Path, running: Callable[[FleetConfig], Fleet]
+) -> None:
+    path = tmp_path / "fleet.toml"
+    path.write_text(f'token = "{TOKEN}"\npoll_secs = 0.1\n')
+    fleet = running(FleetConfig.load(path, port=0))
+    await fleet.start()
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    body = {"name": "a", "url": daemon.url, "cost_per_hour": 1.25}
+    async with await _http(fleet) as http:
+        assert (await http.post("/fleet/daemons", json=body)).status_code == 401
+        bad = {"Authorization": "Bearer nope"}
+        assert (await http.post("/fleet/daemons", json=body, headers=bad)).status_code == 401
+        added = await http.post("/fleet/daemons", json=body, headers=auth)
+        assert added.status_code == 201, added.text
+        assert (await http.post("/fleet/daemons", json=body, headers=auth)).status_code == 409
+        wrong = await http.post("/fleet/daemons", json={"name": "b"}, headers=auth)
+        assert wrong.status_code == 422 and "exactly one of url, ssh" in wrong.json()["detail"]
+        saved = tomllib.loads(path.read_text())
+        assert saved["daemons"] == [body]
+        assert "port" not in saved  # the command line's --port is not written into the file
+        assert saved["poll_secs"] == 0.1
+        await _until("a up", lambda: _entry(fleet, "a")["health"] == "up")
+        assert (await http.get("/fleet/status")).json()["daemons"][0]["cost_per_hour"] == 1.25
+
+        assert (await http.delete("/fleet/daemons/a")).status_code == 401
+        assert (await http.delete("/fleet/daemons/a", headers=auth)).status_code == 200
+        assert (await http.delete("/fleet/daemons/a", headers=auth)).status_code == 404
+        assert tomllib.loads(path.read_text()).get("daemons", []) == []
+        assert (await http.get("/fleet/status")).json()["daemons"] == []
+
+
+async def test_without_a_token_the_daemon_list_cannot_change(running: Callable[[FleetConfig], Fleet]) -> None:
+    fleet = running(_config(token=""))
+    async with await _http(fleet) as http:
+        answer = await http.post("/fleet/daemons", json={"name": "a", "url": "http://127.0.0.1:1"})
+        assert answer.status_code == 403 and "token" in answer.json()["detail"]
+
+
+async def test_daemon_panel_is_the_dashboard_fed_by_the_fleet(
+    daemon: Served, silent: str, running: Callable[[FleetConfig], Fleet]
+) -> None:
+    assert daemon.done(daemon.submit("winning-post")) is JobState.DONE  # a job in the daemon's journal
+    fleet = running(_config(DaemonSpec(name="a", url=daemon.url), DaemonSpec(name="hung", url=silent)))
+    await fleet.start()
+    await _until("a up", lambda: _entry(fleet, "a")["health"] == "up")
+    await _until("hung unreachable", lambda: _entry(fleet, "hung")["health"] == "unreachable")
+    async with await _http(fleet) as http:
+        page = await http.get("/d/a/")
+        assert page.status_code == 200 and 'data-daemon="daemon a, through the fleet"' in page.text
+        assert (await http.get("/d/a/app.js")).status_code == 200
+        assert (await http.get("/d/a/../../etc/passwd")).status_code == 404
+        assert (await http.get("/d/a/status")).json() == _entry(fleet, "a")["snapshot"]
+        down = await http.get("/d/hung/status")
+        assert down.status_code == 503 and "unreachable" in down.json()["detail"]
+        jobs = await http.get("/d/a/v1/jobs", params={"state": "done"})
+        assert jobs.status_code == 200 and [j["kind"] for j in jobs.json()] == ["winning-post"]
+        async with httpx.AsyncClient() as direct:
+            assert jobs.json() == (await direct.get(f"{daemon.url}/v1/jobs?state=done")).json()
+        assert (await http.get("/d/nobody/status")).status_code == 404
+        metrics = await http.get("/fleet/metrics")
+        assert 'prooflane_fleet_daemon_up{daemon="hung"} 0.0' in metrics.text
+        assert 'prooflane_memory_budget_bytes{daemon="a"}' in metrics.text
+        assert (await http.get("/")).status_code == 200
+        rows = (await http.get("/fleet/status", params={"snapshots": "false"})).json()
+        assert [("snapshot" in e, e["summary"] is not None) for e in rows["daemons"]] == [
+            (False, True),
+            (False, False),
+        ]

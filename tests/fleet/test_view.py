@@ -1,0 +1,202 @@
+"""The fleet's rules over stored facts: health, per-daemon numbers, totals, cost per proof, metrics."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from prooflane import events as ev
+from prooflane.fleet.view import (
+    DaemonFacts,
+    daemon_entry,
+    fleet_metrics,
+    fleet_totals,
+    health,
+    natural_key,
+    proofs_per_hour,
+    ray_info,
+    relabel_metrics,
+    summarize,
+)
+from prooflane.server.metrics import render
+from prooflane.status.tracker import StatusTracker, TrackerConfig
+from tests.support.clock import ManualClock
+
+STALE_AFTER = 5.0
+
+
+def _tracker(workers: list[tuple[str, str]]) -> tuple[StatusTracker, ManualClock]:
+    """A real status tracker with ``workers`` (worker id, device) registered, in that order."""
+    clock = ManualClock(1000.0)
+    tracker = StatusTracker(
+        TrackerConfig(memory_total_bytes=1 << 30, sample_rss=False), clock=clock, strict=True
+    )
+    for worker_id, device in workers:
+        tracker.apply(ev.WorkerRegistered(at=clock.now, worker_id=worker_id, device=device))
+    return tracker, clock
+
+
+def _proving_snapshot() -> dict[str, Any]:
+    """cpu:1/w1 proves partition 0 of a job; one job finished before; one failed."""
+    tracker, clock = _tracker([("cpu:1/w1", "cpu:1"), ("cpu:10/w0", "cpu:10"), ("cpu:1/w0", "cpu:1")])
+    minter = ev.LeaseMinter()
+    tracker.apply(ev.JobSubmitted(at=clock.now, job_id="j1", kind="winning-post", priority="critical",
+                                  partitions=1))  # fmt: skip
+    tracker.apply(ev.ReservationMade(at=clock.now, name="j1/0#1", nbytes=4096))
+    tracker.apply(ev.SynthesisStarted(at=clock.now, job_id="j1", partition=0))
+    tracker.apply(ev.SynthesisFinished(at=clock.now, job_id="j1", partition=0, synth_ms=10.0))
+    token = minter.mint()
+    tracker.apply(ev.LeaseGranted(at=clock.now, token=token, worker_id="cpu:1/w1", device="cpu:1",
+                                  job_id="j1", partition=0))  # fmt: skip
+    tracker.apply(ev.JobSubmitted(at=clock.now, job_id="j2", kind="winning-post", priority="normal",
+                                  partitions=1))  # fmt: skip
+    clock.now += 1.0
+    tracker.apply(ev.JobFailed(at=clock.now, job_id="j2", reason="partition 0: witness\nmore", partition=0))
+    clock.now += 1.0
+    snapshot: dict[str, Any] = json.loads(tracker.snapshot().to_json_text())
+    return snapshot
+
+
+def _facts(
+    name: str,
+    snapshot: dict[str, Any] | None,
+    *,
+    received_at: float | None = 100.0,
+    failures: int = 0,
+    cost: float | None = None,
+) -> DaemonFacts:
+    return DaemonFacts(name=name, where=f"http://{name}:9821", snapshot=snapshot, received_at=received_at,
+                       received_wall=1.7e9 if received_at is not None else None, failures=failures,
+                       last_error="ConnectError: refused" if failures else None, last_error_wall=None,
+                       feed="events", cost_per_hour=cost)  # fmt: skip
+
+
+def test_health_comes_from_facts() -> None:
+    snap = _proving_snapshot()
+    assert health(_facts("a", None, received_at=None), 100.0, STALE_AFTER) == "connecting"
+    assert health(_facts("a", snap), 104.0, STALE_AFTER) == "up"
+    assert health(_facts("a", snap), 105.5, STALE_AFTER) == "stale"
+    assert health(_facts("a", snap, failures=1), 100.5, STALE_AFTER) == "unreachable"
+    assert health(_facts("a", None, received_at=None, failures=3), 100.0, STALE_AFTER) == "unreachable"
+
+
+def test_summary_counts_from_the_snapshot() -> None:
+    summary = summarize(_proving_snapshot(), cost_per_hour=None)
+    assert summary["devices"] == 2
+    assert summary["devices_busy"] == 1  # cpu:1 has a worker in its device section
+    assert summary["devices_idle"] == 1
+    assert summary["workers"] == 3
+    assert summary["workers_proving"] == 1
+    assert summary["workers_by_state"] == {"idle": 2, "proving": 1}
+    assert summary["jobs_running"] == 1
+    assert summary["memory_reserved_bytes"] == 4096
+    assert summary["memory_total_bytes"] == 1 << 30
+    assert summary["last_error"]["job_id"] == "j2"
+    assert summary["last_error"]["reason"].startswith("partition 0: witness")
+    assert summary["ray"] is None
+    assert summary["cost_per_proof"] is None
+
+
+def test_ids_sort_in_natural_order() -> None:
+    ids = ["cpu:10", "cpu:2", "cpu:1/w1", "cpu:1/w0", "cpu:1", "cpu:0"]
+    assert sorted(ids, key=natural_key) == ["cpu:0", "cpu:1", "cpu:1/w0", "cpu:1/w1", "cpu:2", "cpu:10"]
+
+
+def test_proofs_per_hour_over_the_history_window() -> None:
+    hour = {"minute_secs": 60.0, "proofs_per_minute": [1] * 60, "partitions_per_minute": [],
+            "busy_fraction_per_minute": []}  # fmt: skip
+    assert proofs_per_hour({"history": hour, "uptime_secs": 7200.0}) == pytest.approx(60.0)
+    # Up for two minutes, 10 proofs: the window is the uptime, not the hour.
+    young = {**hour, "proofs_per_minute": [0] * 58 + [4, 6]}
+    assert proofs_per_hour({"history": young, "uptime_secs": 120.0}) == pytest.approx(300.0)
+    # Never less than one bucket, so a daemon up for a second does not claim thousands per hour.
+    assert proofs_per_hour({"history": {**hour, "proofs_per_minute": [1]}, "uptime_secs": 1.0}) == 60.0
+    assert proofs_per_hour({}) == 0.0
+
+
+def test_cost_per_proof_for_a_daemon_and_the_fleet() -> None:
+    snap = _proving_snapshot()
+    snap["history"] = {"minute_secs": 60.0, "proofs_per_minute": [2] * 60}
+    snap["uptime_secs"] = 7200.0
+    entries = [
+        daemon_entry(_facts("a", snap, cost=3.0), 101.0, STALE_AFTER),
+        daemon_entry(_facts("b", snap, cost=1.0), 101.0, STALE_AFTER),
+    ]
+    assert entries[0]["summary"]["proofs_per_hour"] == pytest.approx(120.0)
+    assert entries[0]["summary"]["cost_per_proof"] == pytest.approx(3.0 / 120.0)
+    totals = fleet_totals(entries)
+    assert totals["proofs_per_hour"] == pytest.approx(240.0)
+    assert totals["cost_per_hour"] == pytest.approx(4.0)
+    assert totals["cost_per_proof"] == pytest.approx(4.0 / 240.0)
+
+
+def test_unreachable_and_stale_daemons_are_named_not_added_as_zero() -> None:
+    snap = _proving_snapshot()
+    entries = [
+        daemon_entry(_facts("up", snap, cost=2.0), 101.0, STALE_AFTER),
+        daemon_entry(_facts("stale", snap, received_at=90.0, cost=2.0), 101.0, STALE_AFTER),
+        daemon_entry(_facts("down", snap, failures=2, cost=2.0), 101.0, STALE_AFTER),
+        daemon_entry(_facts("new", None, received_at=None), 101.0, STALE_AFTER),
+    ]
+    assert [e["health"] for e in entries] == ["up", "stale", "unreachable", "connecting"]
+    down = entries[2]
+    assert down["snapshot"] == snap  # the last good snapshot is kept whole, with its age
+    assert down["snapshot_age_secs"] == pytest.approx(1.0)
+    assert down["fresh"] is False and down["feed"] is None
+    assert entries[1]["snapshot_age_secs"] == pytest.approx(11.0)
+    totals = fleet_totals(entries)
+    assert totals["counted"] == ["up"]
+    assert totals["not_counted"] == ["stale", "down", "new"]
+    assert totals["workers"] == 3 and totals["workers_proving"] == 1
+    assert totals["reachable"] == 2  # up and stale answered at some point without failing since
+    assert totals["cost_per_hour"] == pytest.approx(6.0)  # a machine that is down still costs money
+    assert totals["cost_per_proof"] is None  # no proofs made: no cost per proof, never zero
+
+
+def test_ray_backed_daemon_and_its_nodes_are_shown_when_status_says_so() -> None:
+    assert ray_info({}) is None
+    nodes = [{"node_id": "n1", "alive": True}, {"node_id": "n2", "alive": False}]
+    assert ray_info({"ray": {"address": "10.0.0.1:6379", "nodes": nodes}}) == {
+        "address": "10.0.0.1:6379",
+        "nodes": nodes,
+    }
+    assert ray_info({"nodes": nodes}) == {"enabled": False, "nodes": nodes}
+    snap = {**_proving_snapshot(), "ray": {"address": "head:6379"}, "nodes": nodes}
+    assert summarize(snap, None)["ray"] == {"address": "head:6379", "nodes": nodes}
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return out
+
+
+def test_metrics_of_several_daemons_parse_with_a_daemon_label() -> None:
+    first, _ = _tracker([("cpu:0/w0", "cpu:0")])
+    second, _ = _tracker([("cpu:0/w0", "cpu:0"), ("cpu:1/w0", "cpu:1")])
+    text = relabel_metrics([("a", render(first)), ("b-2", render(second))])
+    samples = _samples(text)
+    assert samples[("prooflane_memory_budget_bytes", (("daemon", "a"),))] == 1 << 30
+    assert samples[("prooflane_workers", (("daemon", "b-2"), ("state", "idle")))] == 2
+    assert samples[("prooflane_workers", (("daemon", "a"), ("state", "idle")))] == 1
+    assert text.count("# TYPE prooflane_workers gauge") == 1  # one header per family
+    assert all(dict(k[1]).get("daemon") in ("a", "b-2") for k in samples)
+
+
+def test_fleet_gauges_leave_out_what_is_not_known() -> None:
+    snap = _proving_snapshot()
+    entries = [
+        daemon_entry(_facts("a", snap, cost=1.5), 101.0, STALE_AFTER),
+        daemon_entry(_facts("down", snap, failures=1), 101.0, STALE_AFTER),
+    ]
+    samples = _samples(fleet_metrics(entries))
+    assert samples[("prooflane_fleet_daemon_up", (("daemon", "a"),))] == 1
+    assert samples[("prooflane_fleet_daemon_up", (("daemon", "down"),))] == 0
+    assert samples[("prooflane_fleet_cost_per_hour", (("daemon", "a"),))] == 1.5
+    assert ("prooflane_fleet_proofs_per_hour", (("daemon", "down"),)) not in samples
+    assert ("prooflane_fleet_cost_per_hour", (("daemon", "down"),)) not in samples

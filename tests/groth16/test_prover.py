@@ -1,0 +1,171 @@
+"""The prover in-process: setup, synthesize, the split prove, verify, and what crosses processes."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+
+import numpy as np
+import pytest
+
+import prooflane.groth16 as g
+from prooflane.errors import InvalidWitnessError, KeyMismatchError
+from prooflane.groth16 import (
+    BLS12381,
+    BN128,
+    Curve,
+    Proof,
+    Witness,
+    _parallel,
+    from_ints,
+    preload,
+    prove,
+    prove_b2,
+    prove_finish,
+    prove_start,
+    setup,
+    synthesize,
+    verify,
+)
+from prooflane.groth16._parallel import shutdown
+from tests.support.groth16_samples import square_chain
+
+CURVES = [pytest.param(BN128, id="bn128"), pytest.param(BLS12381, id="bls12381")]
+
+
+def test_exports_are_the_public_api() -> None:
+    expected = {
+        "Witness", "ProvingKey", "VerificationKey", "Proof", "Synthesized", "ProvingState", "R1CS",
+        "read_r1cs", "write_r1cs", "read_wtns", "write_wtns", "read_zkey", "write_zkey",
+        "setup", "synthesize", "prove_start", "prove_finish", "prove", "verify", "preload", "release",
+    }  # fmt: skip
+    assert expected <= set(g.__all__)
+    assert all(hasattr(g, name) for name in g.__all__)
+
+
+@pytest.mark.parametrize("curve", CURVES)
+def test_proof_verifies_and_tampering_is_rejected(curve: Curve) -> None:
+    r1cs, witness = square_chain(curve, 8)
+    key = setup(r1cs, seed=b"prove")
+    proof = prove(key, witness)
+    vk = key.verification_key
+    assert proof.public == (witness_value(witness, 1), 5)
+    assert verify(vk, proof.public, proof)
+    assert not verify(vk, (proof.public[0], 6), proof)
+    assert not verify(vk, proof.public, dataclasses.replace(proof, a=proof.c))
+    assert not verify(vk, proof.public, dataclasses.replace(proof, c=(proof.c[0], proof.c[1] + 1)))
+    assert not verify(vk, (proof.public[0], curve.r + 5), proof)
+
+
+def witness_value(witness: Witness, i: int) -> int:
+    return g.to_ints(witness.values[i : i + 1])[0]
+
+
+@pytest.mark.parametrize("curve", CURVES)
+def test_split_prove_equals_prove_with_the_same_randomness(curve: Curve) -> None:
+    r1cs, witness = square_chain(curve, 6)
+    key = setup(r1cs, seed=b"split")
+    state = prove_start(key, synthesize(r1cs, witness), randomness=(11, 12))
+    assert prove_finish(state) == prove(key, witness, randomness=(11, 12))
+
+
+@pytest.mark.parametrize("curve", CURVES)
+def test_b2_computed_beside_prove_start_gives_the_same_proof(curve: Curve) -> None:
+    r1cs, witness = square_chain(curve, 6)
+    key = setup(r1cs, seed=b"early b2")
+    synthesized = synthesize(r1cs, witness)
+    b2 = prove_b2(key, synthesized.witness)  # needs only the witness: before prove_start
+    state = prove_start(key, synthesized, randomness=(5, 6))
+    assert prove_finish(state, b2=b2) == prove_finish(state) == prove(key, witness, randomness=(5, 6))
+
+
+@pytest.mark.parametrize("curve", CURVES)
+def test_synthesis_from_the_circuit_and_from_the_key_agree(curve: Curve) -> None:
+    r1cs, witness = square_chain(curve, 6)
+    key = setup(r1cs, seed=b"syn")
+    one, two = synthesize(r1cs, witness), synthesize(key, witness)
+    for name in ("a", "b", "c", "witness"):
+        assert np.array_equal(getattr(one, name), getattr(two, name))
+    assert one.public == two.public
+
+
+def test_an_unsatisfied_constraint_is_named() -> None:
+    r1cs, witness = square_chain(BN128, 6)
+    values = witness.values.copy()
+    values[6] = from_ints([12345])[0]  # s[3] is wire 6: constraints 2 (it is an output) and 3 break
+    with pytest.raises(InvalidWitnessError, match="constraint 2 "):
+        synthesize(r1cs, Witness(BN128, values))
+
+
+def test_wire_zero_must_be_one() -> None:
+    r1cs, witness = square_chain(BN128, 2)
+    values = witness.values.copy()
+    values[0] = from_ints([2])[0]
+    with pytest.raises(InvalidWitnessError, match="wire 0"):
+        synthesize(r1cs, Witness(BN128, values))
+
+
+def test_verify_refuses_a_count_or_curve_mismatch() -> None:
+    key = setup(square_chain(BN128, 2)[0], seed=b"mm")
+    proof = prove(key, square_chain(BN128, 2)[1])
+    with pytest.raises(KeyMismatchError, match="1 public signals"):
+        verify(key.verification_key, proof.public[:1], proof)
+    with pytest.raises(KeyMismatchError, match="bls12381"):
+        verify(key.verification_key, proof.public, dataclasses.replace(proof, curve=BLS12381))
+
+
+@pytest.mark.parametrize("curve", CURVES)
+def test_everything_that_crosses_a_process_pickles_small(curve: Curve) -> None:
+    r1cs, witness = square_chain(curve, 6)
+    key = setup(r1cs, seed=b"pickle")
+    preload(key)
+    syn = synthesize(key, witness)
+    state = prove_start(key, syn, randomness=(1, 2))
+    for value in (key, syn, state, prove_finish(state)):
+        back = pickle.loads(pickle.dumps(value))
+        assert type(back) is type(value)
+    assert pickle.loads(pickle.dumps(key)).digest == key.digest
+    assert len(pickle.dumps(syn)) < syn.nbytes + 2000
+    assert len(pickle.dumps(key)) < key.nbytes + 4000
+    restored = pickle.loads(pickle.dumps(state))
+    assert prove_finish(restored) == prove_finish(state)
+
+
+def test_proof_from_json_rejects_points_off_the_curve() -> None:
+    key = setup(square_chain(BN128, 2)[0], seed=b"off")
+    proof = prove(key, square_chain(BN128, 2)[1])
+    bad = Proof.from_json({**proof.to_json(), "pi_a": ["1", "3", "1"]})
+    assert not verify(key.verification_key, proof.public, bad)
+    bad_b = Proof.from_json({**proof.to_json(), "pi_b": [["1", "2"], ["3", "4"], ["1", "0"]]})
+    assert not verify(key.verification_key, proof.public, bad_b)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("curve", CURVES)
+def test_two_process_prove_gives_a_valid_proof(curve: Curve) -> None:
+    r1cs, witness = square_chain(curve, 10)
+    key = setup(r1cs, seed=b"parallel")
+    proof = prove(key, witness, processes=2, randomness=(5, 6))
+    assert proof == prove(key, witness, randomness=(5, 6))
+    assert verify(key.verification_key, proof.public, proof)
+    assert prove(key, witness, processes=2, randomness=(5, 6)) == proof  # the helper's cache is warm now
+    shutdown()  # a later call starts a fresh helper
+    assert prove(key, witness, processes=2, randomness=(5, 6)) == proof
+
+
+@pytest.mark.slow
+def test_a_killed_helper_is_replaced() -> None:
+    r1cs, witness = square_chain(BN128, 10)
+    key = setup(r1cs, seed=b"killed")
+    proof = prove(key, witness, processes=2, randomness=(7, 8))
+    helper = _parallel._HELPER
+    assert helper is not None
+    helper._proc.kill()
+    helper._proc.wait()
+    assert prove(key, witness, processes=2, randomness=(7, 8)) == proof
+
+
+def test_two_process_prove_refuses_a_witness_of_the_wrong_length() -> None:
+    key = setup(square_chain(BN128, 3)[0], seed=b"len2")
+    with pytest.raises(InvalidWitnessError, match="8 values"):
+        prove(key, square_chain(BN128, 4)[1], processes=2)

@@ -1,0 +1,112 @@
+"""Memory and time accounting: reservations, cached keys, busy seconds and fractions, history."""
+
+from __future__ import annotations
+
+import pytest
+
+from prooflane import events as ev
+from prooflane.errors import IllegalTransition
+from prooflane.status.tracker import Outcome
+from tests.support.tracker import Script, worker_of
+
+# --- memory ------------------------------------------------------------------------------------------------
+
+
+def test_reservations_partial_release_and_budget() -> None:
+    s = Script(memory_total_bytes=1000)
+    s(ev.ReservationMade, name="A/0", nbytes=600)
+    s(ev.ReservationShrunk, name="A/0", nbytes=400)
+    s(ev.AllocationCached, name="key:porep-c2", nbytes=100)
+    memory = s.status()["memory"]
+    assert (memory["total_bytes"], memory["reserved_bytes"], memory["available_bytes"]) == (1000, 200, 700)
+    s(ev.ReservationReleased, name="A/0")
+    assert s(ev.ReservationReleased, name="A/0") is Outcome.STALE
+    s(ev.BudgetSet, total_bytes=2000)
+    memory = s.status()["memory"]
+    assert (memory["total_bytes"], memory["reserved_bytes"], memory["available_bytes"]) == (2000, 0, 1900)
+
+
+def test_shrinking_a_reservation_below_zero_is_illegal() -> None:
+    s = Script()
+    s(ev.ReservationMade, name="A/0", nbytes=10)
+    with pytest.raises(IllegalTransition, match=r"expected 0\.\.10 bytes, got 11"):
+        s(ev.ReservationShrunk, name="A/0", nbytes=11)
+
+
+def test_allocations_show_size_and_idle_time() -> None:
+    s = Script()
+    s(ev.AllocationCached, name="key:snap-update", nbytes=4096, evictable=False)
+    s.clock.advance(3.0)
+    s(ev.AllocationUsed, name="key:snap-update")
+    s.clock.advance(2.0)
+    assert s.status()["allocations"] == [
+        {"name": "key:snap-update", "bytes": 4096, "last_used_secs_ago": 2.0, "evictable": False}
+    ]
+    s(ev.AllocationEvicted, name="key:snap-update")
+    assert s(ev.AllocationUsed, name="key:snap-update") is Outcome.STALE
+    assert s.status()["allocations"] == []
+
+
+# --- time accounting ---------------------------------------------------------------------------------------
+
+
+def test_busy_seconds_come_from_lease_intervals(s: Script) -> None:
+    s.job("A", partitions=2)
+    s.synthesize("A", 1)
+    token = s.start("W0", "A", 0)
+    s.clock.advance(4.0)
+    w0 = worker_of(s.status(), "W0")
+    assert (w0["busy_secs"], w0["busy_seconds_total"]) == (4.0, 4.0)
+    s.prove_end(token)
+    s.clock.advance(2.0)
+    w0 = worker_of(s.status(), "W0")
+    assert (w0["state"], w0["busy_secs"], w0["busy_seconds_total"]) == ("finalizing", 0.0, 4.0)
+    s.lease("W0", "A", 1)
+    s.clock.advance(1.0)
+    assert worker_of(s.status(), "W0")["busy_seconds_total"] == 5.0
+    assert s.tracker.totals().worker_busy_seconds["W0"] == 5.0
+
+
+def test_device_busy_fraction_counts_overlapping_workers_once() -> None:
+    s = Script()
+    s.clock.now = 6000.0  # the start of a minute, so the history's current minute is whole
+    s.worker("W0")
+    s.worker("W1")
+    s.job("A", partitions=2)
+    s.synthesize("A", 0)
+    s.synthesize("A", 1)
+    s.clock.advance(28.0)  # now 30 s into the device's life
+    a0 = s.lease("W0", "A", 0)
+    a1 = s.lease("W1", "A", 1)
+    s.clock.advance(15.0)
+    s.prove_end(a0)
+    s.clock.advance(15.0)
+    s.prove_end(a1)
+    status = s.status()
+    device = {"device": "cpu0", "kind": "cpu", "busy_fraction_1m": 0.5, "workers": 2}
+    assert status["devices"] == [device | {"workers_down": 0, "node": None}]
+    assert status["history"]["busy_fraction_per_minute"][-2:] == [0.5, 0.0]  # a new minute began
+    assert len(status["history"]["busy_fraction_per_minute"]) == 60
+
+
+def test_history_counts_proofs_and_partitions_per_minute(s: Script) -> None:
+    s.job("A", partitions=1)
+    token = s.start("W0", "A", 0)
+    s.prove_end(token)
+    s.finalize(token)
+    s(ev.JobDone, job_id="A")
+    s.clock.advance(60.0)
+    history = s.status()["history"]
+    assert history["proofs_per_minute"][-2:] == [1, 0]
+    assert history["partitions_per_minute"][-2:] == [1, 0]
+    recent = s.status()["recent_partitions"]
+    assert recent == [
+        {
+            "job_id": "A",
+            "proof_kind": "porep-c2",
+            "index": 0,
+            "synth_ms": 1000.0,
+            "prove_ms": 500.0,
+            "finalize_ms": 250.0,
+        }
+    ]
