@@ -35,7 +35,7 @@ from prooflane.fleet import Fleet, create_fleet_app
 from prooflane.fleet import app as fleet_app
 from prooflane.fleet.config import DaemonSpec, FleetConfig
 from prooflane.server import bind
-from prooflane.states import JobState
+from prooflane.states import TERMINAL_JOB_STATES, JobState
 from prooflane.status.feed import RESYNC
 from tests.support.browser import chromium
 from tests.support.engine import Served, served
@@ -95,6 +95,15 @@ def test_event_names_are_the_trackers_and_the_feeds(browser: Browser, files: str
     assert sorted(names["tracker"]) == sorted(tracker)
     assert sorted(names["control"]) == sorted(control)
     assert sorted(names["all"]) == sorted(tracker | control)  # each name once
+
+
+@pytest.mark.slow
+def test_the_pages_finished_states_are_the_terminal_job_states(browser: Browser, files: str) -> None:
+    page = browser.new_page()
+    page.goto(f"{files}/states.js")
+    shown: list[str] = page.evaluate('async () => (await import("./states.js")).TERMINAL_JOB_STATES')
+    page.close()
+    assert sorted(shown) == sorted(state.value for state in TERMINAL_JOB_STATES)
 
 
 # --- every module served -------------------------------------------------------------------------

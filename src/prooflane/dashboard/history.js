@@ -4,6 +4,7 @@ import { $, byTestId, h, setAttr, setText, syncKeyed } from "./dom.js";
 import { JOBS_URL, liveExtra } from "./feed.js";
 import { clock, fmtSecs } from "./format.js";
 import { failureReason, jobKindText, reasonLine } from "./jobs.js";
+import { TERMINAL_JOB_STATES } from "./states.js";
 
 const HISTORY_POLL_MS = 15000;
 const HISTORY_FETCH_LIMIT = 200; // the journal lists oldest first: take enough to keep the newest
@@ -64,7 +65,7 @@ async function maybeFetchHistory() {
   journal.fetchedAt = Date.now();
   try {
     const all = [];
-    for (const st of ["done", "failed", "cancelled"]) {
+    for (const st of TERMINAL_JOB_STATES) {
       const resp = await fetch(`${JOBS_URL}?state=${st}&limit=${HISTORY_FETCH_LIMIT}`, { cache: "no-store" });
       if (resp.ok) all.push(...(await resp.json()));
     }

@@ -5,9 +5,9 @@
 import { $, byTestId, h, setAttr, setText, syncKeyed } from "./dom.js";
 import { JOBS_URL, liveExtra, rerender } from "./feed.js";
 import { fmtSecs } from "./format.js";
+import { TERMINAL_JOB } from "./states.js";
 
 const FINISHED_TAIL = 4; // finished jobs shown in the live view; the history table below has more
-const TERMINAL_JOB = new Set(["done", "failed", "cancelled"]);
 
 /** Phase time for partition cells: "1.2s", "0.04s", "12s", "3ms". */
 function fmtPhase(ms) {

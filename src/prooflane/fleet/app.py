@@ -35,7 +35,7 @@ DASHBOARD = Path(__file__).resolve().parents[1] / "dashboard"
 # dom.js and format.js for the fleet page too) and its style sheet.
 _DASHBOARD_ASSETS = frozenset({
     "app.js", "charts.js", "dom.js", "events.js", "feed.js", "format.js", "header.js", "history.js",
-    "jobs.js", "memory.js", "synthesis.js", "trends.js", "workers.js", "style.css",
+    "jobs.js", "memory.js", "states.js", "synthesis.js", "trends.js", "workers.js", "style.css",
 })  # fmt: skip
 
 

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..states import TERMINAL_JOB_STATES
+
 __all__ = [
     "DaemonFacts",
     "Health",
@@ -31,7 +33,7 @@ __all__ = [
 ]
 
 Health = Literal["connecting", "up", "stale", "unreachable"]
-_TERMINAL = frozenset({"done", "failed", "cancelled"})
+_TERMINAL = frozenset(state.value for state in TERMINAL_JOB_STATES)
 
 
 @dataclass(frozen=True)

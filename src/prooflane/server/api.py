@@ -257,7 +257,7 @@ async def _proof_or_state(engine: EngineApi, job_id: str, wait: float, closing: 
         return JSONResponse(found.model_dump(mode="json"))
     view = engine.job(job_id)
     assert view is not None
-    if view.state in ("failed", "cancelled"):
+    if view.state.terminal and view.state is not JobState.DONE:
         reason = f": {view.error}" if view.error else ""
         raise HTTPException(409, f"job {job_id} is {view.state} and has no proof{reason}")
     # Not done yet: 202 with the job's state, so a client can poll again.

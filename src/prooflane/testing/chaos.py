@@ -37,6 +37,7 @@ from ..cli.workload import DEFAULT_MIX, parse_mix, plan, sector_for
 from ..client import Client
 from ..errors import DaemonError, DaemonUnreachable, ProoflaneError
 from ..models import JobView
+from ..states import JobState
 from .checks import (
     check_final,
     check_health_after_kills,
@@ -340,7 +341,7 @@ class ChaosRun:
         deadline = time.monotonic() + s.timeout
         while True:
             states = self._states(ids)
-            live = [j for j, state in states.items() if state in ("queued", "running")]
+            live = [j for j, state in states.items() if not JobState(state).terminal]
             busy = s.keep_busy and not injector.done()
             if busy and len(live) < 2:
                 ids += self._submit([next(more)], first=len(ids))
