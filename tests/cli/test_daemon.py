@@ -6,6 +6,8 @@ the daemon's app and a uvicorn server on a free port."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,6 +26,7 @@ from tests.support.engine import Served, served
 
 pytestmark = pytest.mark.timeout(120)
 runner = CliRunner()
+CLI = [sys.executable, "-c", "from prooflane.cli import main; main()"]
 
 
 @pytest.fixture
@@ -90,6 +93,39 @@ def test_status_prints_a_readable_summary(daemon: Served, clock: ManualClock) ->
     assert "w-1" in result.stdout and "winning-post" in result.stdout
     raw = runner.invoke(app, ["status", "--json", "--url", daemon.url])
     assert json.loads(raw.stdout)["boot_id"] == daemon.call(lambda: daemon.engine.snapshot().boot_id)
+
+
+LONG_ID = "ps-snap-update-3644168-33825-" + "x" * 35  # 64 characters, the longest id: wider than rich gives
+
+
+def test_status_piped_into_a_file_prints_whole_job_ids(daemon: Served, tmp_path: Path) -> None:
+    assert daemon.done(daemon.submit("winning-post", job_id=LONG_ID)) is JobState.DONE
+    out = tmp_path / "status.txt"
+    with out.open("w") as file:  # a real file, as `prooflane status > file` gives it
+        done = subprocess.run([*CLI, "status", "--url", daemon.url], stdout=file, stderr=subprocess.PIPE,
+                              text=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    assert LONG_ID in text and "winning-post" in text
+    assert "…" not in text  # nothing shortened
+
+
+def test_status_on_a_narrow_terminal_keeps_ids_whole(daemon: Served) -> None:
+    assert daemon.done(daemon.submit("winning-post", job_id=LONG_ID)) is JobState.DONE
+    result = runner.invoke(app, ["status", "--url", daemon.url], env={"COLUMNS": "40"}, color=True)
+    assert result.exit_code == 0, result.output
+    assert LONG_ID in result.stdout and "…" not in result.stdout
+
+
+def test_an_error_is_one_line_when_stderr_is_a_pipe() -> None:
+    url = f"http://127.0.0.1:{free_port()}/" + "long/" * 20  # an error text well over 80 columns
+    done = subprocess.run(
+        [*CLI, "status", "--url", url], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and len(lines[0]) > 100, done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_status_of_a_daemon_that_is_down_is_one_error_line() -> None:

@@ -207,11 +207,11 @@ def test_cli_bench_reports_throughput_and_writes_json(daemon: DaemonProcess, tmp
     args = ["--jobs", "3", "--mix", "winning-post=2,window-post=1", "--out", str(out)]
     done = cli("bench", "--url", daemon.url, "--token", TOKEN, *args)
     assert done.returncode == 0, done.stderr
-    assert "proofs/hour" in done.stdout
+    assert "jobs/hour" in done.stdout and "partitions/hour" in done.stdout
     result = json.loads(out.read_text())
     assert (result["jobs"], result["completed"], result["failed"]) == (3, 3, 0)
     assert result["completed_by_kind"] == {"winning-post": 2, "window-post": 1}
-    assert result["proofs_per_hour"] > 0
+    assert result["jobs_per_hour"] > 0 and result["partitions_per_hour"] >= result["jobs_per_hour"]
     assert set(result["phase_ms"]) == {"synth", "prove", "finalize"}
     assert 0 <= result["device_busy_fraction"] <= 1
 
@@ -228,6 +228,8 @@ def test_demo_feeds_a_daemon_until_ctrl_c_then_stops_it(tmp_path_factory: pytest
         if line.startswith("submitted") and " done " in line:  # progress, with a job done
             break
     demo.send_signal(signal.SIGINT)
+    progress = lines[-1]  # "submitted N  done M ... J jobs/hour (P partition proofs/hour)"
+    assert "jobs/hour" in progress and "partition proofs/hour" in progress, progress
     rest, _ = demo.communicate(timeout=TIMEOUT)
     assert demo.returncode == 0, "".join(lines) + rest
     url = next(line.split()[1] for line in lines if line.startswith("dashboard:")).rstrip("/")

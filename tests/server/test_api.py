@@ -8,7 +8,9 @@ while a request is in flight. The same app over a real socket is in test_client.
 from __future__ import annotations
 
 import asyncio
+import html
 import json
+import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -401,6 +403,18 @@ async def test_openapi_describes_the_routes_from_the_models(http: Http) -> None:
         spec["paths"]
     )
     assert {"JobRequest", "JobView", "JobProof", "KindInfo"} <= set(spec["components"]["schemas"])
+
+
+async def test_docs_lists_every_route_and_loads_nothing_from_elsewhere(http: Http) -> None:
+    page = await http.get("/docs")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    spec = (await http.get("/openapi.json")).json()
+    for path, operations in spec["paths"].items():
+        for method in operations:
+            assert f"{method.upper()}</span> {html.escape(path)}</h2>" in page.text, (method, path)
+    # Works without internet: no script, style sheet or image from another host (the Swagger UI did).
+    assert not re.search(r"""(src|href)=['"]?(https?:)?//""", page.text)
+    assert "<script" not in page.text
 
 
 @pytest.mark.skipif(not (DASHBOARD / "index.html").exists(), reason="dashboard not built in")

@@ -13,22 +13,21 @@ import signal
 import socket
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from ..circuits.profiles import PROFILES as PROFILES_BY_NAME
 from ..client import Client
 from ..config import DEFAULT_PORT, DEFAULT_URL, Config
-from ..errors import ProoflaneError
 from ..models import JobView
+from ..states import JobState
 from .app import app
 from .daemon_process import READY_PREFIX, DaemonProcess
+from .output import console, errors, fit_whole, print_error, table
 from .workload import DEFAULT_MIX, parse_mix, plan, run_workload, sector_for
 
 circuits_app = typer.Typer(
@@ -36,7 +35,6 @@ circuits_app = typer.Typer(
 )
 app.add_typer(circuits_app, name="circuits")
 
-_err = Console(stderr=True)
 
 Url = Annotated[str, typer.Option("--url", envvar="PROOFLANE_URL", help="The daemon's base URL.")]
 Token = Annotated[
@@ -45,16 +43,6 @@ Token = Annotated[
 DEMO_SECTOR_BYTES = PROFILES_BY_NAME["tiny"].sector_bytes
 DEMO_STOP_SECS = 8.0
 """How long the demo waits for its daemon's clean stop before it SIGKILLs what is left."""
-
-
-@contextlib.contextmanager
-def _errors() -> Iterator[None]:
-    """Print a prooflane error as one line and exit 1, never a traceback."""
-    try:
-        yield
-    except ProoflaneError as exc:
-        _err.print(f"error: {exc}", markup=False, highlight=False)
-        raise typer.Exit(1) from None
 
 
 # --- serve ------------------------------------------------------------------------------------
@@ -84,7 +72,7 @@ def serve(
     from ..server.daemon import serve as run
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    with _errors():
+    with errors():
         if profile is not None and profile not in PROFILES_BY_NAME:
             raise typer.BadParameter(f"expected one of {', '.join(PROFILES_BY_NAME)}", param_hint="--profile")
         overrides: dict[str, Any] = {
@@ -126,7 +114,7 @@ def submit(
     ] = None,
 ) -> None:
     """Submit a job; print its id alone on the first line (with --wait, then the proof as JSON)."""
-    with _errors(), Client(url, token) as client:
+    with errors(), Client(url, token) as client:
         witnesses: list[str | dict[str, Any]] | None = (
             [str(Path(w).resolve()) for w in witness] if witness else None
         )
@@ -143,7 +131,7 @@ def submit(
         if wait:
             view = _follow(client, new_id)
             if view.state != "done":
-                _err.print(f"job {new_id} {view.state}: {view.error or 'no reason given'}", markup=False)
+                print_error(f"job {new_id} {view.state}: {view.error or 'no reason given'}")
                 raise typer.Exit(1)
             found = client.proof(new_id, wait=60)
             assert found is not None
@@ -153,7 +141,7 @@ def submit(
 def _follow(client: Client, job_id: str) -> JobView:
     """Show a progress bar on standard error until the job ends; return its last view."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=_err, transient=False) as progress:
+    with Progress(*columns, console=console(stderr=True), transient=False) as progress:
         view = client.job(job_id)
         task = progress.add_task(f"{job_id} {view.state}", total=view.total_partitions)
         while True:
@@ -181,12 +169,12 @@ def status(
             problem = client.health_reason()
             print(f"ok: {url} can do its work" if problem is None else f"down: {url} {problem}")
             raise typer.Exit(0 if problem is None else 1)
-        with _errors():
+        with errors():
             snapshot = client.status()
         if as_json:
             print(json.dumps(snapshot, indent=2))
             return
-        _print_summary(Console(), url, snapshot)
+        _print_summary(console(), url, snapshot)
 
 
 def _print_summary(out: Console, url: str, s: dict[str, Any]) -> None:
@@ -209,20 +197,23 @@ def _print_summary(out: Console, url: str, s: dict[str, Any]) -> None:
     )
     devices = "  ".join(f"{d['device']} {d['busy_fraction_1m']:.0%}" for d in s["devices"])
     out.print(f"device busy (last minute): {devices or 'no devices'}")
-    workers = Table("worker", "device", "state", "job", "partition", "finalizing", "busy s", title="workers")
+    workers = table("worker", "device", "state", "job", "partition", "finalizing", "busy s", title="workers",
+                    whole=("worker", "device", "job", "finalizing"))  # fmt: skip
     for w in s["workers"]:
         finalizing = ", ".join(f"{f['job_id']}/{f['partition']}" for f in w["finalizing"])
         workers.add_row(
             w["worker_id"], w["device"], w["state"], w["current_job"] or "", _str(w["current_partition"]),
             finalizing, f"{w['busy_seconds_total']:.1f}",
         )  # fmt: skip
+    fit_whole(workers, ("worker", "device", "job", "finalizing"))
     out.print(workers)
-    jobs = Table("job", "kind", "priority", "state", "done", title="jobs")
+    jobs = table("job", "kind", "priority", "state", "done", title="jobs", whole=("job", "kind"))
     for p in s["pipelines"]:
         jobs.add_row(
             p["job_id"], p["proof_kind"], p["priority"], p["state"],
             f"{p['partitions_done']}/{p['total_partitions']}",
         )  # fmt: skip
+    fit_whole(jobs, ("job", "kind"))
     out.print(jobs)
 
 
@@ -255,17 +246,17 @@ def bench(
     ),
 ) -> None:
     """Submit a workload, then print throughput, per-phase times and device busy fraction; write JSON."""
-    with _errors():
+    with errors():
         kinds = plan(jobs, parse_mix(mix))
         with contextlib.ExitStack() as stack:
             if url is None:
                 data = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="prooflane-bench-")))
                 daemon = stack.enter_context(DaemonProcess(data / "data", log_path=data / "daemon.log"))
                 url = daemon.url
-                _err.print(f"started a daemon at {url}")
+                typer.echo(f"started a daemon at {url}", err=True)
             client = stack.enter_context(Client(url, token))
             columns = (TextColumn("jobs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-            with Progress(*columns, console=_err) as progress:
+            with Progress(*columns, console=console(stderr=True)) as progress:
                 task = progress.add_task("jobs", total=len(kinds))
                 result = run_workload(
                     client,
@@ -280,16 +271,17 @@ def bench(
 
 
 def _print_bench(r: dict[str, Any]) -> None:
-    table = Table("measure", "value", title="prooflane bench")
-    table.add_row("jobs completed", f"{r['completed']}/{r['jobs']} ({r['partitions']} partitions)")
-    table.add_row("wall time", f"{r['wall_secs']:.1f} s")
-    table.add_row("throughput", f"{r['proofs_per_hour']:.1f} proofs/hour")
-    table.add_row("device busy fraction", f"{r['device_busy_fraction']:.3f}")
+    summary = table("measure", "value", title="prooflane bench")
+    summary.add_row("jobs completed", f"{r['completed']}/{r['jobs']} ({r['partitions']} partitions)")
+    summary.add_row("wall time", f"{r['wall_secs']:.1f} s")
+    summary.add_row("throughput", f"{r['jobs_per_hour']:.1f} jobs/hour")
+    summary.add_row("partition proofs", f"{r['partitions_per_hour']:.1f} partitions/hour")
+    summary.add_row("device busy fraction", f"{r['device_busy_fraction']:.3f}")
     for phase, numbers in r["phase_ms"].items():
-        table.add_row(
+        summary.add_row(
             f"{phase} per partition", f"mean {numbers['mean_ms']:.1f} ms, p50 {numbers['p50_ms']:.1f} ms"
         )
-    Console().print(table)
+    console().print(summary)
 
 
 # --- demo -------------------------------------------------------------------------------------
@@ -305,7 +297,7 @@ def demo(
 ) -> None:
     """Start a daemon with its embedded defaults and feed it a mixed workload until Ctrl-C or SIGTERM."""
     signal.signal(signal.SIGTERM, _interrupt)  # stopped by kill, systemd or a container runtime: as Ctrl-C
-    with _errors(), contextlib.ExitStack() as stack:
+    with errors(), contextlib.ExitStack() as stack:
         weights = parse_mix(mix)
         if data is None:
             data = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="prooflane-demo-")))
@@ -344,6 +336,7 @@ def _feed(client: Client, weights: dict[str, int], in_flight: int) -> None:
     """Keep ``in_flight`` jobs queued, cycling through the mix, and print progress every few seconds."""
     live: list[str] = []
     done: dict[str, int] = {}
+    partitions_done = 0  # partition proofs of the jobs done: a snap-update job is 16 of them
     submitted = 0
     started = last_print = time.monotonic()
     while True:
@@ -351,6 +344,7 @@ def _feed(client: Client, weights: dict[str, int], in_flight: int) -> None:
             if view.state.terminal:
                 live.remove(view.job_id)
                 done[view.state.value] = done.get(view.state.value, 0) + 1
+                partitions_done += view.total_partitions if view.state is JobState.DONE else 0
         while len(live) < in_flight:
             kind = plan(submitted + 1, weights)[-1]
             live.append(client.submit(kind, sector=sector_for(submitted, DEMO_SECTOR_BYTES)))
@@ -358,9 +352,13 @@ def _feed(client: Client, weights: dict[str, int], in_flight: int) -> None:
         if time.monotonic() - last_print >= 5:
             last_print = time.monotonic()
             hours = (last_print - started) / 3600
-            rate = done.get("done", 0) / hours if hours else 0.0
+            jobs_rate = done.get("done", 0) / hours if hours else 0.0
+            partitions_rate = partitions_done / hours if hours else 0.0
             ended = "  ".join(f"{state} {count}" for state, count in sorted(done.items()))
-            line = f"submitted {submitted}  {ended}  in flight {len(live)}  {rate:.0f} proofs/hour"
+            line = (
+                f"submitted {submitted}  {ended}  in flight {len(live)}  {jobs_rate:.0f} jobs/hour "
+                f"({partitions_rate:.0f} partition proofs/hour)"
+            )
             print(line, flush=True)
         time.sleep(0.5)
 
@@ -378,7 +376,7 @@ def circuits_register(
     token: Token = None,
 ) -> None:
     """Register a circom circuit with the daemon (the files must be readable by the daemon)."""
-    with _errors(), Client(url, token) as client:
+    with errors(), Client(url, token) as client:
         info = client.register_circuit(name, zkey, wasm=wasm, priority=priority)
         print(json.dumps(info.model_dump(mode="json"), indent=2))
 
@@ -386,7 +384,7 @@ def circuits_register(
 @circuits_app.command("list")
 def circuits_list(url: Url = DEFAULT_URL) -> None:
     """List the registered circom circuits."""
-    with _errors(), Client(url) as client:
+    with errors(), Client(url) as client:
         for info in client.circuits():
             print(
                 f"{info.name}  {info.curve}  {info.constraints} constraints  priority {info.priority.value}"

@@ -28,11 +28,11 @@ def fleet(
 ) -> None:
     """Follow the daemons listed in the fleet config and serve the fleet page, until SIGINT or SIGTERM."""
     from ..fleet import run_fleet
-    from .daemon import _errors
+    from .output import errors
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not one line per request to every daemon
-    with _errors():
+    with errors():
         loaded = FleetConfig.load(config, host=host, port=port)
 
         def ready(url: str) -> None:

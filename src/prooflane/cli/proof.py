@@ -20,6 +20,7 @@ import typer
 
 from ..errors import FormatError, ProoflaneError
 from .app import app
+from .output import print_error
 
 BAD_INPUT = 2
 INVALID = 1
@@ -92,7 +93,7 @@ def _bad_input() -> Iterator[None]:
     try:
         yield
     except ProoflaneError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        print_error(exc)
         raise typer.Exit(BAD_INPUT) from None
 
 

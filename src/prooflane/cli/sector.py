@@ -13,6 +13,7 @@ import typer
 
 from ..errors import ProoflaneError
 from .app import app
+from .output import print_error
 
 BAD_INPUT = 2
 
@@ -45,14 +46,14 @@ def new_command(
     try:
         curves = [curve_by_name(name) for name in curve or []]
     except ValueError as exc:
-        typer.echo(f"error: --curve: {exc}", err=True)
+        print_error(f"--curve: {exc}")
         raise typer.Exit(BAD_INPUT) from None
     try:
         sector = Sector.create(out, size, seed=seed, sector_id=sector_id)
         for extra in curves:
             sector.roots(extra)
     except ProoflaneError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        print_error(exc)
         raise typer.Exit(BAD_INPUT) from None
     typer.echo(json.dumps(sector.describe(), indent=2))
 
@@ -69,10 +70,10 @@ def info_command(
     try:
         chosen = curve_by_name(curve)
     except ValueError as exc:
-        typer.echo(f"error: --curve: {exc}", err=True)
+        print_error(f"--curve: {exc}")
         raise typer.Exit(BAD_INPUT) from None
     try:
         typer.echo(json.dumps(Sector.open(path).describe(chosen), indent=2))
     except ProoflaneError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        print_error(exc)
         raise typer.Exit(BAD_INPUT) from None

@@ -90,7 +90,8 @@ class WorkloadResult:
             "completed": self.completed,
             "failed": self.failed,
             "wall_secs": self.wall_secs,
-            "proofs_per_hour": self.proofs_per_hour,
+            "jobs_per_hour": self.proofs_per_hour,
+            "proofs_per_hour": self.proofs_per_hour,  # the same (a job has one proof), for older readers
             "partitions_per_hour": self.partitions * 3600.0 / self.wall_secs if self.wall_secs else 0.0,
             "phase_ms": self.phase_ms,
             "device_busy_fraction": self.device_busy_fraction,

@@ -20,6 +20,7 @@ from fastapi.staticfiles import StaticFiles
 from .._version import __version__
 from ..errors import ConfigError
 from ..server.auth import check_bearer
+from ..server.docs_page import add_docs_route
 from ..server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from ..server.sse import HEARTBEAT_SECS
 from .config import DaemonSpec, FleetConfig
@@ -41,10 +42,11 @@ _DASHBOARD_ASSETS = frozenset({
 
 def create_fleet_app(fleet: Fleet) -> FastAPI:
     """The fleet's HTTP application."""
-    app = FastAPI(title="prooflane fleet", version=__version__, docs_url="/docs", redoc_url=None)
+    app = FastAPI(title="prooflane fleet", version=__version__, docs_url=None, redoc_url=None)
     app.state.fleet = fleet
     _add_fleet_routes(app, fleet)
     _add_panel_routes(app, fleet)
+    add_docs_route(app)
     app.mount("/", StaticFiles(directory=PAGE, html=True), name="fleet-page")
     return app
 

@@ -37,6 +37,7 @@ from ..status.snapshot import Health
 from ..status.tracker import TrackerTotals
 from . import metrics
 from .auth import check_bearer
+from .docs_page import add_docs_route
 from .errors import ErrorBody, install_error_handlers
 from .limits import BodyLimit
 from .sse import HEARTBEAT_SECS, event_stream, parse_event_id
@@ -122,7 +123,7 @@ def create_app(engine: EngineApi, config: Config, *, settings: ApiSettings | Non
         title="prooflane",
         version=__version__,
         summary="A pipelined Groth16 proving engine",
-        docs_url="/docs",
+        docs_url=None,  # /docs is docs_page's: Swagger UI would load its scripts from a CDN
         redoc_url=None,
         responses={"4XX": {"model": ErrorBody, "description": "Refused: `detail` says why."}},
     )
@@ -133,6 +134,7 @@ def create_app(engine: EngineApi, config: Config, *, settings: ApiSettings | Non
     _add_job_routes(app, engine, settings)
     _add_kind_routes(app, engine, settings)
     _add_status_routes(app, engine, settings)
+    add_docs_route(app)
     if DASHBOARD.is_dir():
         app.mount("/", StaticFiles(directory=DASHBOARD, html=True), name="dashboard")
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
