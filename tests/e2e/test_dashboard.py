@@ -25,7 +25,7 @@ from playwright.sync_api import Browser, Page, expect
 from prooflane.circuits.profiles import profile_by_name
 from prooflane.cli.daemon_process import DaemonProcess
 from tests.support.browser import chromium
-from tests.support.daemons import TIMEOUT, start_daemon
+from tests.support.daemons import TIMEOUT, start_daemon, wait_until
 from tests.support.groth16_samples import MUL_CIRCOM
 
 pytestmark = pytest.mark.slow
@@ -240,9 +240,9 @@ def test_worker_cards_show_what_status_shows_under_load(
                     batches += 1
                 page.wait_for_timeout(150)
     _wait_for_finished_jobs_under_load(daemon, page, finished=2)
-    page.screenshot(path=str(output_dir / "dashboard-1280.png"), full_page=True)
+    page.screenshot(path=str(output_dir / "cards-under-load-1280.png"), full_page=True)
     wide = _open(browser, daemon.url, 1920)
-    wide.screenshot(path=str(output_dir / "dashboard-1920.png"), full_page=True)
+    wide.screenshot(path=str(output_dir / "cards-under-load-1920.png"), full_page=True)
     _close(wide)
     _close(page)
 
@@ -362,6 +362,80 @@ def test_failed_job_shows_its_reason_in_text(
     assert cells[4] == _first_line(finished["reason"])
     page.screenshot(path=str(output_dir / "failed-job.png"), full_page=True)
     _close(page)
+
+
+STREAM = 45  # jobs that finish after the failure: more than the 25 rows of Recently finished
+
+# In one turn of the page's event loop: the failure the snapshot it rendered keeps, and its row on the page.
+READ_FAILURE = """(id) => {
+  const s = window.prooflane.snapshot;
+  const row = document.querySelector(`[data-testid="failure-row"][data-job-id="${id}"]`);
+  const cell = (name) => row && row.querySelector(`[data-testid="failure-${name}"]`);
+  return {
+    kept: (s.recent_failures || []).find((j) => j.job_id === id) || null,
+    newest: s.recent_jobs.slice(0, 25).map((j) => j.job_id),
+    history: Array.from(document.querySelectorAll('[data-testid="history-row"]')).map((r) => r.dataset.key),
+    row: row && {
+      job: cell("job").textContent, kind: cell("kind").textContent, partition: cell("partition").textContent,
+      reason: cell("reason").textContent, title: cell("reason").title, time: cell("time").textContent,
+      visible: row.getBoundingClientRect().height > 0,
+    },
+  };
+}"""
+
+
+def test_a_failure_stays_in_sight_under_a_stream_of_jobs(
+    daemon: LiveDaemon, circuit: str, browser: Browser, output_dir: Path
+) -> None:
+    # Input `b` is missing: the circuit's witness generator (node, through snarkjs) fails, in colour, with a
+    # stack trace. Critical priority: it goes ahead of the work earlier tests left queued.
+    failed = daemon.submit(
+        {"kind": "circom", "circuit": circuit, "witnesses": [{"a": 3}], "priority": "critical"}
+    )
+    wait_until(
+        "the circom job to fail", lambda: failed in [j["job_id"] for j in daemon.status()["recent_failures"]]
+    )
+    stream = daemon.submit_storage_jobs(["winning-post"] * STREAM, first_seed=700)
+    wait_until("the stream to finish", lambda: not set(stream) & {
+        p["job_id"] for p in daemon.status()["pipelines"] if p["state"] in ("queued", "running")
+    })  # fmt: skip
+    for width in (1280, 1920):
+        page = _open(browser, daemon.url, width)
+        page.wait_for_function(
+            '(id) => document.querySelector(`[data-testid="failure-row"][data-job-id="${id}"]`)',
+            arg=failed,
+        )
+        read = page.evaluate(READ_FAILURE, failed)
+        assert failed not in read["newest"] and failed not in read["history"]  # pushed out of the history
+        kept, row = read["kept"], read["row"]
+        assert kept is not None and row is not None and row["visible"], read
+        assert (row["job"], row["kind"], row["partition"]) == (failed, f"circom · {circuit}", "#0")
+        # The reason is the witness generator's message, cleaned: no colour codes, no stack frames.
+        assert row["reason"] == _first_line(kept["reason"]) and "input" in row["reason"], row
+        for text in (row["reason"], row["title"], kept["reason"]):
+            assert "\x1b" not in text and "    at " not in text and ".cjs:" not in text, text
+        assert re.fullmatch(r"\d\d:\d\d:\d\d \(.+ ago\)", row["time"]), row["time"]
+        # The failed total leads to it.
+        total = page.get_by_test_id("total-failed")
+        assert int(total.text_content() or "0") >= 1
+        page.evaluate("window.scrollTo(0, 0)")
+        total.click()
+        box, viewport = page.locator("#failures").bounding_box(), page.viewport_size
+        assert box is not None and viewport is not None
+        assert 0 <= box["y"] < viewport["height"], box  # scrolled into view
+        page.screenshot(path=str(output_dir / f"failures-{width}.png"))
+        # The screenshots of docs/dashboard.md and the README: busy workers, and the failure in its list.
+        page.evaluate("document.activeElement.blur(); window.scrollTo(0, 0)")
+        _wait_for_busy_workers(daemon, page, first_seed=800 + width)
+        page.screenshot(path=str(output_dir / f"dashboard-{width}.png"), full_page=True)
+        _close(page)
+
+
+def _wait_for_busy_workers(daemon: LiveDaemon, page: Page, first_seed: int) -> None:
+    """Until the page shows a worker proving or finalizing, with work queued behind it."""
+    daemon.submit_storage_jobs(["snap-update", "porep-c2", "window-post"], first_seed=first_seed)
+    check = "() => window.prooflane.snapshot.workers.some((w) => w.state !== 'idle')"
+    page.wait_for_function(check, timeout=90_000, polling=100)
 
 
 def _plain(text: str) -> str:

@@ -204,7 +204,7 @@ def _check_rendered(page: Page, snapshot: dict[str, Any]) -> None:
     assert page.get_by_test_id("version").inner_text() == snapshot["version"]
     assert page.get_by_test_id("boot-id").inner_text() == snapshot["boot_id"]
     assert page.get_by_test_id("invariants").inner_text() == "ok"
-    assert " reserved (" in page.get_by_test_id("memory-text").inner_text()
+    assert " held (" in page.get_by_test_id("memory-text").inner_text()
     assert page.get_by_test_id("synthesis-active").inner_text().endswith(" active")
     assert page.get_by_test_id("device").count() == len(snapshot["devices"]) > 0
     assert page.get_by_test_id("worker-card").count() == len(snapshot["workers"]) > 0

@@ -123,3 +123,25 @@ def test_counters_never_go_down_as_jobs_leave_the_live_view() -> None:
 
 def test_content_type_is_the_text_format() -> None:
     assert CONTENT_TYPE.startswith("text/plain; version=0.0.4")
+
+
+def test_worker_restarts_are_counted_per_worker_and_device() -> None:
+    tracker, clock = _busy_tracker()
+    tracker.apply(ev.WorkerRegistered(at=clock.now, worker_id="cpu1/w0", device="cpu1"))
+    name = "prooflane_worker_restarts_total"
+    families = {f.name: f for f in text_string_to_metric_families(render(tracker))}
+    assert families["prooflane_worker_restarts"].type == "counter"  # the parser drops the _total
+    restarts = {k[1]: v for k, v in _samples(render(tracker)).items() if k[0] == name}
+    assert restarts == {
+        (("device", "cpu0"), ("worker", 'cpu0/w"0')): 0,  # every listed worker, never restarted: 0
+        (("device", "cpu1"), ("worker", "cpu1/w0")): 0,
+    }
+    for reason in ("exit code -9", "killed by signal 9"):
+        tracker.apply(ev.WorkerDied(at=clock.now, worker_id="cpu1/w0", reason=reason))
+        tracker.apply(ev.WorkerRegistered(at=clock.now, worker_id="cpu1/w0", device="cpu1"))
+    tracker.apply(ev.WorkerLost(at=clock.now, worker_id='cpu0/w"0', reason="device gone"))  # not a restart
+    restarts = {k[1]: v for k, v in _samples(render(tracker)).items() if k[0] == name}
+    assert restarts == {
+        (("device", "cpu0"), ("worker", 'cpu0/w"0')): 0,
+        (("device", "cpu1"), ("worker", "cpu1/w0")): 2,
+    }

@@ -1,11 +1,17 @@
-"""Memory and time accounting: reservations, cached keys, busy seconds and fractions, history."""
+"""Memory and time accounting: reservations, cached keys, what the budget holds, the process tree's RSS,
+busy seconds and fractions, history and throughput."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
 
 import pytest
 
 from prooflane import events as ev
 from prooflane.errors import IllegalTransition
+from prooflane.status.rss import ProcessMemory
 from prooflane.status.tracker import Outcome
 from tests.support.tracker import Script, worker_of
 
@@ -110,3 +116,75 @@ def test_history_counts_proofs_and_partitions_per_minute(s: Script) -> None:
             "finalize_ms": 250.0,
         }
     ]
+
+
+# --- what the memory headline counts ----------------------------------------------------------------------
+
+
+def test_memory_used_is_everything_the_budget_holds() -> None:
+    s = Script(memory_total_bytes=40 << 20)
+    s(ev.AllocationCached, name="key:porep-c2-tiny@cpu:0/w0", nbytes=30 << 20)
+    s(ev.AllocationCached, name="key:snap-update-tiny@cpu:0/w1", nbytes=5 << 20)
+    memory = s.status()["memory"]
+    # No reservation live, yet the budget is 87.5% held: by cached keys.
+    assert (memory["reserved_bytes"], memory["cached_bytes"], memory["used_bytes"]) == (0, 35 << 20, 35 << 20)
+    s(ev.ReservationMade, name="A/0", nbytes=4 << 20)
+    memory = s.status()["memory"]
+    assert memory["used_bytes"] == memory["reserved_bytes"] + memory["cached_bytes"] == 39 << 20
+    assert memory["available_bytes"] == memory["total_bytes"] - memory["used_bytes"] == 1 << 20
+    s(ev.AllocationEvicted, name="key:porep-c2-tiny@cpu:0/w0")
+    assert s.status()["memory"]["used_bytes"] == 9 << 20
+
+
+@pytest.fixture
+def child() -> Iterator[subprocess.Popen[bytes]]:
+    """A child process of this one (a worker of the daemon, say), ended after the test."""
+    process = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        yield process
+    finally:
+        process.communicate(b"")
+
+
+def test_tree_rss_sums_the_daemon_and_its_descendants(child: subprocess.Popen[bytes]) -> None:
+    s = Script(sample_rss=True)
+    memory = s.status()["memory"]
+    assert memory["process_rss_bytes"] > 0
+    assert memory["tree_rss_bytes"] > memory["process_rss_bytes"]  # the child's memory counts too
+
+
+def test_the_process_tree_is_walked_at_most_once_a_second_and_only_at_a_new_seq(
+    child: subprocess.Popen[bytes],
+) -> None:
+    memory = ProcessMemory()
+    first = memory.sample(100.0, seq=1)
+    assert first.tree > first.process > 0
+    child.communicate(b"")  # the child ends: a walk from now on no longer counts it
+    assert memory.sample(100.5, seq=2).tree == first.tree  # within a second: the same walk
+    assert memory.sample(500.0, seq=2).tree == first.tree  # the same seq: the same figure, however late
+    later = memory.sample(500.0, seq=3)
+    assert later.tree - later.process < first.tree - first.process  # walked again, without the child
+
+
+# --- throughput -------------------------------------------------------------------------------------------
+
+
+def test_throughput_is_per_hour_over_the_last_minute_and_ten() -> None:
+    s = Script()
+    s.worker("W0")
+    for n in range(3):  # three proofs of a partition each, in the tracker's first seconds
+        s.prove_job(f"A{n}")
+    s.clock.advance(70.0)
+    status = s.status()
+    history = status["history"]
+    assert history["proofs_per_hour_1m"] == history["partitions_per_hour_1m"] == 0.0  # none in the last 60 s
+    # The tracker is younger than ten minutes: the long window is its life.
+    assert history["proofs_per_hour_10m"] == pytest.approx(3 * 3600 / status["uptime_secs"])
+    assert history["partitions_per_hour_10m"] == history["proofs_per_hour_10m"]
+    s.prove_job("B", kind="snap-update")
+    assert s.status()["history"]["proofs_per_hour_1m"] == 60.0  # one proof in the last 60 s
+    s.clock.advance(600.0)
+    s.prove_job("C")
+    history = s.status()["history"]
+    assert history["proofs_per_hour_1m"] == 60.0
+    assert history["proofs_per_hour_10m"] == 6.0  # the others left the window: C alone over 600 s

@@ -173,3 +173,34 @@ def test_partition_failure_under_an_old_lease_is_stale(s: Script) -> None:
     s.lease("W0", "A", 0, attempt=2)
     assert s(ev.PartitionFailed, job_id="A", partition=0, reason="x", token=old) is Outcome.STALE
     assert states_of(s.status(), "A") == ["proving"]
+
+
+def test_restarts_their_last_reason_and_time_survive_the_workers_return(s: Script) -> None:
+    s.clock.advance(10.0)
+    s(ev.WorkerDied, worker_id="W0", reason="prover exited: killed by signal 9")
+    s.clock.advance(2.0)
+    s(ev.WorkerRegistered, worker_id="W0", device="cpu0")  # back, live and idle
+    s.clock.advance(30.0)
+    w0 = worker_of(s.status(), "W0")
+    assert (w0["state"], w0["restarts"], w0["last_error"], w0["last_restart_secs_ago"]) == (
+        "idle",
+        1,
+        "prover exited: killed by signal 9",
+        32.0,
+    )
+    s(ev.WorkerDied, worker_id="W0", reason="prover exited: exit code 1")
+    s(ev.WorkerRegistered, worker_id="W0", device="cpu0")
+    s.clock.advance(5.0)
+    w0 = worker_of(s.status(), "W0")
+    assert (w0["restarts"], w0["last_error"], w0["last_restart_secs_ago"]) == (
+        2,
+        "prover exited: exit code 1",
+        5.0,
+    )
+
+
+def test_a_worker_never_restarted_has_no_restart_time_and_a_loss_is_not_a_restart(s: Script) -> None:
+    assert worker_of(s.status(), "W0")["last_restart_secs_ago"] is None
+    s(ev.WorkerLost, worker_id="W0", reason="device gone")
+    w0 = worker_of(s.status(), "W0")
+    assert (w0["restarts"], w0["last_error"], w0["last_restart_secs_ago"]) == (0, "device gone", None)

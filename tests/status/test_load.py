@@ -49,7 +49,7 @@ async def read_events(http: httpx.AsyncClient, after: int, into: Stream) -> None
         event_id, name = None, "message"
         async for line in response.aiter_lines():
             if line.startswith("id: "):
-                event_id = int(line[4:])
+                event_id = int(line[4:].rpartition(":")[2])  # "<boot_id>:<seq>" (or a bare seq)
             elif line.startswith("event: "):
                 name = line[7:]
             elif line == "" and event_id is not None:

@@ -1,9 +1,9 @@
 """The exact ``GET /status`` text: a tracker driven through a fixed story gives the same bytes, key order too.
 
-``tests/data/status_v1.json`` is the text the tracker served before the encoder became one generic function;
-fields added since (listed in :data:`ADDED`) are taken out before comparing, so a tool written against that
-text sees no change. ``tests/data/status.json`` is today's whole text. Regenerate the latter (only when a
-field is added on purpose) with ``python tests/test_status_json.py``.
+``tests/status/data/status_v1.json`` is the text the tracker served before the encoder became one generic
+function; fields added since (listed in :data:`ADDED`) are taken out before comparing, so a tool written
+against that text sees no change. ``tests/status/data/status.json`` is today's whole text. Regenerate the
+latter (only when a field is added on purpose) with ``python -m tests.status.test_snapshot_json``.
 """
 
 from __future__ import annotations
@@ -20,9 +20,16 @@ from tests.support.clock import ManualClock
 DATA = Path(__file__).parent / "data"
 
 ADDED: dict[str, tuple[str, ...]] = {
-    "": ("health", "live_jobs"),
-    "workers": ("last_error", "restarts", "node"),
+    "": ("health", "live_jobs", "recent_failures"),
+    "memory": ("used_bytes", "tree_rss_bytes"),
+    "workers": ("last_error", "restarts", "node", "last_restart_secs_ago"),
     "devices": ("workers_down", "node"),
+    "history": (
+        "proofs_per_hour_1m",
+        "proofs_per_hour_10m",
+        "partitions_per_hour_1m",
+        "partitions_per_hour_10m",
+    ),
 }
 """Where fields were added after ``status_v1.json``: section ("" for the top) -> field names."""
 

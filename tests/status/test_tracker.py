@@ -355,3 +355,55 @@ def test_resumed_job_starts_with_its_proven_partitions_done(s: Script) -> None:
     assert [p["state"] for p in job["partitions"]] == ["done", "pending", "done"]
     assert job["partitions_done"] == 2
     assert job["state"] == "running"
+
+
+# --- failures in sight -----------------------------------------------------------------------------
+
+
+def test_a_failure_stays_in_recent_failures_however_many_jobs_finish_after_it(s: Script) -> None:
+    s.fail_job("F", reason="partition 0 did not verify", kind="snap-update")
+    for n in range(100):
+        s.prove_job(f"J{n}")
+        s.clock.advance(1.0)  # 100 s: F has left the live view, and recent_jobs holds only the last 50
+    status = s.status()
+    assert "F" not in [j["job_id"] for j in status["pipelines"] + status["recent_jobs"]]
+    assert status["counters"]["total_failed"] == 1
+    (failure,) = status["recent_failures"]
+    assert failure == {
+        "job_id": "F",
+        "proof_kind": "snap-update",
+        "outcome": "failed",
+        "duration_secs": 0.0,
+        "ended_secs_ago": failure["ended_secs_ago"],
+        "reason": "partition 0 did not verify",
+        "failed_partition": 0,
+        "circuit": None,
+    }
+    assert failure["ended_secs_ago"] >= 100.0
+    s.clock.advance(3600.0)
+    assert [j["job_id"] for j in s.status()["recent_failures"]] == ["F"]  # kept by count, not by age
+
+
+def test_recent_failures_keep_their_count_and_every_failure_of_the_retention_time() -> None:
+    s = Script(recent_failures=3, retention_secs=60.0)
+    for n in range(5):  # five failures within the retention time: all kept, though over the count
+        s.fail_job(f"F{n}", reason=f"reason {n}")
+        s.clock.advance(1.0)
+    assert [j["job_id"] for j in s.status()["recent_failures"]] == ["F4", "F3", "F2", "F1", "F0"]
+    s.clock.advance(60.0)
+    s.fail_job("F5", reason="reason 5")  # the old ones are past the retention: the last three stay
+    failures = s.status()["recent_failures"]
+    assert [(j["job_id"], j["reason"]) for j in failures] == [
+        ("F5", "reason 5"),
+        ("F4", "reason 4"),
+        ("F3", "reason 3"),
+    ]
+
+
+def test_done_and_cancelled_jobs_are_not_failures(s: Script) -> None:
+    s.prove_job("A")
+    s.job("B")
+    s(ev.JobCancelled, job_id="B")
+    status = s.status()
+    assert status["recent_failures"] == []
+    assert [j["job_id"] for j in status["recent_jobs"]] == ["B", "A"]  # newest first

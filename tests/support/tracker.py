@@ -66,6 +66,19 @@ class Script:
     def finalize(self, token: ev.LeaseToken) -> Outcome:
         return self(ev.FinalizeFinished, token=token, finalize_ms=250.0)
 
+    def prove_job(self, job_id: str, worker_id: str = "W0", kind: str = "porep-c2") -> None:
+        """A one-partition job, submitted and proven on ``worker_id`` to the end (done)."""
+        self.job(job_id, partitions=1, kind=kind)
+        token = self.start(worker_id, job_id, 0)
+        assert self.prove_end(token) is Outcome.APPLIED
+        assert self.finalize(token) is Outcome.APPLIED
+        assert self(ev.JobDone, job_id=job_id) is Outcome.APPLIED
+
+    def fail_job(self, job_id: str, reason: str, partitions: int = 2, kind: str = "porep-c2") -> None:
+        """A job submitted and failed at its partition 0 (the others cancelled with it)."""
+        self.job(job_id, partitions=partitions, kind=kind)
+        assert self(ev.JobFailed, job_id=job_id, reason=reason, partition=0) is Outcome.APPLIED
+
     def status(self) -> dict[str, Any]:
         snapshot = self.tracker.snapshot()
         assert self.tracker.invariants() == []

@@ -4,10 +4,12 @@
 //
 // Rules this page keeps:
 // - It never shows a worker as "idle" unless a fresh snapshot says so: when the data is stale, a banner gives
-//   its age and every worker state reads "unknown" (feed.js, workers.js).
+//   its age, every worker state reads "unknown" and every panel is dimmed and says "as of HH:MM:SS"
+//   (feed.js, workers.js).
+// - Every figure means what its label says (docs/dashboard.md, "What each figure counts").
 // - Job ids and proof kinds are shown whole (CSS wraps them anywhere); nothing is cut or ellipsised.
 // - Rows and cards are keyed (job id, partition index, worker id) and updated in place; sizes are fixed
-//   where values change every tick, so updates do not move the layout.
+//   where values change every tick or every poll (boxes that scroll), so updates do not move the layout.
 // - A restarted daemon (new boot_id) is picked up without a reload; seq only moves forward per boot_id.
 //
 // For tests and tools, `window.prooflane` exposes the snapshot the page last rendered, and

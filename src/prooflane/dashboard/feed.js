@@ -3,7 +3,8 @@
 // restarted daemon); how old the data is; and the banner, notice and feed label that say so.
 //
 // It never shows a worker as "idle" unless a fresh snapshot says so: when the data is older than
-// STALE_AFTER_MS, a banner gives its age (and the panels show every worker state as "unknown").
+// STALE_AFTER_MS, a banner gives its age, the panels show every worker state as "unknown", and every panel
+// with a live figure (each <section data-live>) is dimmed, its heading saying "as of HH:MM:SS".
 import { $, byTestId, setAttr, setText } from "./dom.js";
 import { EVENT_NAMES } from "./events.js";
 import { clock } from "./format.js";
@@ -77,9 +78,21 @@ export function renderFreshness() {
     setText(notice, `The daemon restarted: boot id ${feed.bootId} (was ${feed.previousBootId}). ` +
       "Showing the new daemon; charts gathered by this page start again.");
   }
+  markPanels(stale);
   const conn = stale ? (feed.snapshot ? "stale" : "connecting") : feed.connection;
   setAttr(document.body, "data-connection", conn);
   setText(byTestId("connection"), conn === "live" ? "live (events)" : conn);
+}
+
+/** While stale, every live panel says when its figures are from (CSS dims it: body[data-stale]). */
+function markPanels(stale) {
+  const text = !stale ? "" : feed.snapshot ? `as of ${clock(feed.receivedAt)} (stale)` : "no data yet";
+  for (const panel of document.querySelectorAll("section[data-live]")) {
+    setAttr(panel, "data-as-of", stale && feed.snapshot ? clock(feed.receivedAt) : "");
+    const mark = byTestId("as-of", panel);
+    setText(mark, text);
+    mark.hidden = !stale;
+  }
 }
 
 // ------------------------------------------------------------------ fetching

@@ -1,6 +1,7 @@
-// The Pipelines panel: one row per job (queued and running first, then a short collapsible tail of finished
-// ones), one cell per partition; and what the history table shares with it: a job's kind in words (with its
-// circom circuit, asked of GET /v1/jobs/{id} when /status leaves it out) and failure reasons in text.
+// The Pipelines panel: one row per job (queued and running first, in a box of fixed height that scrolls,
+// then a short collapsible tail of finished ones, always there), one cell per partition; and what the
+// history and failures tables share with it: a job's kind in words (with its circom circuit, asked of
+// GET /v1/jobs/{id} when /status leaves it out) and failure reasons in text.
 // Job ids and proof kinds are shown whole (CSS wraps them anywhere); nothing is cut or ellipsised.
 import { $, byTestId, h, setAttr, setText, syncKeyed } from "./dom.js";
 import { JOBS_URL, liveExtra, rerender } from "./feed.js";
@@ -70,12 +71,11 @@ export function renderPipelines(s) {
   const finished = list.filter((j) => TERMINAL_JOB.has(j.state));
   const tail = newestFinished(finished, FINISHED_TAIL);
   byTestId("pipelines-empty").hidden = live.length > 0;
-  const box = byTestId("finished-box");
-  box.hidden = finished.length === 0;
+  const box = byTestId("finished-box"); // always there (empty or not), so the panel keeps its height
   setAttr(box, "data-count", finished.length);
   setText(byTestId("finished-title"), finished.length > tail.length
     ? `Finished: the newest ${tail.length} of ${finished.length} still in the live view (all in Recently finished)`
-    : `Finished: ${finished.length} still in the live view`);
+    : finished.length ? `Finished: ${finished.length} still in the live view` : "Finished: none in the live view");
   syncKeyed(byTestId("pipelines"), live, (j) => j.job_id, createJobRow, updateJobRow);
   syncKeyed(byTestId("pipelines-finished"), tail, (j) => j.job_id, createJobRow, updateJobRow);
 }

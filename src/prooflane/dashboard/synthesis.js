@@ -1,6 +1,8 @@
 // The Synthesis panel: the pool's active count against its size, the partitions waiting for synthesis (in
-// total and by priority) and for a device, and the totals of completed, failed and cancelled jobs.
+// total and by priority) and for a device, and the jobs ended since boot (done, failed, cancelled); the
+// failed count links to the failures list.
 import { $, byTestId, h, setText } from "./dom.js";
+import { linkFailures } from "./history.js";
 
 const PRIORITIES = ["critical", "high", "normal"];
 
@@ -26,6 +28,6 @@ export function renderSynthesis(s) {
   setText(byTestId("queue-total"), String(c.queue_depth ?? 0));
   setText(byTestId("device-queue"), c.device_queue_depth === undefined ? "–" : String(c.device_queue_depth));
   setText(byTestId("total-completed"), String(c.total_completed ?? 0));
-  setText(byTestId("total-failed"), String(c.total_failed ?? 0));
+  linkFailures(byTestId("total-failed"), c.total_failed ?? 0, "");
   setText(byTestId("total-cancelled"), String(c.total_cancelled ?? 0));
 }

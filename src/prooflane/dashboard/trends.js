@@ -1,9 +1,12 @@
-// The three chart panels: proofs completed per minute and the devices' busy fraction over the last hour
-// (from the snapshot's `history`, numbers oldest first), and the phase times of the partitions finished last
-// (`recent_partitions`), drawn with charts.js.
+// The three chart panels: the throughput (proofs and partitions per hour over the last minute and the last
+// ten, from the snapshot's `history`; the jobs ended since boot by kind, from its `counters`, each failed
+// count a link to the failures list) with the proofs completed per minute over the last hour, the devices'
+// busy fraction over the last hour (from `history`, numbers oldest first), and the phase times of the
+// partitions finished last (`recent_partitions`), drawn with charts.js.
 import { bars, lines, stacked } from "./charts.js";
-import { byTestId, setText } from "./dom.js";
+import { $, byTestId, h, setAttr, setText, syncKeyed } from "./dom.js";
 import { fmtPct } from "./format.js";
+import { linkFailures } from "./history.js";
 
 /** Per-minute proofs completed over the last hour, oldest first (60 values). */
 function proofsPerMinute(s) {
@@ -28,7 +31,43 @@ function historySpan(s, buckets) {
   return secs >= 120 ? `-${Math.round(secs / 60)} min` : `-${Math.round(secs)} s`;
 }
 
+/** A rate per hour: "1,240", "96", "4.5", "0"; "–" from a daemon that does not send it. */
+function fmtRate(x) {
+  if (typeof x !== "number" || Number.isNaN(x)) return "–";
+  if (x === 0 || x >= 100) return Math.round(x).toLocaleString("en");
+  return x.toFixed(1);
+}
+
+function renderThroughput(h) {
+  setText(byTestId("throughput-proofs-1m"), fmtRate(h.proofs_per_hour_1m));
+  setText(byTestId("throughput-proofs-10m"), fmtRate(h.proofs_per_hour_10m));
+  setText(byTestId("throughput-partitions-1m"), fmtRate(h.partitions_per_hour_1m));
+  setText(byTestId("throughput-partitions-10m"), fmtRate(h.partitions_per_hour_10m));
+}
+
+/** One row per proof kind that ended a job since boot, in name order: done, failed, cancelled. */
+function renderKinds(c) {
+  const done = c.completed_by_kind || {};
+  const failed = c.failed_by_kind || {};
+  const cancelled = c.cancelled_by_kind || {};
+  const kinds = [...new Set([...Object.keys(done), ...Object.keys(failed), ...Object.keys(cancelled)])].sort();
+  syncKeyed(byTestId("kind-rows"), kinds, (k) => k, () => h("tr", { "data-testid": "kind-row" }, [
+    h("td", { class: "kind-name" }), h("td", { class: "r num" }),
+    h("td", { class: "r num" }, [h("a", { href: "#failures", class: "failed-link" })]),
+    h("td", { class: "r num" }),
+  ]), (tr, kind) => {
+    setAttr(tr, "data-kind", kind);
+    const [name, d, f, x] = tr.children;
+    setText(name, kind);
+    setText(d, String(done[kind] ?? 0));
+    linkFailures($("a", f), failed[kind] ?? 0, kind);
+    setText(x, String(cancelled[kind] ?? 0));
+  });
+}
+
 export function renderCharts(s) {
+  renderThroughput(s.history);
+  renderKinds(s.counters || {});
   const perMin = proofsPerMinute(s);
   const total = perMin.reduce((a, b) => a + b, 0);
   setText(byTestId("proofs-hour"), `${total} proofs in the last hour (per minute)`);

@@ -1,9 +1,10 @@
 // The Devices and Workers panels: one entry per device and one card per worker, both in id order. A worker
 // card never shows a state a fresh snapshot does not vouch for: while the data is stale it reads "unknown",
-// and a dead worker (restarting or lost) says so, with why and how often it was restarted, never "idle".
+// and a dead worker (restarting or lost) says so, with why and how often it was restarted, never "idle". A
+// worker that was restarted says so on its card once it is back too: how often, when last and why.
 import { $, byTestId, h, setAttr, setText, syncKeyed } from "./dom.js";
 import { feed, isStale, liveExtra } from "./feed.js";
-import { fmtPct, fmtSecs } from "./format.js";
+import { clock, fmtPct, fmtSecs } from "./format.js";
 
 // Worker states whose processes died: restarting (being replaced) and lost (cannot come back).
 const DOWN_STATES = new Set(["restarting", "lost"]);
@@ -53,6 +54,7 @@ function createWorkerCard() {
     ]),
     h("div", { class: "worker-state", "data-testid": "worker-state" }),
     h("div", { class: "last-known", "data-testid": "worker-last-known" }),
+    h("div", { class: "restarts", "data-testid": "worker-restarts" }),
     h("dl", {}, [
       ...field("job", "worker-job"),
       ...field("partition", "worker-partition"),
@@ -78,6 +80,13 @@ function updateWorkerCard(card, w) {
     const restarts = w.restarts ? ` (restarts: ${w.restarts})` : "";
     setText(byTestId("worker-last-known", card), `${w.last_error || "its processes died"}${restarts}`);
   }
+  const known = byTestId("worker-last-known", card);
+  setAttr(known, "title", known.textContent);
+  const restarts = byTestId("worker-restarts", card);
+  const restartText = restartLine(w);
+  setText(restarts, restartText);
+  setAttr(restarts, "title", restartText);
+  setAttr(restarts, "data-count", w.restarts ?? 0);
   const job = byTestId("worker-job", card);
   setText(job, w.current_job ?? "—");
   setAttr(job, "data-value", w.current_job ?? "");
@@ -97,6 +106,18 @@ function updateWorkerCard(card, w) {
   setText(finEl, fin.length ? finText : "—");
   setAttr(finEl, "data-count", fin.length);
   finEl.classList.add("wrap");
+}
+
+/** "restarted 2× · last 14:02:11: <why>" (the time by the daemon's clock); the reason is left out while the
+ * worker is down (the line above gives it); "" for a worker never restarted. */
+function restartLine(w) {
+  const down = DOWN_STATES.has(w.state);
+  const why = w.last_error && !down ? `: ${w.last_error}` : "";
+  if (!w.restarts) return why ? `last died${why}` : "";
+  const taken = feed.snapshot && feed.snapshot.taken_at;
+  const ago = w.last_restart_secs_ago;
+  const when = typeof ago === "number" && typeof taken === "number" ? ` · last ${clock((taken - ago) * 1000)}` : "";
+  return `restarted ${w.restarts}×${when}${why}`;
 }
 
 function tickWorker(card, w) {

@@ -44,6 +44,10 @@ def render_totals(t: TrackerTotals) -> str:
             "Seconds each worker spent holding a current lease (its device section).",
             [("prooflane_worker_busy_seconds_total", (("worker", w),), s)
              for w, s in sorted(t.worker_busy_seconds.items())])  # fmt: skip
+    _family(out, "prooflane_worker_restarts_total", "counter",
+            "Times each worker's processes died and were replaced (or are being), on its device.",
+            [("prooflane_worker_restarts_total", (("worker", w), ("device", d)), n)
+             for (w, d), n in sorted(t.worker_restarts.items())])  # fmt: skip
     _family(out, "prooflane_workers", "gauge",
             "Listed workers by state (idle, proving, finalizing; restarting and lost: their processes died).",
             [("prooflane_workers", (("state", s),), n) for s, n in t.workers_by_state.items()])  # fmt: skip

@@ -36,7 +36,7 @@ from .snapshot import (
     partitions_json,
     pipeline_rank,
 )
-from .timing import MINUTE, DeviceBusy, HistogramView
+from .timing import MINUTE, THROUGHPUT_WINDOWS, DeviceBusy, HistogramView
 
 __all__ = ["SnapshotHead", "TrackerTotals", "health", "snapshot", "totals"]
 
@@ -55,6 +55,7 @@ class SnapshotHead:
     process_rss_bytes: int
     invariant_violations: tuple[str, ...]
     health_reasons: tuple[str, ...] = ()  # the caller's own reasons against health
+    tree_rss_bytes: int = 0  # the daemon's and its descendants' RSS (see .rss)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +66,7 @@ class TrackerTotals:
     jobs: Mapping[tuple[str, str], int]
     phases: Mapping[str, HistogramView]
     worker_busy_seconds: Mapping[str, float]
+    worker_restarts: Mapping[tuple[str, str], int]  # (worker, device) -> restarts, every listed worker
     workers_by_state: Mapping[str, int]
     device_busy_fraction: Mapping[str, float]
     memory_reserved_bytes: int
@@ -97,14 +99,15 @@ def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
         health=health(r, head.health_reasons),
         stale_events=r.stale,
         illegal_events=r.illegal,
-        memory=_memory(r, head.process_rss_bytes),
+        memory=_memory(r, head),
         synthesis=SynthesisStatus(r.synth_max, r.states[P.SYNTHESIZING]),
         workers=tuple(_worker(r, w, now) for w in r.workers.values()),
         devices=tuple(_device(r, d, now) for d in devices),
         allocations=r.memory.allocations(now),
         counters=_counters(r),
-        history=_history(r, now, devices),
+        history=_history(r, now, devices, now - head.uptime_secs),
         recent_jobs=tuple(_recent_job(j, now) for j in reversed(r.recent_jobs)),
+        recent_failures=tuple(_recent_job(j, now) for j in reversed(r.recent_failures)),
         recent_partitions=recent,
         recent_partitions_json=_recent_partitions_json(r, recent),
         live_jobs=_live_jobs(entries),
@@ -138,6 +141,9 @@ def totals(
         jobs=MappingProxyType(dict(r.jobs_total)),
         phases=MappingProxyType({name: h.view() for name, h in r.phases.items()}),
         worker_busy_seconds=MappingProxyType(busy),
+        worker_restarts=MappingProxyType(
+            {(w.worker_id, w.device.name): w.restarts for w in r.workers.values()}
+        ),
         workers_by_state=MappingProxyType(
             {s.value: sum(w.state is s for w in r.workers.values()) for s in WorkerState}
         ),
@@ -231,6 +237,7 @@ def _worker(r: Records, worker: Worker, now: float) -> WorkerStatus:
         last_error=worker.last_error,
         restarts=worker.restarts,
         node=worker.node,
+        last_restart_secs_ago=None if worker.last_restart_at is None else now - worker.last_restart_at,
     )
 
 
@@ -241,16 +248,19 @@ def _device(r: Records, device: DeviceBusy, now: float) -> DeviceStatus:
     return DeviceStatus(device.name, device.kind, device.fraction(now), live, len(workers) - live, node)
 
 
-def _memory(r: Records, rss_bytes: int) -> MemoryStatus:
+def _memory(r: Records, head: SnapshotHead) -> MemoryStatus:
     memory = r.memory
     cached = memory.cached_bytes
+    used = memory.reserved_bytes + cached  # everything the budget holds
     return MemoryStatus(
         total_bytes=memory.total_bytes,
         reserved_bytes=memory.reserved_bytes,
-        available_bytes=max(0, memory.total_bytes - memory.reserved_bytes - cached),
-        process_rss_bytes=rss_bytes,
+        available_bytes=max(0, memory.total_bytes - used),
+        process_rss_bytes=head.process_rss_bytes,
         cached_bytes=cached,
         reservations=memory.reservations,
+        used_bytes=used,
+        tree_rss_bytes=head.tree_rss_bytes,
     )
 
 
@@ -274,10 +284,21 @@ def _counters(r: Records) -> CountersStatus:
     )
 
 
-def _history(r: Records, now: float, devices: list[DeviceBusy]) -> HistoryStatus:
+def _history(r: Records, now: float, devices: list[DeviceBusy], since: float) -> HistoryStatus:
+    """The per-minute series, and the throughput over the last minute and ten (``since``: the boot)."""
     open_intervals = [(d.busy_since, now) for d in devices if d.busy_since is not None]
     proofs, partitions, busy = r.history.series(now, len(devices), open_intervals)
-    return HistoryStatus(MINUTE, proofs, partitions, busy)
+    short, long = THROUGHPUT_WINDOWS
+    return HistoryStatus(
+        MINUTE,
+        proofs,
+        partitions,
+        busy,
+        proofs_per_hour_1m=r.proofs_done.per_hour(now, short, since),
+        proofs_per_hour_10m=r.proofs_done.per_hour(now, long, since),
+        partitions_per_hour_1m=r.partitions_done.per_hour(now, short, since),
+        partitions_per_hour_10m=r.partitions_done.per_hour(now, long, since),
+    )
 
 
 def _recent_job(job: Job, now: float) -> RecentJob:

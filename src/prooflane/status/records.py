@@ -15,7 +15,7 @@ from .. import events as ev
 from ..config import Config
 from ..states import JobState, PartitionState, WorkerState
 from .snapshot import AllocationStatus, PartitionStatus, PipelineEntry, RecentPartition
-from .timing import DeviceBusy, MinuteHistory, PhaseHistogram
+from .timing import CompletionRate, DeviceBusy, MinuteHistory, PhaseHistogram
 
 __all__ = [
     "IllegalEvent",
@@ -43,6 +43,7 @@ class TrackerConfig:
     memory_total_bytes: int = 0
     synthesis_max_concurrent: int = 0
     recent_jobs: int = 50
+    recent_failures: int = 50  # failed jobs kept apart (and each for retention_secs at least)
     recent_partitions: int = 256
     history_minutes: int = 60
     feed_capacity: int = 4096
@@ -178,6 +179,7 @@ class Worker:
     down: WorkerState | None = None  # None, RESTARTING or LOST
     last_error: str | None = None  # why its processes last died
     restarts: int = 0  # deaths after which its processes were (or are being) replaced
+    last_restart_at: float | None = None  # when the last of those deaths was (None while restarts == 0)
 
     @property
     def live(self) -> bool:
@@ -204,6 +206,13 @@ class Records:
     history: MinuteHistory
     recent_jobs: deque[Job]
     recent_partitions: deque[RecentPartition]
+    proofs_done: CompletionRate  # jobs done, per second of the clock, for the throughput
+    partitions_done: CompletionRate  # partitions done, likewise
+    # Failed jobs, oldest first, kept apart from recent_jobs so that no stream of jobs done pushes them out:
+    # the last `recent_failures` of them, and every one that failed within the retention time.
+    recent_failures: deque[Job] = field(default_factory=deque)
+    failures_kept: int = 50  # how many recent_failures keeps, at least
+    failures_kept_secs: float = 0.0  # how long it keeps each, at least (the retention time)
     recent_partitions_added: int = 0  # bumped with every append to recent_partitions
     recent_partitions_json: tuple[int, str] | None = None  # the read-out's text of them, at that count
     seq: int = 0  # the id of the last event received (applied or dropped)
@@ -235,7 +244,27 @@ class Records:
             history=MinuteHistory(config.history_minutes),
             recent_jobs=deque(maxlen=config.recent_jobs),
             recent_partitions=deque(maxlen=config.recent_partitions),
+            proofs_done=CompletionRate(),
+            partitions_done=CompletionRate(),
+            failures_kept=config.recent_failures,
+            failures_kept_secs=config.retention_secs,
         )
+
+    def count_end(self, job: Job) -> None:
+        """``job`` just ended (its outcome and end set): counted once, in the ended jobs of the live view and
+        the recent jobs, in the throughput when done, and in the recent failures when failed (the oldest of
+        them leaves once more than ``failures_kept`` are kept and it failed ``failures_kept_secs`` ago)."""
+        assert job.outcome is not None and job.ended_at is not None
+        self.jobs_total[(job.kind, job.outcome.value)] += 1
+        self.ended.append(job)
+        self.recent_jobs.append(job)
+        if job.outcome is JobState.DONE:
+            self.proofs_done.count(job.ended_at)
+        elif job.outcome is JobState.FAILED:
+            failures, now, kept_secs = self.recent_failures, job.ended_at, self.failures_kept_secs
+            failures.append(job)
+            while len(failures) > self.failures_kept and now - (failures[0].ended_at or 0.0) >= kept_secs:
+                failures.popleft()
 
 
 MemoryEvent = (

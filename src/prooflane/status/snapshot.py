@@ -213,7 +213,8 @@ class WorkerStatus:
     """One listed worker. ``busy_secs``: time in the current lease; totals count device-section time only.
 
     ``last_error``: why its processes last died (None if they never did); ``restarts``: how many times they
-    died and were (or are being) replaced; ``node``: the machine it runs on, when the backend names one.
+    died and were (or are being) replaced; ``node``: the machine it runs on, when the backend names one;
+    ``last_restart_secs_ago``: how long ago the last of those deaths was (None while ``restarts`` is 0).
     """
 
     worker_id: str
@@ -228,6 +229,7 @@ class WorkerStatus:
     last_error: str | None = None
     restarts: int = 0
     node: str | None = None
+    last_restart_secs_ago: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,7 +276,12 @@ class AllocationStatus:
 
 @dataclass(frozen=True, slots=True)
 class MemoryStatus:
-    """The memory budget. ``available_bytes`` = total - reserved - cached, never below zero."""
+    """The memory budget and what holds it: ``used_bytes`` = reserved + cached (everything the budget holds),
+    ``available_bytes`` = total - used, never below zero.
+
+    ``process_rss_bytes``: the daemon's own resident set; ``tree_rss_bytes``: the daemon's and all its
+    descendants' (workers, finalizers, synthesis processes), summed (see :mod:`.rss`).
+    """
 
     total_bytes: int
     reserved_bytes: int
@@ -282,6 +289,8 @@ class MemoryStatus:
     process_rss_bytes: int
     cached_bytes: int
     reservations: int
+    used_bytes: int = 0
+    tree_rss_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,17 +325,24 @@ class CountersStatus:
 
 @dataclass(frozen=True, slots=True)
 class HistoryStatus:
-    """Per-minute history, oldest first, the last entry being the current (partial) minute."""
+    """Per-minute history, oldest first, the last entry being the current (partial) minute; and the
+    throughput: jobs done (proofs) and partitions done per hour over the last minute and the last ten (over
+    the tracker's life when it is younger than that)."""
 
     minute_secs: float
     proofs_per_minute: tuple[int, ...]
     partitions_per_minute: tuple[int, ...]
     busy_fraction_per_minute: tuple[float, ...]
+    proofs_per_hour_1m: float = 0.0
+    proofs_per_hour_10m: float = 0.0
+    partitions_per_hour_1m: float = 0.0
+    partitions_per_hour_10m: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
 class RecentJob:
-    """A finished job, kept in a short history after it leaves the live view."""
+    """A finished job, kept in a short history after it leaves the live view (``recent_jobs``; a failed one
+    also in ``recent_failures``)."""
 
     job_id: str
     proof_kind: str
@@ -390,6 +406,7 @@ class StatusSnapshot:
     counters: CountersStatus
     history: HistoryStatus
     recent_jobs: tuple[RecentJob, ...]
+    recent_failures: tuple[RecentJob, ...]  # failed jobs, newest first, kept apart from recent_jobs
     recent_partitions: tuple[RecentPartition, ...] = field(metadata=json_text_in("recent_partitions_json"))
     live_jobs: LiveJobsStatus
     pipelines: Pipelines  # last: the bulk of the document

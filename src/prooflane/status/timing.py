@@ -10,9 +10,21 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-__all__ = ["PHASE_BUCKETS", "DeviceBusy", "HistogramView", "MinuteHistory", "PhaseHistogram"]
+__all__ = [
+    "PHASE_BUCKETS",
+    "THROUGHPUT_WINDOWS",
+    "CompletionRate",
+    "DeviceBusy",
+    "HistogramView",
+    "MinuteHistory",
+    "PhaseHistogram",
+]
 
 MINUTE = 60.0
+HOUR = 3600.0
+
+THROUGHPUT_WINDOWS: tuple[float, float] = (60.0, 600.0)
+"""The windows (seconds) the snapshot's throughput is measured over: the last minute and the last ten."""
 
 PHASE_BUCKETS: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 """Upper bounds (seconds) of the partition phase histogram buckets; +Inf is implied."""
@@ -113,6 +125,38 @@ class MinuteHistory:
             if len(table) > self.minutes + 1:
                 for key in [k for k in table if k < oldest]:
                     del table[key]
+
+
+class CompletionRate:
+    """How many things (jobs, partitions) completed in each second of the clock over the last ``span``
+    seconds, for rates over sliding windows: at most ``span`` + 1 counts kept, whatever the rate."""
+
+    def __init__(self, span: float = THROUGHPUT_WINDOWS[-1]) -> None:
+        self.span = span
+        self._seconds: deque[list[int]] = deque()  # [second, count], oldest first
+
+    def count(self, at: float) -> None:
+        """One completed at ``at`` (an event stamped earlier than the last one counts in the last second)."""
+        second = math.floor(at)
+        if self._seconds and self._seconds[-1][0] >= second:
+            self._seconds[-1][1] += 1
+        else:
+            self._seconds.append([second, 1])
+        while self._seconds[0][0] < second - self.span:
+            self._seconds.popleft()
+
+    def per_hour(self, now: float, window: float, since: float) -> float:
+        """Completions per hour over the last ``window`` seconds (to the second), or since ``since`` (the
+        tracker's start) when that is more recent; 0 over an empty span."""
+        span = min(window, now - since)
+        if span <= 0:
+            return 0.0
+        first, done = math.floor(now - window), 0
+        for second, n in reversed(self._seconds):
+            if second < first:
+                break
+            done += n
+        return done * HOUR / span
 
 
 @dataclass(frozen=True, slots=True)

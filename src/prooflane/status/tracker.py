@@ -41,8 +41,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any, assert_never
 
-import psutil
-
 from .. import events as ev
 from .._version import __version__
 from ..errors import IllegalTransition
@@ -61,6 +59,7 @@ from .invariants import InvariantCheck
 from .readout import SnapshotHead, TrackerTotals
 from .reasons import readable_reason
 from .records import IllegalEvent, Job, Lease, Partition, Records, StaleEvent, TrackerConfig, Worker
+from .rss import ProcessMemory
 from .snapshot import Health, StatusSnapshot
 from .timing import DeviceBusy
 
@@ -117,7 +116,7 @@ class StatusTracker:
         self._wall_clock = wall_clock
         self._booted_at = clock()
         self._owner_thread: int | None = None
-        self._process = psutil.Process() if self.config.sample_rss else None
+        self._memory = ProcessMemory() if self.config.sample_rss else None
         # Written only by apply() on the event loop (see the module docstring).
         self._r = Records.new(self.config)
         self._invariants_at: tuple[int, list[str]] = (-1, [])
@@ -302,9 +301,7 @@ class StatusTracker:
     def _end_job(self, job: Job, at: float, outcome: JobState, reason: str | None, named: int | None) -> None:
         job.outcome, job.ended_at, job.reason, job.failed_partition = outcome, at, reason, named
         job.counted = True
-        self._r.jobs_total[(job.kind, outcome.value)] += 1
-        self._r.ended.append(job)
-        self._r.recent_jobs.append(job)
+        self._r.count_end(job)
 
     def _live_job(self, job_id: str) -> Job:
         job = self._r.jobs.get(job_id)
@@ -468,6 +465,7 @@ class StatusTracker:
         partition.finalize_ms = event.finalize_ms
         self._r.phases["finalize"].observe(event.finalize_ms / 1000)
         self._r.history.count_partition(event.at)
+        self._r.partitions_done.count(event.at)
         self._r.recent_partitions.append(partition.recent())
         self._r.recent_partitions_added += 1
         return context
@@ -539,7 +537,8 @@ class StatusTracker:
             self._requeue(partition, event.at)
             partition.reason = readable_reason(f"worker {worker.worker_id} died: {event.reason}")
         worker.down, worker.last_error = down, readable_reason(event.reason)
-        worker.restarts += down is WorkerState.RESTARTING
+        if down is WorkerState.RESTARTING:
+            worker.restarts, worker.last_restart_at = worker.restarts + 1, event.at
         return {"requeued": len(tokens)}
 
     # --- reading ---------------------------------------------------------------------------------------
@@ -566,14 +565,16 @@ class StatusTracker:
         ``health_reasons`` as for :meth:`health`."""
         now = self._clock()
         self._expire(now)
+        rss = self._memory.sample(now, self._r.seq) if self._memory is not None else None
         head = SnapshotHead(
             version=self.version,
             boot_id=self.boot_id,
             taken_at=self._wall_clock(),
             uptime_secs=now - self._booted_at,
-            process_rss_bytes=self._process.memory_info().rss if self._process is not None else 0,
+            process_rss_bytes=rss.process if rss is not None else 0,
             invariant_violations=tuple(self.invariants()),
             health_reasons=health_reasons,
+            tree_rss_bytes=rss.tree if rss is not None else 0,
         )
         return readout.snapshot(self._r, now, head)
 
