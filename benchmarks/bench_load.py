@@ -62,7 +62,7 @@ class Connection:
         return cls(reader, writer)
 
     async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
-        head = f"{method} {path} HTTP/1.1\r\nHost: bench\r\nContent-Length: {len(body)}\r\n"
+        head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n"
         if body:
             head += "Content-Type: application/json\r\n"
         self.writer.write(head.encode() + b"\r\n" + body)
@@ -113,7 +113,7 @@ class StreamStats:
 async def event_stream(host: str, port: int, stats: StreamStats, opened: asyncio.Event) -> None:
     """Read ``/v1/events`` from ``stats.start`` until cancelled (chunked transfer, SSE frames)."""
     reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
-    request = f"GET /v1/events HTTP/1.1\r\nHost: bench\r\nLast-Event-ID: {stats.start}\r\n\r\n"
+    request = f"GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nLast-Event-ID: {stats.start}\r\n\r\n"
     writer.write(request.encode())
     try:
         status, headers = await read_head(reader)
@@ -138,7 +138,7 @@ def read_frame(frame: str, stats: StreamStats) -> None:
     event_id, name = None, "message"
     for line in frame.split("\n"):
         if line.startswith("id: "):
-            event_id = int(line[4:])
+            event_id = int(line[4:].rpartition(":")[2])  # <boot_id>:<seq>
         elif line.startswith("event: "):
             name = line[7:]
         elif line == ": heartbeat":

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from pathlib import Path
 
 import pytest
 
 from prooflane.config import DEFAULT_PORT, Config, RaySettings
 from prooflane.errors import ConfigError
+from prooflane.logs import LOG_FORMATS, LOG_LEVELS
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "config.md"
 
 
 def test_defaults_resolve_to_this_machine(tmp_path: Path) -> None:
@@ -39,6 +44,9 @@ def test_toml_overrides_defaults_and_explicit_overrides_win(tmp_path: Path) -> N
         ("port = 0", "key 'port'"),
         ('profile = "huge"', "key 'profile'"),
         ('devices = ["gpu"]', "key 'devices'"),
+        ('log_format = "xml"', "key 'log_format': expected one of text, json"),
+        ('log_level = "loud"', "key 'log_level': expected one of debug, info, warning, error"),
+        ("log_level = 20", "key 'log_level': expected str"),
         ("port = ", "not valid TOML"),
     ],
 )
@@ -48,6 +56,22 @@ def test_bad_config_names_the_key(tmp_path: Path, text: str, named: str) -> None
     with pytest.raises(ConfigError, match=named) as error:
         Config.load(path)
     assert str(path) in str(error.value)
+
+
+def test_the_log_is_text_at_info_unless_the_file_says_otherwise(tmp_path: Path) -> None:
+    assert (Config().log_format, Config().log_level) == ("text", "info")
+    path = tmp_path / "prooflane.toml"
+    path.write_text('log_format = "json"\nlog_level = "debug"\n')
+    config = Config.load(path)
+    assert (config.log_format, config.log_level) == ("json", "debug")
+    assert (config.resolved().log_format, config.resolved().log_level) == ("json", "debug")
+
+
+def test_the_log_keys_are_documented_with_every_value() -> None:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "config.md").read_text()
+    for key, values in (("log_format", LOG_FORMATS), ("log_level", LOG_LEVELS)):
+        [row] = [line for line in text.splitlines() if line.startswith(f"| `{key}` |")]
+        assert [v for v in values if f"`{v}`" not in row] == [], key
 
 
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
@@ -86,3 +110,10 @@ def test_an_explicit_ray_address_wins_over_the_ray_table(tmp_path: Path) -> None
     path = tmp_path / "ray.toml"
     path.write_text('[ray]\naddress = "auto"\n')
     assert Config.load(path, ray_address="ray://head:10001").ray.address == "ray://head:10001"
+
+
+def test_every_key_is_documented_in_docs_config() -> None:
+    documented = set(re.findall(r"^\| `([a-z_.]+)` \|", DOCS.read_text(), re.M))
+    keys = {f.name for f in dataclasses.fields(Config) if f.name != "ray"}
+    keys |= {f"ray.{f.name}" for f in dataclasses.fields(RaySettings)}
+    assert keys <= documented, sorted(keys - documented)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sqlite3
 from pathlib import Path
 
-from prooflane.store import CircuitRecord, Store
+import pytest
+
+from prooflane.store import CircuitRecord, JournalInUse, JournalUnreadable, Store
 
 
 def new_job(store: Store, job_id: str, partitions: int = 3) -> None:
@@ -65,3 +70,57 @@ def test_circuits_are_registered_once(tmp_path: Path) -> None:
     record = CircuitRecord("c", "/c.zkey", None, "d", "normal", "bn128", 10, 2, 1000)
     store.add_circuit(record)
     assert store.circuits() == [record]
+
+
+def test_pages_of_jobs_follow_one_another_without_gap_or_repeat(tmp_path: Path) -> None:
+    store = Store(tmp_path / "j.sqlite3")
+    for n in range(7):
+        new_job(store, f"j{n}", 1)
+    pages, before = [], None
+    while page := store.jobs(limit=3, before=before):
+        pages.append([j.job_id for j in page])
+        before = page[-1].seq
+    assert pages == [["j6", "j5", "j4"], ["j3", "j2", "j1"], ["j0"]]
+
+
+def test_partition_states_leave_the_proofs_out(tmp_path: Path) -> None:
+    store = Store(tmp_path / "j.sqlite3")
+    new_job(store, "a", 2)
+    store.save_proof("a", 0, {"pi_a": ["1"]}, ["5"])
+    assert [(p.index, p.state) for p in store.partition_states("a")] == [(0, "done"), (1, "pending")]
+    assert not hasattr(store.partition_states("a")[0], "proof")
+
+
+def test_a_second_daemon_on_the_same_data_folder_is_refused_naming_the_first(tmp_path: Path) -> None:
+    first = Store(tmp_path / "journal.sqlite3")
+    with pytest.raises(JournalInUse, match=rf"in use by another prooflane daemon \(pid {os.getpid()}\)"):
+        Store(tmp_path / "journal.sqlite3")
+    first.close()
+    Store(tmp_path / "journal.sqlite3").close()  # free again once the first let go
+
+
+def test_a_proof_changed_on_disk_is_never_served(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite3"
+    store = Store(path)
+    new_job(store, "a", 1)
+    store.save_proof("a", 0, {"pi_a": ["12345"]}, ["5"])
+    store.close()
+    with contextlib.closing(sqlite3.connect(path)) as db, db:  # one digit changed behind the journal's back
+        db.execute("UPDATE partitions SET proof = replace(proof, '12345', '12346')")
+    again = Store(path)
+    with pytest.raises(JournalUnreadable, match="does not match the digest"):
+        again.partitions("a")
+    assert again.partition_states("a")[0].state == "done"  # the job's state is still readable
+
+
+def test_a_damaged_journal_is_refused_at_open_saying_so(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite3"
+    store = Store(path)
+    for n in range(200):  # enough rows for several pages
+        new_job(store, f"job-{n:04d}", 4)
+    store.close()
+    with path.open("r+b") as raw:  # a page of the table's data overwritten with garbage
+        raw.seek(4096 * 3)
+        raw.write(b"\xde\xad" * 2048)
+    with pytest.raises(JournalUnreadable, match=r"journal .* (is damaged|cannot be opened)"):
+        Store(path)

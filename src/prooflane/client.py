@@ -30,11 +30,20 @@ _LONG_POLL_SLICE = 60.0  # one long-poll request waits at most this long; longer
 
 @dataclass(frozen=True)
 class ServerEvent:
-    """One server-sent event: its id (for resuming), its name, and its JSON data."""
+    """One server-sent event: its number in its boot of the daemon (``id``: the ``seq`` a snapshot gives),
+    that boot, its name, and its JSON data. Resume after it with ``events(last_event_id=event.resume_id)``."""
 
     id: int | None
     name: str
     data: Any
+    boot_id: str | None = None
+
+    @property
+    def resume_id(self) -> str | None:
+        """The id to resume after this event: ``<boot_id>:<id>`` (another boot's is never resumed from)."""
+        if self.id is None:
+            return None
+        return f"{self.boot_id}:{self.id}" if self.boot_id else str(self.id)
 
 
 class Client:
@@ -96,9 +105,11 @@ class Client:
         """The job's state and its partitions' states."""
         return JobView.model_validate(self._call("GET", f"/v1/jobs/{job_id}"))
 
-    def jobs(self, state: str | None = None, limit: int = 100) -> list[JobView]:
-        """Jobs from the daemon's journal, oldest first (finished ones included)."""
+    def jobs(self, state: str | None = None, limit: int = 100, before: str | None = None) -> list[JobView]:
+        """Jobs from the daemon's journal, newest first (finished ones included): a page of at most
+        ``limit`` (1,000 at the most), of the jobs journalled before job ``before`` when given."""
         params: dict[str, Any] = {"limit": limit} | ({"state": state} if state else {})
+        params |= {"before": before} if before else {}
         return [JobView.model_validate(item) for item in self._call("GET", "/v1/jobs", params=params)]
 
     def proof(self, job_id: str, wait: float = 0.0) -> JobProof | None:
@@ -180,8 +191,10 @@ class Client:
             detail = ""
         return detail or f"/healthz answered {response.status_code}"
 
-    def events(self, last_event_id: int | None = None) -> Generator[ServerEvent, None, None]:
-        """Iterate over the server-sent events, from after ``last_event_id`` when given.
+    def events(self, last_event_id: int | str | None = None) -> Generator[ServerEvent, None, None]:
+        """Iterate over the server-sent events, from after ``last_event_id`` when given: an event's
+        ``resume_id`` (``<boot_id>:<seq>``), or a ``seq`` of this boot's ``/status``. An id of an earlier boot
+        of the daemon starts with a ``resync`` event instead (fetch ``/status`` and carry on).
 
         The iterator runs until the daemon closes the stream; heartbeats are skipped. Close it (or use
         ``contextlib.closing``) to end the connection early.
@@ -224,20 +237,23 @@ def _error(response: httpx.Response) -> DaemonError:
 def parse_sse(lines: Iterator[str]) -> Iterator[ServerEvent]:
     """Parse server-sent event lines into events (comments and heartbeats are skipped)."""
     event_id: int | None = None
+    boot: str | None = None
     name = "message"
     data: list[str] = []
     for line in lines:
         if line == "":
             if data:
-                yield ServerEvent(event_id, name, _json_or_text("\n".join(data)))
-            event_id, name, data = None, "message", []
+                yield ServerEvent(event_id, name, _json_or_text("\n".join(data)), boot)
+            event_id, boot, name, data = None, None, "message", []
             continue
         if line.startswith(":"):
             continue
         field, _, value = line.partition(":")
         value = value.removeprefix(" ")
         if field == "id":
-            event_id = int(value) if value.isdigit() else None
+            prefix, _, number = value.rpartition(":")
+            event_id = int(number) if number.isdigit() else None
+            boot = prefix or None
         elif field == "event":
             name = value
         elif field == "data":

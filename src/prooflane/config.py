@@ -16,6 +16,7 @@ from typing import Any
 import psutil
 
 from .errors import ConfigError
+from .logs import LOG_FORMATS, LOG_LEVELS
 
 __all__ = [
     "DEFAULT_HOST",
@@ -90,8 +91,14 @@ class Config:
     max_request_bytes: int = 1 << 20
     ray: RaySettings = field(default_factory=RaySettings)
     request_timeout_secs: float = 30.0
+    max_connections: int = 1024  # HTTP connections at once (lowered to what the open-files limit holds)
+    # Host names (besides IP addresses, localhost and this machine's own names) clients may use for the
+    # daemon: any other Host header is refused (DNS rebinding).
+    allowed_hosts: tuple[str, ...] = ()
     # Folders whose files requests may name (sectors, witnesses, circuits), besides data_dir (docs/config.md).
     allowed_roots: tuple[Path, ...] = ()
+    log_format: str = "text"  # text for people, json for log shippers (docs/operations.md, "Logs")
+    log_level: str = "info"
 
     def __post_init__(self) -> None:
         # Profiles and curves have their homes in the circuits and the prover (imported here: heavy to load).
@@ -117,6 +124,9 @@ class Config:
         _check(self.live_retention_secs >= 0, "live_retention_secs", "expected a number of seconds >= 0")
         _check(self.max_request_bytes >= 1024, "max_request_bytes", "expected at least 1024")
         _check(self.request_timeout_secs > 0, "request_timeout_secs", "expected a number of seconds > 0")
+        _check(self.max_connections >= 16, "max_connections", "expected at least 16")
+        _check(self.log_format in LOG_FORMATS, "log_format", f"expected one of {', '.join(LOG_FORMATS)}")
+        _check(self.log_level in LOG_LEVELS, "log_level", f"expected one of {', '.join(LOG_LEVELS)}")
         for root in self.allowed_roots:
             _check(Path(root).is_absolute(), "allowed_roots", f"{str(root)!r}: expected an absolute folder")
         for device in self.devices:

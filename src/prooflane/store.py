@@ -3,12 +3,23 @@
 Every write is its own committed transaction, so a job acknowledged to a client and every partition proof
 stored survive ``kill -9`` of the daemon (WAL with ``synchronous=NORMAL`` loses nothing on a process crash).
 A write that cannot be made (the disk is full, or failing) raises :class:`JournalUnwritable` and stores
-nothing of itself. Used from the event loop only; each call is one short statement.
+nothing of itself; a read that fails (a damaged page) raises :class:`JournalUnreadable`. Used from the event
+loop only; each call is one short statement.
+
+One daemon per data folder: opening the journal takes an exclusive lock on ``daemon.lock`` beside it (held
+until :meth:`Store.close`, or the process's end), so a second daemon on the same folder is refused at start
+(:class:`JournalInUse`) instead of overwriting the first one's proofs. The journal is checked when opened
+(``PRAGMA quick_check``: :class:`JournalDamaged`), and every stored proof carries the SHA-256 of its text,
+checked when it is read back, so a proof changed on disk is never served as valid.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import json
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +29,17 @@ from typing import Any
 
 from .errors import ProoflaneError
 
-__all__ = ["CircuitRecord", "JobRecord", "JournalUnwritable", "PartitionRecord", "Store"]
+__all__ = [
+    "CircuitRecord",
+    "JobRecord",
+    "JournalDamaged",
+    "JournalInUse",
+    "JournalUnreadable",
+    "JournalUnwritable",
+    "PartitionRecord",
+    "PartitionRow",
+    "Store",
+]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -43,6 +64,7 @@ CREATE TABLE IF NOT EXISTS partitions (
     error TEXT,
     proof TEXT,
     public TEXT,
+    digest TEXT,
     PRIMARY KEY (job_id, idx)
 );
 CREATE TABLE IF NOT EXISTS circuits (
@@ -61,6 +83,19 @@ CREATE TABLE IF NOT EXISTS circuits (
 
 class JournalUnwritable(ProoflaneError):
     """Raised when the journal cannot be written (the disk is full, or failing); that write stored nothing."""
+
+
+class JournalUnreadable(ProoflaneError):
+    """Raised when the journal cannot be read (a damaged page, a failing disk), or a stored proof no longer
+    matches the digest it was stored with."""
+
+
+class JournalDamaged(JournalUnreadable):
+    """Raised when the journal fails its check at open (``PRAGMA quick_check``); names what it found."""
+
+
+class JournalInUse(ProoflaneError):
+    """Raised when another daemon holds the data folder's lock: one daemon per data folder."""
 
 
 @dataclass(frozen=True)
@@ -108,21 +143,53 @@ class CircuitRecord:
     memory_bytes: int
 
 
+@dataclass(frozen=True)
+class PartitionRow:
+    """A partition's row without its proof: what a job's view needs (no proof text read or decoded)."""
+
+    index: int
+    state: str
+    attempts: int
+    error: str | None
+
+
 class Store:
-    """The journal in ``<data_dir>/journal.sqlite3``."""
+    """The journal in ``<data_dir>/journal.sqlite3``, locked for this process (see the module's text)."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        self._lock = _lock_folder(path.parent / "daemon.lock")
+        try:
+            self._db = self._open(path)
+        except BaseException:
+            os.close(self._lock)
+            raise
+
+    def _open(self, path: Path) -> sqlite3.Connection:
+        try:
+            db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            found = [str(row[0]) for row in db.execute("PRAGMA quick_check(5)").fetchall()]
+            if found != ["ok"]:
+                db.close()
+                raise JournalDamaged(f"the journal {path} is damaged: {'; '.join(found)}")
+            db.executescript(_SCHEMA)
+            if "digest" not in {row[1] for row in db.execute("PRAGMA table_info(partitions)")}:
+                db.execute("ALTER TABLE partitions ADD COLUMN digest TEXT")  # journals from before digests
+        except sqlite3.DatabaseError as exc:
+            raise JournalDamaged(f"the journal {path} cannot be opened: {exc}") from None
+        except OSError as exc:
+            raise JournalUnwritable(f"the journal {path} cannot be opened: {exc.strerror or exc}") from None
+        return db
 
     def close(self) -> None:
-        """Close the database."""
+        """Close the database and let go of the data folder."""
         self._db.close()
+        with contextlib.suppress(OSError):
+            os.close(self._lock)
 
     # -- jobs -----------------------------------------------------------------------------------------
 
@@ -154,23 +221,28 @@ class Store:
 
     def job(self, job_id: str) -> JobRecord | None:
         """The job's row, or None."""
-        row = self._db.execute("SELECT * FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
-        return _job(row) if row else None
+        rows = self._read("SELECT * FROM jobs WHERE job_id = ?", (job_id,))
+        return _job(rows[0]) if rows else None
 
-    def jobs(self, state: str | None = None, limit: int = 100) -> list[JobRecord]:
-        """Jobs newest first, optionally only in ``state``."""
-        if state is None:
-            rows = self._db.execute("SELECT * FROM jobs ORDER BY seq DESC LIMIT ?", (limit,))
-        else:
-            rows = self._db.execute(
-                "SELECT * FROM jobs WHERE state = ? ORDER BY seq DESC LIMIT ?", (state, limit)
-            )
-        return [_job(r) for r in rows.fetchall()]
+    def jobs(self, state: str | None = None, limit: int = 100, before: int | None = None) -> list[JobRecord]:
+        """Jobs newest first, optionally only in ``state``, and only those journalled before the job of
+        journal position ``before`` (a page after the last one read)."""
+        where: list[str] = []
+        params: list[Any] = []
+        if state is not None:
+            where.append("state = ?")
+            params.append(state)
+        if before is not None:
+            where.append("seq < ?")
+            params.append(before)
+        clause = f"WHERE {' AND '.join(where)} " if where else ""
+        rows = self._read(f"SELECT * FROM jobs {clause}ORDER BY seq DESC LIMIT ?", (*params, limit))
+        return [_job(r) for r in rows]
 
     def unfinished_jobs(self) -> list[JobRecord]:
         """Jobs not yet done, failed or cancelled, oldest first."""
-        rows = self._db.execute("SELECT * FROM jobs WHERE state IN ('queued', 'running') ORDER BY seq")
-        return [_job(r) for r in rows.fetchall()]
+        rows = self._read("SELECT * FROM jobs WHERE state IN ('queued', 'running') ORDER BY seq", ())
+        return [_job(r) for r in rows]
 
     def set_job_state(
         self, job_id: str, state: str, *, error: str | None = None, finished_at: float | None = None
@@ -199,21 +271,41 @@ class Store:
 
     def counts(self) -> dict[str, int]:
         """Number of jobs in each state."""
-        rows = self._db.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall()
+        rows = self._read("SELECT state, count(*) FROM jobs GROUP BY state", ())
         return {str(r[0]): int(r[1]) for r in rows}
 
     # -- partitions -----------------------------------------------------------------------------------
 
     def partitions(self, job_id: str) -> list[PartitionRecord]:
-        """The job's partitions in index order."""
-        rows = self._db.execute("SELECT * FROM partitions WHERE job_id = ? ORDER BY idx", (job_id,))
-        return [_partition(r) for r in rows.fetchall()]
+        """The job's partitions in index order, proofs included (each checked against its digest)."""
+        rows = self._read("SELECT * FROM partitions WHERE job_id = ? ORDER BY idx", (job_id,))
+        return [_partition(r, self.path) for r in rows]
+
+    def partition_states(self, job_id: str) -> list[PartitionRow]:
+        """The job's partitions in index order, without their proofs (nothing large read or decoded)."""
+        sql = "SELECT idx, state, attempts, error FROM partitions WHERE job_id = ? ORDER BY idx"
+        return [PartitionRow(r[0], r[1], r[2], r[3]) for r in self._read(sql, (job_id,))]
+
+    def partition_states_of(self, job_ids: list[str]) -> dict[str, list[PartitionRow]]:
+        """:meth:`partition_states` of many jobs in one statement (a page of jobs: one read, not one each)."""
+        found: dict[str, list[PartitionRow]] = {job_id: [] for job_id in job_ids}
+        for start in range(0, len(job_ids), 500):  # SQLite's limit on bound parameters is 32766; stay small
+            chunk = job_ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            sql = (f"SELECT job_id, idx, state, attempts, error FROM partitions WHERE job_id IN ({marks})"
+                   " ORDER BY job_id, idx")  # fmt: skip
+            for r in self._read(sql, tuple(chunk)):
+                found[r[0]].append(PartitionRow(r[1], r[2], r[3], r[4]))
+        return found
 
     def save_proof(self, job_id: str, index: int, proof: dict[str, Any], public: list[str]) -> None:
-        """Store a verified partition proof (the partition is then done and never proven again)."""
+        """Store a verified partition proof (the partition is then done and never proven again), with the
+        digest of its text."""
+        proof_text, public_text = json.dumps(proof), json.dumps(public)
         self._write(
-            "UPDATE partitions SET state = 'done', proof = ?, public = ? WHERE job_id = ? AND idx = ?",
-            (json.dumps(proof), json.dumps(public), job_id, index),
+            "UPDATE partitions SET state = 'done', proof = ?, public = ?, digest = ?"
+            " WHERE job_id = ? AND idx = ?",
+            (proof_text, public_text, _digest(proof_text, public_text), job_id, index),
         )
 
     def set_partition(
@@ -254,10 +346,17 @@ class Store:
 
     def circuits(self) -> list[CircuitRecord]:
         """Every registered circuit, by name."""
-        rows = self._db.execute("SELECT * FROM circuits ORDER BY name").fetchall()
+        rows = self._read("SELECT * FROM circuits ORDER BY name", ())
         return [CircuitRecord(**dict(r)) for r in rows]
 
     # -- internals ------------------------------------------------------------------------------------
+
+    def _read(self, sql: str, params: tuple[Any, ...]) -> list[sqlite3.Row]:
+        """One statement that reads; JournalUnreadable (naming the journal) when it cannot be read."""
+        try:
+            return self._db.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise JournalUnreadable(f"the journal {self.path} cannot be read ({exc})") from None
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> None:
         """One statement that writes; JournalUnwritable (naming the journal) when it cannot be made."""
@@ -288,13 +387,44 @@ def _job(row: sqlite3.Row) -> JobRecord:
     return JobRecord(**data)
 
 
-def _partition(row: sqlite3.Row) -> PartitionRecord:
+def _partition(row: sqlite3.Row, journal: Path) -> PartitionRecord:
+    proof, public, digest = row["proof"], row["public"], row["digest"]
+    if proof and digest is not None and _digest(proof, public or "") != digest:
+        raise JournalUnreadable(
+            f"the journal {journal}: the stored proof of {row['job_id']}/{row['idx']} does not match the "
+            "digest it was stored with (changed on disk): it is not served"
+        )
     return PartitionRecord(
         job_id=row["job_id"],
         index=row["idx"],
         state=row["state"],
         attempts=row["attempts"],
         error=row["error"],
-        proof=json.loads(row["proof"]) if row["proof"] else None,
-        public=json.loads(row["public"]) if row["public"] else None,
+        proof=json.loads(proof) if proof else None,
+        public=json.loads(public) if public else None,
     )
+
+
+def _digest(proof_text: str, public_text: str) -> str:
+    return hashlib.sha256(f"{proof_text}\n{public_text}".encode()).hexdigest()
+
+
+def _lock_folder(path: Path) -> int:
+    """An exclusive lock on ``path`` for this process (the file holds its pid); JournalInUse when another
+    process has it. The lock ends with the process, however it ends, so a killed daemon leaves none."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise JournalUnwritable(f"cannot lock the data folder ({path}: {exc.strerror or exc})") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise JournalInUse(
+            f"the data folder {path.parent} is in use by another prooflane daemon (pid {holder}): one daemon "
+            "per data folder (give this one its own --data)"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd

@@ -86,7 +86,7 @@ def test_a_repeated_job_id_is_the_same_job(client: Client, sector: Path) -> None
     first = client.submit("winning-post", sector=sector, job_id="same-job-1")
     again = client.submit("winning-post", sector=sector, job_id="same-job-1")
     assert first == again == "same-job-1"
-    assert sum(v.job_id == "same-job-1" for v in client.jobs(limit=10_000)) == 1
+    assert sum(v.job_id == "same-job-1" for v in client.jobs(limit=1000)) == 1
     with pytest.raises(DaemonError) as taken:
         client.submit("window-post", sector=sector, job_id="same-job-1")
     assert taken.value.status == 409

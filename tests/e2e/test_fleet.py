@@ -433,7 +433,8 @@ class Sshd:
             return sock.connect_ex(("127.0.0.1", self.port)) == 0
 
     def options(self) -> list[str]:
-        return ["-F", "/dev/null", "-p", str(self.port), "-i", str(self.home / "user"),
+        # Only options of the fleet's allowlist (a config file, -F, is refused: it could name a program).
+        return ["-p", str(self.port), "-i", str(self.home / "user"), "-o", "IdentitiesOnly=yes",
                 "-o", f"UserKnownHostsFile={self.home / 'known_hosts'}",
                 "-o", "StrictHostKeyChecking=yes"]  # fmt: skip
 

@@ -56,15 +56,27 @@ def test_sigkill_then_restart_completes_every_job_without_redoing_proven_partiti
         late = client.submit("winning-post", sector=sector(9))  # accepted (202) just before the kill
         ids.append(late)
         before = proven(client, ids)
+        seen = events_since_boot(client)[-1]  # what a client following the stream read last
     first.kill()
     assert len(before) < 10 + 16 + 1, "the kill came after everything was proven: nothing was in flight"
 
     second = start_daemon(tmp_path_factory, "restart", data_dir=data)
     try:
         with Client(second.url) as client:
+            check_resume_across_the_restart(client, seen)
             check_after_restart(client, ids, before, snarkjs, tmp_path)
     finally:
         second.stop()
+
+
+def check_resume_across_the_restart(client: Client, seen: ServerEvent) -> None:
+    """The stream resumed with the last id read before the kill: the new boot's numbers started again, so
+    that number may well be valid here; the id's boot says it is not, and the stream says so first."""
+    assert seen.resume_id is not None and seen.boot_id is not None
+    with contextlib.closing(client.events(last_event_id=seen.resume_id)) as stream:
+        first = next(stream)
+    assert first.name == "resync" and first.boot_id != seen.boot_id
+    assert isinstance(first.data, dict) and first.data["boot_id"] == client.status()["boot_id"]
 
 
 def check_after_restart(

@@ -7,6 +7,7 @@ happens in a known order and a hook can hold, fail or kill any of them. Nothing 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -356,25 +357,20 @@ async def test_a_restart_resumes_unfinished_jobs_without_proving_again(
 # -- the engine's own failures --------------------------------------------------------------------------
 
 
-class _NoMoreWorkers(InProcessBackend):
-    """A backend that can make its first worker only (a backend bug, as far as the engine can tell)."""
-
-    def new_worker(self, worker_id: str, device: Device) -> InProcessWorker:
-        if self.workers:
-            raise RuntimeError("cannot make another worker")
-        return super().new_worker(worker_id, device)
-
-
 async def test_an_engine_that_cannot_go_on_stops_loudly_and_says_why(
-    engine_config: Callable[..., Config],
+    engine_config: Callable[..., Config], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    backend = _NoMoreWorkers()
-    async with Engine(engine_config(), backend=backend) as engine:
+    async with Engine(engine_config(), backend=InProcessBackend()) as engine:
         failed = asyncio.create_task(engine.until_failed())
-        backend.kill("cpu:0/w0")
+
+        def broken() -> bool:  # a fault of the engine's own (a bug), not of a worker or a job
+            raise RuntimeError("the dispatcher cannot go on")
+
+        monkeypatch.setattr(engine._dispatcher, "_can_synthesize", broken)
+        await engine.submit(JobRequest.model_validate({"kind": "winning-post", "sector": {"size": 256}}))
         async with asyncio.timeout(WAIT):
             error = await failed
-        assert "cannot make another worker" in str(error)
+        assert "the dispatcher cannot go on" in str(error)
         assert engine.failure is error and not engine.ready
         with pytest.raises(Unavailable):
             await engine.submit(JobRequest.model_validate({"kind": "winning-post", "sector": {"size": 256}}))
@@ -411,6 +407,46 @@ async def test_a_worker_that_cannot_come_back_is_shown_lost_and_health_says_so(
         assert not health.ok and health.devices_down == ("cpu:0",)
         assert any("cpu:0" in reason for reason in health.reasons)
         assert snapshot.invariant_violations == ()
+
+
+class _OutOfFiles(InProcessBackend):
+    """After its first worker, making one fails as a process backend does without file descriptors left
+    (EMFILE), and then starting one, until ``fixed``."""
+
+    fixed = False
+    made = 0
+
+    def new_worker(self, worker_id: str, device: Device) -> InProcessWorker:
+        self.made += 1
+        if self.made == 2 and not self.fixed:
+            raise OSError(errno.EMFILE, "Too many open files")
+        worker = super().new_worker(worker_id, device)
+        if self.made > 2 and not self.fixed:
+            worker.start = self._fails  # type: ignore[method-assign]
+        return worker
+
+    async def _fails(self) -> None:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+
+async def test_a_worker_that_cannot_be_made_or_started_is_a_worker_down_never_the_engines_end(
+    engine_config: Callable[..., Config], sector: Path
+) -> None:
+    backend = _OutOfFiles()
+    async with Engine(engine_config(), backend=backend) as engine:
+        feed = engine.subscribe(engine.snapshot().seq)
+        backend.kill("cpu:0/w0", "killed by the test")
+        async with asyncio.timeout(WAIT):
+            async for item in feed:
+                if item.event == "worker_lost":
+                    break
+        assert engine.failure is None and engine.ready  # the engine goes on
+        assert [(w.worker_id, w.state) for w in engine.snapshot().workers] == [("cpu:0/w0", WorkerState.LOST)]
+        assert "Too many open files" in "; ".join(engine.health().reasons)
+        backend.fixed = True  # descriptors are free again: the slot is filled, the job proven
+        job_id = await engine.submit(JobRequest(kind="winning-post", sector=str(sector)))
+        assert await engine.wait_proof(job_id, WAIT) is not None
+        assert engine.health().ok
 
 
 async def test_a_queue_that_does_not_move_while_workers_are_free_is_reported_stalled(

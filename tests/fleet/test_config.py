@@ -102,3 +102,62 @@ def test_every_key_is_documented(doc: str) -> None:
     for cls in (FleetConfig, DaemonSpec):
         for f in dataclasses.fields(cls):
             assert f"| `{f.name}` |" in text, f"{f.name} is missing from docs/{doc}"
+
+
+# --- what a hostile caller or a bad day once got through ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["-oProxyCommand=sh -c 'touch /tmp/pwned'"],
+        ["-o", "ProxyCommand sh -c 'id'"],
+        ["-o", "LocalCommand=id", "-o", "PermitLocalCommand=yes"],
+        ["-o", "KnownHostsCommand=/bin/id"],
+        ["-F", "/tmp/evil_config"],
+        ["-J", "jump"],
+        ["-p"],
+        ["-o", "Port=22\nProxyCommand=id"],
+    ],
+)
+def test_ssh_options_that_could_run_a_program_are_refused(options: list[str]) -> None:
+    with pytest.raises(ConfigError, match="ssh_options"):
+        DaemonSpec(name="d", ssh="prover@host", ssh_options=tuple(options))
+
+
+def test_ssh_options_of_the_allowlist_pass_in_every_spelling() -> None:
+    options = ("-p", "2222", "-p2222", "-i", "~/.ssh/k", "-lprover", "-o", "UserKnownHostsFile=/k",
+               "-oStrictHostKeyChecking=yes", "-o", "ConnectTimeout 5")  # fmt: skip
+    assert DaemonSpec(name="d", ssh="prover@host", ssh_options=options).ssh_options == options
+
+
+@pytest.mark.parametrize("target", ["-oProxyCommand=id", "host;id", "a b", "$(id)@h", "h`id`", "user@", "@h"])
+def test_ssh_targets_must_be_a_user_and_a_host(target: str) -> None:
+    with pytest.raises(ConfigError, match="'ssh'"):
+        DaemonSpec(name="d", ssh=target)
+
+
+@pytest.mark.parametrize("target", ["h", "prover@203.0.113.7", "p_1@gpu-1.example.org", "::1", "u@[fe80::1]"])
+def test_ssh_targets_of_every_usual_form_pass(target: str) -> None:
+    assert DaemonSpec(name="d", ssh=target).ssh == target
+
+
+@pytest.mark.parametrize("url", ["http://h:99999", "http://[::1", "http://h:0", "http://:9821", "ftp://h:1"])
+def test_daemon_urls_that_cannot_be_reached_are_refused_when_given(url: str) -> None:
+    with pytest.raises(ConfigError, match="'url'"):
+        DaemonSpec(name="d", url=url)
+
+
+def test_a_password_in_a_url_is_never_shown() -> None:
+    spec = DaemonSpec(name="d", url="http://admin:s3cret@10.0.0.5:9821/")
+    assert spec.where == "http://10.0.0.5:9821" and "s3cret" not in spec.where
+    assert spec.url == "http://admin:s3cret@10.0.0.5:9821/"  # still used to reach it
+
+
+@pytest.mark.parametrize("token", ["tok😀en", 'a"b\\c', "new\nline", "del\x7f", "tab\tand\u2028sep"])
+def test_any_token_round_trips_through_the_file(tmp_path: Path, token: str) -> None:
+    path = tmp_path / "fleet.toml"
+    config = FleetConfig(token=token, daemons=(DaemonSpec(name="d", url="http://h:1", token=token),))
+    config.save(path)
+    again = FleetConfig.load(path)
+    assert again.token == token and again.daemons[0].token == token

@@ -206,6 +206,25 @@ async def test_daemons_are_added_and_removed_at_run_time_and_saved(
         assert (await http.get("/fleet/status")).json()["daemons"] == []
 
 
+async def test_a_daemon_added_to_the_file_by_hand_is_kept_and_followed(
+    daemon: Served, tmp_path: Path, running: Callable[[FleetConfig], Fleet]
+) -> None:
+    path = tmp_path / "fleet.toml"
+    path.write_text(f'token = "{TOKEN}"\npoll_secs = 0.1\n')
+    fleet = running(FleetConfig.load(path, port=0))
+    await fleet.start()
+    with path.open("a") as file:  # the operator edits the file while the fleet runs
+        file.write(f'\n[[daemons]]\nname = "by-hand"\nurl = "{daemon.url}"\n')
+    auth = {"Authorization": f"bearer {TOKEN}"}  # the scheme in any case, as the daemon takes it
+    async with await _http(fleet) as http:
+        added = await http.post("/fleet/daemons", json={"name": "api", "url": daemon.url}, headers=auth)
+        assert added.status_code == 201, added.text
+        again = await http.post("/fleet/daemons", json={"name": "by-hand", "url": daemon.url}, headers=auth)
+        assert again.status_code == 409
+    assert [d["name"] for d in tomllib.loads(path.read_text())["daemons"]] == ["by-hand", "api"]
+    await _until("both up", lambda: {_entry(fleet, n)["health"] for n in ("by-hand", "api")} == {"up"})
+
+
 async def test_without_a_token_the_daemon_list_cannot_change(running: Callable[[FleetConfig], Fleet]) -> None:
     fleet = running(_config(token=""))
     async with await _http(fleet) as http:

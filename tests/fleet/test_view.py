@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -98,6 +99,17 @@ def test_summary_counts_from_the_snapshot() -> None:
     assert summary["last_error"]["reason"].startswith("partition 0: witness")
     assert summary["ray"] is None
     assert summary["cost_per_proof"] is None
+
+
+def test_every_error_carries_its_age() -> None:
+    facts = dataclasses.replace(_facts("a", _proving_snapshot(), failures=2), last_error_wall=1.7e9)
+    entry = daemon_entry(facts, 100.5, STALE_AFTER, wall_now=1.7e9 + 480)
+    assert entry["last_error"] == "ConnectError: refused" and entry["last_error_age_secs"] == 480.0
+    assert (
+        daemon_entry(_facts("b", None, received_at=None), 100.0, STALE_AFTER)["last_error_age_secs"] is None
+    )
+    job = summarize(_proving_snapshot(), cost_per_hour=None)["last_error"]
+    assert isinstance(job["ended_secs_ago"], float)  # how long before its snapshot the job failed
 
 
 def test_ids_sort_in_natural_order() -> None:

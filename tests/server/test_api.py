@@ -8,6 +8,7 @@ while a request is in flight. The same app over a real socket is in test_client.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import html
 import json
 import re
@@ -37,7 +38,7 @@ HEARTBEAT = ": heartbeat\n\n"
 def app_of(h: Harness, token: str = "") -> tuple[FastAPI, Http]:
     """The daemon's app around the test's engine, and a client that calls it in-process."""
     app = create_app(h.engine, api_config(h.engine.config, token))
-    return app, Http(transport=httpx.ASGITransport(app=app), base_url="http://test")
+    return app, Http(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
 
 
 @pytest.fixture
@@ -173,6 +174,25 @@ async def test_jobs_lists_the_journal_and_filters_by_state(
     assert [j["job_id"] for j in (await http.get("/v1/jobs", params={"limit": 1})).json()] == [second]
 
 
+async def test_jobs_come_a_bounded_page_at_a_time_each_saying_where_the_next_starts(
+    h: Harness, http: Http, job: dict[str, object]
+) -> None:
+    await h.block_queue()
+    ids = [await submit(http, job) for _ in range(5)][::-1]  # newest first
+    first = await http.get("/v1/jobs", params={"limit": 2})
+    assert [j["job_id"] for j in first.json()] == ids[:2]
+    next_page = first.headers["Link"]
+    assert next_page == f'</v1/jobs?limit=2&before={ids[1]}>; rel="next"'
+    second = await http.get(next_page[1 : next_page.index(">")])
+    assert [j["job_id"] for j in second.json()][:2] == ids[2:4]
+    assert (await http.get("/v1/jobs", params={"limit": 1001})).status_code == 422  # at most a page of 1,000
+    unknown = await http.get("/v1/jobs", params={"before": "ghost"})
+    assert unknown.status_code == 404 and "ghost" in unknown.json()["detail"]
+    everything = (await http.get("/v1/jobs", params={"limit": 1000})).json()
+    assert "Link" not in (await http.get("/v1/jobs", params={"limit": 1000})).headers  # the last page
+    assert len(everything) == 6  # the five and the one holding the queue
+
+
 async def test_a_job_is_running_from_its_first_synthesis_in_every_view(h: Harness, http: Http) -> None:
     _, job_id = await h.block_queue()  # its one partition is synthesizing, held there
     assert (await http.get(f"/v1/jobs/{job_id}")).json()["state"] == "running"
@@ -300,7 +320,7 @@ async def test_healthz_and_submit_wait_for_the_engine_to_be_ready(
 ) -> None:
     engine = Engine(engine_config(), backend=InProcessBackend())
     app = create_app(engine, api_config(engine.config))
-    async with Http(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+    async with Http(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
         starting = await http.get("/healthz")
         assert starting.status_code == 503
         assert "starting" in starting.json()["reasons"]
@@ -405,6 +425,46 @@ async def test_openapi_describes_the_routes_from_the_models(http: Http) -> None:
     assert {"JobRequest", "JobView", "JobProof", "KindInfo"} <= set(spec["components"]["schemas"])
 
 
+@pytest.mark.parametrize("host", ["127.0.0.1:9821", "localhost:9821", "[::1]:9821", "10.0.0.5", "LOCALHOST"])
+async def test_a_host_that_names_this_machine_is_served(http: Http, host: str) -> None:
+    assert (await http.get("/healthz", headers={"Host": host})).status_code in (200, 503)
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:9821", "127.0.0.1.evil.example"])
+async def test_a_foreign_host_is_refused_before_any_route_runs(http: Http, host: str) -> None:
+    """DNS rebinding: a hostile page's own name pointed at 127.0.0.1 reaches a loopback daemon, and says so
+    in its Host header."""
+    for method, path in (("GET", "/status"), ("GET", "/healthz"), ("POST", "/v1/jobs")):
+        answer = await http.request(method, path, headers={"Host": host}, json={})
+        assert answer.status_code == 421 and "allowed_hosts" in answer.json()["detail"], (method, path)
+
+
+async def test_a_configured_host_name_is_served(h: Harness) -> None:
+    config = dataclasses.replace(h.engine.config, allowed_hosts=("prover1.lan",))
+    async with Http(transport=httpx.ASGITransport(app=create_app(h.engine, config)),
+                    base_url="http://prover1.lan:9821") as client:  # fmt: skip
+        assert (await client.get("/healthz")).status_code in (200, 503)
+
+
+async def test_a_page_of_another_origin_cannot_change_anything(
+    h: Harness, http: Http, job: dict[str, object]
+) -> None:
+    await h.block_queue()
+    refused = await http.post("/v1/jobs", json=job, headers={"Origin": "http://evil.example"})
+    assert refused.status_code == 403 and "evil.example" in refused.json()["detail"]
+    assert (await http.post("/v1/jobs", json=job, headers={"Origin": "null"})).status_code == 403
+    own = await http.post("/v1/jobs", json=job, headers={"Origin": "http://127.0.0.1"})  # its own page
+    assert own.status_code == 202, own.text
+    assert (await http.get("/status", headers={"Origin": "http://evil.example"})).status_code == 200
+
+
+async def test_a_json_body_sent_as_a_form_or_text_is_refused(http: Http, job: dict[str, object]) -> None:
+    """What a cross-site form (text/plain, no preflight) would send: never taken as a request."""
+    for kind in ("text/plain", "application/x-www-form-urlencoded"):
+        answer = await http.post("/v1/jobs", content=json.dumps(job), headers={"Content-Type": kind})
+        assert answer.status_code == 422, (kind, answer.text)
+
+
 async def test_docs_lists_every_route_and_loads_nothing_from_elsewhere(http: Http) -> None:
     page = await http.get("/docs")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
@@ -425,10 +485,10 @@ async def test_the_dashboard_is_served_at_the_root(http: Http) -> None:
     assert (await http.get("/no-such-file.js")).status_code == 404
 
 
-async def collect(engine: Engine, resume: int | None, count: int) -> list[str]:
+async def collect(engine: Engine, resume: int | str | None, count: int) -> list[str]:
     """Run the SSE generator until ``count`` frames (the greeting included) came out."""
     frames: list[str] = []
-    stream = event_stream(engine, resume, 60.0, asyncio.Event())
+    stream = event_stream(engine, None if resume is None else str(resume), 60.0, asyncio.Event())
     async for chunk in stream:  # a write carries every event ready at once: split it into frames
         frames += [frame + "\n\n" for frame in chunk.split("\n\n") if frame]
         if len(frames) >= count:
@@ -444,7 +504,8 @@ async def test_events_are_framed_with_ids_and_names(h: Harness) -> None:
     frames = await collect(h.engine, seq, 2)
     assert frames[0].startswith(": prooflane event stream\nretry: 1000")
     head, name, data, *end = frames[1].split("\n")
-    assert (head, name, end) == (f"id: {seq + 1}", "event: job_submitted", ["", ""])
+    boot = h.engine.boot_id
+    assert (head, name, end) == (f"id: {boot}:{seq + 1}", "event: job_submitted", ["", ""])
     assert data.startswith("data: {")
     assert json.loads(data.removeprefix("data: "))["job_id"] == job_id
 
@@ -455,9 +516,25 @@ async def test_events_resume_after_the_last_event_id_without_a_gap(h: Harness) -
         await h.submit("porep-c2")
     last = h.engine.snapshot().seq
     frames = await collect(h.engine, last - 3, 4)
+    boot = h.engine.boot_id
     assert [f.split("\n")[:2] for f in frames[1:]] == [
-        [f"id: {n}", "event: job_submitted"] for n in (last - 2, last - 1, last)
+        [f"id: {boot}:{n}", "event: job_submitted"] for n in (last - 2, last - 1, last)
     ]
+    again = await collect(h.engine, f"{boot}:{last - 1}", 2)  # the id as the stream gave it
+    assert again[1].startswith(f"id: {boot}:{last}\nevent: job_submitted")
+
+
+async def test_an_event_id_of_another_boot_resyncs_whatever_its_number(h: Harness) -> None:
+    """After a restart the numbers start again: an id of the old boot that is still "valid" in the new one
+    must not continue there (events of the new boot before it would be lost without a word)."""
+    await h.block_queue()
+    for _ in range(3):
+        await h.submit("porep-c2")
+    last = h.engine.snapshot().seq
+    frames = await collect(h.engine, f"an-earlier-boot:{last - 2}", 2)
+    head, name, data, *_ = frames[1].split("\n")
+    assert (head, name) == (f"id: {h.engine.boot_id}:{last}", "event: resync")
+    assert json.loads(data.removeprefix("data: "))["seq"] == last
 
 
 async def test_events_that_arrive_later_are_streamed_too(h: Harness) -> None:
@@ -472,7 +549,7 @@ async def test_events_that_arrive_later_are_streamed_too(h: Harness) -> None:
         frame = HEARTBEAT
         while frame == HEARTBEAT:
             frame = await anext(stream)
-        assert frame.startswith(f"id: {seq + 1}\nevent: job_submitted\n")
+        assert frame.startswith(f"id: {h.engine.boot_id}:{seq + 1}\nevent: job_submitted\n")
     finally:
         await stream.aclose()
 

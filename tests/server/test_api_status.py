@@ -43,6 +43,14 @@ class TrackerEngine:
     def health(self) -> Health:
         return self.tracker.health()
 
+    @property
+    def boot_id(self) -> str:
+        return self.tracker.boot_id
+
+    @property
+    def seq(self) -> int:
+        return self.tracker.seq
+
     def subscribe(self, last_event_id: int | None = None) -> Subscription:
         return self.tracker.subscribe(last_event_id)
 
@@ -57,7 +65,7 @@ def tracker_with_jobs(jobs: int) -> StatusTracker:
 
 def http_for(engine: TrackerEngine) -> httpx.AsyncClient:
     app = create_app(cast(EngineApi, engine), Config())
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
 
 
 async def test_status_bounded_by_jobs_lists_that_many_and_counts_them_all() -> None:
@@ -93,13 +101,13 @@ async def read(stream: AsyncIterator[str], chunks: int) -> list[str]:
 
 
 def ids(chunk: str) -> list[int]:
-    return [int(line.removeprefix("id: ")) for line in chunk.splitlines() if line.startswith("id: ")]
+    return [int(line.rpartition(":")[2]) for line in chunk.splitlines() if line.startswith("id: ")]
 
 
 async def test_a_burst_of_events_goes_out_in_few_writes_without_a_gap() -> None:
     tracker = tracker_with_jobs(0)
     engine = TrackerEngine(tracker)
-    stream = event_stream(cast(EngineApi, engine), 0, 60.0, asyncio.Event())
+    stream = event_stream(cast(EngineApi, engine), "0", 60.0, asyncio.Event())
     for n in range(BATCH_EVENTS + 43):  # published before the stream reads anything
         tracker.apply(ev.JobSubmitted(at=10.0, job_id=f"j{n}", kind="k", priority="normal", partitions=1))
     preamble, first, second = await read(stream, 3)
@@ -107,7 +115,7 @@ async def test_a_burst_of_events_goes_out_in_few_writes_without_a_gap() -> None:
     assert ids(first) == list(range(1, BATCH_EVENTS + 1))  # WorkerRegistered was id 1
     assert ids(second) == list(range(BATCH_EVENTS + 1, tracker.seq + 1))
     frame = first.split("\n\n")[1]
-    assert frame.startswith("id: 2\nevent: job_submitted\ndata: ")
+    assert frame.startswith(f"id: {tracker.boot_id}:2\nevent: job_submitted\ndata: ")
     assert json.loads(frame.split("data: ", 1)[1])["job_id"] == "j0"
     tracker.apply(ev.JobSubmitted(at=10.0, job_id="late", kind="k", priority="normal", partitions=1))
     assert ids((await read(stream, 1))[0]) == [tracker.seq]  # then live, one event at a time
@@ -127,7 +135,7 @@ async def test_every_subscriber_shares_one_encoding_of_each_event() -> None:
 async def test_an_idle_stream_sends_heartbeats_and_ends_when_the_daemon_closes() -> None:
     tracker = tracker_with_jobs(1)
     closing = asyncio.Event()
-    stream = event_stream(cast(EngineApi, TrackerEngine(tracker)), tracker.seq, 0.01, closing)
+    stream = event_stream(cast(EngineApi, TrackerEngine(tracker)), str(tracker.seq), 0.01, closing)
     assert (await read(stream, 3))[1:] == [": heartbeat\n\n", ": heartbeat\n\n"]
     assert tracker.feed.subscribers == 1
     closing.set()
@@ -140,7 +148,7 @@ async def test_a_stream_from_an_id_no_longer_held_starts_with_a_resync() -> None
     tracker = StatusTracker(TrackerConfig(sample_rss=False, feed_capacity=4), clock=lambda: 10.0)
     for n in range(10):
         tracker.apply(ev.BudgetSet(at=10.0, total_bytes=n))
-    stream = event_stream(cast(EngineApi, TrackerEngine(tracker)), 2, 60.0, asyncio.Event())
+    stream = event_stream(cast(EngineApi, TrackerEngine(tracker)), "2", 60.0, asyncio.Event())
     chunk = (await read(stream, 2))[1]
-    assert chunk == 'id: 10\nevent: resync\ndata: {"reason":"behind","seq":10}\n\n'
+    assert chunk == f'id: {tracker.boot_id}:10\nevent: resync\ndata: {{"reason":"behind","seq":10}}\n\n'
     await stream.aclose()

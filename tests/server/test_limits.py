@@ -5,15 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import uvicorn
 
-from prooflane.server.limits import MAX_HEADER_BYTES, Server, bind, connection_class
+from prooflane.server.limits import (
+    MAX_HEADER_BYTES,
+    Server,
+    bind,
+    connection_class,
+    quiet_accept_errors,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -25,11 +33,13 @@ async def _hello(scope: dict[str, object], receive: object, send: object) -> Non
 
 
 @contextlib.asynccontextmanager
-async def serving(request_timeout: float = 30.0) -> AsyncIterator[tuple[Server, int]]:
+async def serving(
+    request_timeout: float = 30.0, max_connections: int = 1 << 20, app: Any = _hello
+) -> AsyncIterator[tuple[Server, int]]:
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
     config = uvicorn.Config(
-        _hello, lifespan="off", log_level="warning", http=connection_class(request_timeout),
+        app, lifespan="off", log_level="warning", http=connection_class(request_timeout, max_connections),
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
     )  # fmt: skip
     server = Server(config)
@@ -116,3 +126,73 @@ print(*seen[0])
     assert done.returncode == 0, done.stderr
     frozen, left = map(int, done.stdout.split())
     assert frozen > 10 * max(left, 1)  # the modules and the app: nearly everything, none of a job's
+
+
+async def test_connections_past_the_cap_are_answered_503_and_closed_at_once() -> None:
+    async with serving(max_connections=3) as (server, port):
+        idle = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]  # they send nothing
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        answer = await asyncio.wait_for(reader.read(), timeout=30)  # closed by the server: EOF
+        assert answer.startswith(b"HTTP/1.1 503") and b"too many connections" in answer
+        assert len(server.server_state.connections) == 3  # the one turned away holds nothing
+        for _, w in idle:
+            w.close()
+        writer.close()
+        for _ in range(500):  # once the idle ones are gone, a new connection is served again
+            if not server.server_state.connections:
+                break
+            await asyncio.sleep(0.01)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        assert (await _request(reader, writer)).startswith(b"HTTP/1.1 200")
+        writer.close()
+
+
+async def _big(scope: dict[str, object], receive: object, send: object) -> None:
+    assert callable(send)
+    body = b"x" * (64 << 20)
+    await send(
+        {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"%d" % len(body))]}
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def test_a_client_that_does_not_read_its_answer_is_disconnected() -> None:
+    async with serving(request_timeout=0.5, app=_big) as (server, port):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.sendall(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+        for _ in range(3000):  # the server's buffer fills; then it gives up on this client
+            if not server.server_state.connections:
+                break
+            await asyncio.sleep(0.01)
+        assert not server.server_state.connections
+        sock.close()
+
+
+def test_the_open_files_limit_is_raised_to_the_hard_limit_and_caps_connections() -> None:
+    script = (
+        "import resource\n"
+        "from prooflane.server.limits import FD_RESERVE, connection_cap, raise_fd_limit\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (min(512, hard), hard))\n"
+        "print(connection_cap(4096), FD_RESERVE, raise_fd_limit(), hard)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    capped, reserve, raised, hard = map(int, done.stdout.split())
+    assert capped == 512 - reserve  # below the soft limit, keeping descriptors for the daemon's own use
+    assert raised == hard
+
+
+def test_accept_errors_are_logged_once_a_minute(caplog: pytest.LogCaptureFixture) -> None:
+    quiet_accept_errors()
+    logger = logging.getLogger("asyncio")
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        for _ in range(50):
+            logger.error(
+                "socket.accept() out of system resource", exc_info=OSError(24, "Too many open files")
+            )
+        logger.error("something else")
+    said = [r.getMessage() for r in caplog.records]
+    assert said.count("socket.accept() out of system resource") == 1 and "something else" in said

@@ -12,6 +12,8 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import json
+import sqlite3
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
@@ -31,7 +33,6 @@ from prooflane.models import JobProof, JobRequest
 from prooflane.server import bind
 from prooflane.server.api import close_streams, create_app
 from prooflane.states import JobState, WorkerState
-from prooflane.store import Store
 
 WAIT = 60.0  # the most any one condition may take before the test fails
 INLINE_SECTOR = {"size": 256, "seed": "07"}  # a tiny-profile sector the engine creates from the request
@@ -240,13 +241,12 @@ class Served:
 
     def journalled_request(self, job_id: str) -> dict[str, Any]:
         """The request of a job as the engine journalled it on receipt (read from its SQLite journal)."""
-        store = Store(self.engine.config.data_dir / "journal.sqlite3")
-        try:
-            record = store.job(job_id)
-        finally:
-            store.close()
-        assert record is not None, f"no job {job_id} in the journal"
-        original: dict[str, Any] = record.request["original"]
+        # Read-only, beside the engine: the journal's own Store is the engine's alone (it locks the folder).
+        path = self.engine.config.data_dir / "journal.sqlite3"
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            row = db.execute("SELECT request FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+        assert row is not None, f"no job {job_id} in the journal"
+        original: dict[str, Any] = json.loads(row[0])["original"]
         return original
 
 

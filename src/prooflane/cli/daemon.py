@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import signal
 import socket
 import tempfile
@@ -69,9 +68,9 @@ def serve(
     ] = None,
 ) -> None:
     """Run the daemon: the engine and its HTTP API, until SIGINT or SIGTERM."""
+    from ..logs import configure_logging
     from ..server.daemon import serve as run
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     with errors():
         if profile is not None and profile not in PROFILES_BY_NAME:
             raise typer.BadParameter(f"expected one of {', '.join(PROFILES_BY_NAME)}", param_hint="--profile")
@@ -84,6 +83,7 @@ def serve(
         if port:
             overrides["port"] = port
         loaded = Config.load(config, **overrides)
+        configure_logging(loaded.log_level, loaded.log_format)  # standard error: docs/operations.md, "Logs"
         bind_port = loaded.port if port is None else port
 
         def ready(url: str) -> None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ..fleet.config import DEFAULT_FLEET_PORT, FleetConfig
+from ..logs import LOG_FORMATS, LOG_LEVELS, configure_logging
 from .app import app
 
 FLEET_READY_PREFIX = "prooflane fleet listening on "
@@ -25,13 +25,20 @@ def fleet(
     port: Annotated[
         int | None, typer.Option("--port", help=f"Port, 0 for any free one (default {DEFAULT_FLEET_PORT}).")
     ] = None,
+    log_format: Annotated[
+        str, typer.Option("--log-format", help="Log on standard error as text, or json (one object a line).")
+    ] = "text",
+    log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
 ) -> None:
     """Follow the daemons listed in the fleet config and serve the fleet page, until SIGINT or SIGTERM."""
     from ..fleet import run_fleet
     from .output import errors
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # not one line per request to every daemon
+    if log_format not in LOG_FORMATS:
+        raise typer.BadParameter(f"expected one of {', '.join(LOG_FORMATS)}", param_hint="--log-format")
+    if log_level not in LOG_LEVELS:
+        raise typer.BadParameter(f"expected one of {', '.join(LOG_LEVELS)}", param_hint="--log-level")
+    configure_logging(log_level, log_format)  # httpx's line per request to every daemon left out
     with errors():
         loaded = FleetConfig.load(config, host=host, port=port)
 

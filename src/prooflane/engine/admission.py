@@ -29,6 +29,7 @@ from ..kinds import BUILTIN_KINDS, CIRCOM, CircomInput, CircuitMeta, StorageInpu
 from ..models import InlineSector, JobRequest
 from ..states import JobState, PartitionState, Priority
 from ..store import JobRecord
+from . import logbook
 from .pipeline import Pipeline
 from .records import JobRun, PartitionRun
 from .registry import CircuitRegistry
@@ -93,6 +94,7 @@ class Admission:
     def resume(self) -> None:
         """Queue again every job the journal holds unfinished; proven partitions stay proven."""
         journal = self._pipeline.journal
+        resumed, to_prove, not_resumed = 0, 0, 0
         for record in journal.unfinished_jobs():
             done = {p.index: p.proof is not None for p in journal.partitions(record.job_id)}
             try:
@@ -101,11 +103,19 @@ class Admission:
                 journal.set_job_state(
                     record.job_id, JobState.FAILED, error=f"cannot resume: {exc}", finished_at=time.time()
                 )
+                logbook.job_not_resumed(record, str(exc))
+                not_resumed += 1
                 continue
-            self.admit(record, meta, done)
+            job = self.admit(record, meta, done, resumed=True)
+            resumed += 1
+            to_prove += sum(p.state is P.PENDING for p in job.partitions)
+        logbook.jobs_resumed(resumed, to_prove, not_resumed)
 
-    def admit(self, record: JobRecord, meta: CircuitMeta, done: dict[int, bool]) -> JobRun:
-        """Put a journalled job in the pipeline: every partition not already proven goes to the queue."""
+    def admit(
+        self, record: JobRecord, meta: CircuitMeta, done: dict[int, bool], *, resumed: bool = False
+    ) -> JobRun:
+        """Put a journalled job in the pipeline: every partition not already proven goes to the queue.
+        ``resumed``: taken again from the journal at start (said so in the log)."""
         pipeline, req = self._pipeline, record.request
         if record.kind == CIRCOM:
             wasm = self._circuits.circuit(req["circuit"]).record.wasm
@@ -132,6 +142,7 @@ class Admission:
                 circuit=req.get("circuit") if record.kind == CIRCOM else None,
             )
         )
+        logbook.job_admitted(job, resumed=resumed)
         for part in job.partitions:
             if part.state is P.PENDING:
                 pipeline.pending.push(part.key, part)

@@ -14,22 +14,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import logging
 import time
 from collections.abc import Awaitable
 from typing import Any
 
 from .. import events as ev
-from ..devices.backend import Device, DeviceBackend, DeviceWorker, RemoteError, WorkerDied
+from ..devices.backend import (
+    Device,
+    DeviceBackend,
+    DeviceWorker,
+    RemoteError,
+    WorkerDied,
+    WorkerInfo,
+)
 from ..kinds import CircuitMeta
 from ..memory import CachedAllocation
 from ..states import JobState, PartitionState
+from . import logbook
 from .pipeline import Pipeline
 from .records import PartitionRun
 
 __all__ = ["DeviceLoop"]
 
-log = logging.getLogger("prooflane.engine")
 P = PartitionState
 MAX_FAILED_STARTS = 3  # consecutive failed starts before a worker is reported lost
 MAX_BACKOFF_SECS = 30.0
@@ -49,31 +55,33 @@ class DeviceLoop:
     async def supervise(self, worker_id: str, device: Device, registered: asyncio.Event) -> None:
         """Keep one worker slot filled: start a worker, run it, replace it when it dies."""
         failures = 0
+        died: float | None = None  # when the slot's last worker died (monotonic), until one answers again
         while True:
-            worker = self._backend.new_worker(worker_id, device)
-            self.workers[worker_id] = worker
-            self._held[worker] = set()
             started = time.monotonic()
-            try:
-                await worker.start()
-            except WorkerDied as exc:
-                self._worker_died(worker, str(exc), registered=False)
+            worker, info, exc = await self._start(worker_id, device)
+            if worker is None:
+                assert exc is not None
                 failures += 1
                 if failures >= MAX_FAILED_STARTS and not registered.is_set():
                     raise RuntimeError(f"worker {worker_id} cannot start: {exc}") from None
+                backoff = min(MAX_BACKOFF_SECS, 0.25 * 2**failures)
                 if failures == MAX_FAILED_STARTS:  # shown lost; tried again, less and less often
+                    logbook.worker_lost(info, str(exc), failures)
                     self._pipeline.post(
                         ev.WorkerLost(
                             at=self._pipeline.clock(), worker_id=worker_id, reason=str(exc),
                             device=device.name, device_kind=device.kind, node=device.node,
                         )
                     )  # fmt: skip
-                await asyncio.sleep(min(MAX_BACKOFF_SECS, 0.25 * 2**failures))
+                else:
+                    lost = failures > MAX_FAILED_STARTS
+                    logbook.worker_start_failed(info, str(exc), failures, backoff, lost=lost)
+                await asyncio.sleep(backoff)
                 continue
-            failures = 0
-            info, took = worker.info(), time.monotonic() - started
-            pids = f" (prover {info.prover_pid}, finalizer {info.finalizer_pid})" if info.prover_pid else ""
-            log.info("worker %s started in %.2f s%s", worker_id, took, pids)
+            now = time.monotonic()
+            down = None if died is None else now - died
+            logbook.worker_started(worker.info(), now - started, down, failures)
+            failures, died = 0, None
             self._pipeline.post(
                 ev.WorkerRegistered(
                     at=self._pipeline.clock(),
@@ -85,6 +93,28 @@ class DeviceLoop:
             )
             registered.set()
             self._worker_died(worker, await self._run(worker))
+            died = time.monotonic()
+
+    async def _start(
+        self, worker_id: str, device: Device
+    ) -> tuple[DeviceWorker | None, WorkerInfo, WorkerDied | None]:
+        """A new worker of the slot, its ids, and, when it could not be made or started, why. Any failure is
+        the worker's, never the engine's (no file descriptor left for its pipes, EMFILE; a forkserver that
+        cannot start; a backend's bug alike): the slot is tried again with backoff."""
+        try:
+            worker = self._backend.new_worker(worker_id, device)
+        except Exception as exc:
+            unmade = WorkerInfo(worker_id, device.name, None, None)
+            return None, unmade, WorkerDied(f"{worker_id} could not be made: {_said(exc)}")
+        self.workers[worker_id] = worker
+        self._held[worker] = set()
+        try:
+            await worker.start()
+        except Exception as exc:
+            reason = str(exc) if isinstance(exc, WorkerDied) else f"{worker_id} could not start: {_said(exc)}"
+            self._worker_died(worker, reason, registered=False)
+            return None, worker.info(), WorkerDied(reason)
+        return worker, worker.info(), None
 
     def devices_without_live_worker(self) -> dict[str, str]:
         """Devices none of whose workers is alive now, as the backend knows it, each with why.
@@ -246,11 +276,9 @@ class DeviceLoop:
         for slot in [s for s in self._keys if s[0] is worker]:
             self._keys.pop(slot).release()
         held = self._held.pop(worker, set())
-        log.warning(
-            "worker %s died (%s); retrying the %d partitions it held", worker.worker_id, reason, len(held)
-        )
         pipeline = self._pipeline
         if registered:
+            logbook.worker_died(worker.info(), reason, len(held))
             pipeline.post(ev.WorkerDied(at=pipeline.clock(), worker_id=worker.worker_id, reason=reason))
         culprits = worker.culprits
         for part in sorted(held, key=lambda p: p.key):
@@ -264,3 +292,7 @@ class DeviceLoop:
 async def _quietly(call: Awaitable[None]) -> None:
     with contextlib.suppress(WorkerDied, RemoteError):
         await call
+
+
+def _said(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

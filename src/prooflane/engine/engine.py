@@ -39,11 +39,15 @@ from ..store import JournalUnwritable, Store
 from .admission import Admission
 from .device_loop import DeviceLoop
 from .dispatch import Dispatcher
+from .logbook import HealthLog
 from .pipeline import Pipeline
 from .records import journal_view, live_view
 from .registry import CircuitRegistry
 
-__all__ = ["Engine"]
+__all__ = ["MAX_JOBS_PAGE", "Engine"]
+
+MAX_JOBS_PAGE = 1000
+"""The most jobs one page of :meth:`Engine.jobs` (``GET /v1/jobs``) holds."""
 
 log = logging.getLogger("prooflane.engine")
 
@@ -80,6 +84,8 @@ class Engine:
         self._admission = Admission(self._pipeline, self._circuits)
         self._dispatcher = Dispatcher(self._pipeline, self._backend)
         self._devices = DeviceLoop(self._pipeline, self._backend)
+        self._health_log = HealthLog(self._health_to_log, clock)
+        self._pipeline.watch = self._health_log.saw
         self._runner: asyncio.Task[None] | None = None
         self.failure: BaseException | None = None  # why the pipeline stopped on its own, if it did
 
@@ -105,6 +111,7 @@ class Engine:
             await self.stop()  # whatever did start is ended: no stray processes after a failed start
             raise
         self.ready = True
+        self._health_log.look()
 
     async def _start(self) -> None:
         cfg, pipeline = self.config, self._pipeline
@@ -156,6 +163,7 @@ class Engine:
                 for event in ready:
                     await event.wait()
                 tg.create_task(self._dispatcher.run(), name="dispatcher")
+                tg.create_task(self._health_log.run(), name="health log")
                 started.set_result(None)
         except BaseException as exc:
             self.ready = False
@@ -212,16 +220,25 @@ class Engine:
         record = journal.job(job_id)
         return None if record is None else journal_view(journal, record)
 
-    def jobs(self, state: str | None = None, limit: int = 100) -> list[JobView]:
-        """Jobs from the journal, newest first, optionally only those in ``state`` (a JobState value)."""
+    def jobs(self, state: str | None = None, limit: int = 100, before: str | None = None) -> list[JobView]:
+        """Jobs from the journal, newest first, optionally only those in ``state`` (a JobState value): at most
+        ``limit`` (up to ``MAX_JOBS_PAGE``), journalled before the job ``before`` when given (the next page
+        after the last job of one). No proof is read: a page costs one read of its jobs and one of their
+        partitions' states. Raises ``Invalid`` for an unknown state, ``NotFound`` for an unknown job."""
         if state is not None and state not in {s.value for s in JobState}:
             raise Invalid(f"state {state!r}: expected one of {', '.join(s.value for s in JobState)}")
         journal, live = self._pipeline.journal, self._pipeline.jobs
-        views = []
-        for record in journal.jobs(state, max(1, min(limit, 10_000))):
-            job = live.get(record.job_id)
-            views.append(live_view(job) if job is not None else journal_view(journal, record))
-        return views
+        after = None
+        if before is not None:
+            if (known := journal.job(before)) is None:
+                raise NotFound(f"before={before!r}: no such job")
+            after = known.seq
+        records = journal.jobs(state, max(1, min(limit, MAX_JOBS_PAGE)), before=after)
+        stored = journal.partition_states_of([r.job_id for r in records if r.job_id not in live])
+        return [
+            live_view(live[r.job_id]) if r.job_id in live else journal_view(journal, r, stored[r.job_id])
+            for r in records
+        ]
 
     async def wait_proof(self, job_id: str, timeout: float) -> JobProof | None:  # noqa: ASYNC109
         """The job's verified proofs once it is done, waiting up to ``timeout`` seconds.
@@ -313,6 +330,11 @@ class Engine:
         every device has a live worker, the queue is not stalled, the pipeline is running."""
         return self._pipeline.tracker.health(*self._engine_reasons())
 
+    def _health_to_log(self) -> Health | None:
+        """Health for the log: None unless the engine is ready (starting and stopping are not changes to
+        log, and an engine that stopped on its own has said so, critical)."""
+        return self.health() if self.ready else None
+
     def _engine_reasons(self) -> tuple[str, ...]:
         if self.failure is not None:
             return (f"the engine stopped: {self.failure}",)
@@ -331,6 +353,16 @@ class Engine:
     def subscribe(self, last_event_id: int | None = None) -> Subscription:
         """The event stream (``GET /v1/events``), resumed after ``last_event_id`` when given."""
         return self._pipeline.tracker.subscribe(last_event_id)
+
+    @property
+    def boot_id(self) -> str:
+        """This run of the engine (a new one at every start): what event ids and snapshots carry."""
+        return self._pipeline.tracker.boot_id
+
+    @property
+    def seq(self) -> int:
+        """The tracker's event count: the id of the newest event (``GET /status`` gives it as ``seq``)."""
+        return self._pipeline.tracker.seq
 
     def workers(self) -> list[WorkerInfo]:
         """The device workers and their process ids."""

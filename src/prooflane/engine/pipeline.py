@@ -30,6 +30,7 @@ from ..scheduler import WorkQueue
 from ..states import JobState, PartitionState
 from ..status.tracker import StatusTracker
 from ..store import JournalUnwritable, Store
+from . import logbook
 from .records import JobRun, PartitionRun
 
 __all__ = ["Pipeline"]
@@ -46,6 +47,7 @@ class Pipeline:
         self.config = config
         self.clock = clock
         self.tracker = tracker
+        self.watch: Callable[[ev.Event], None] | None = None  # called after each event (the health log)
         self.kick = asyncio.Event()  # set whenever the dispatcher may be able to start more work
         self.budget = MemoryBudget(config.memory_budget_bytes, emit=self.post, clock=clock)
         self.pending: WorkQueue[PartitionRun] = WorkQueue()
@@ -69,6 +71,8 @@ class Pipeline:
         self.tracker.apply(event)
         if isinstance(event, _PROGRESS):
             self.progressed_at = event.at
+        if self.watch is not None:
+            self.watch(event)
         self.kick.set()
 
     def stalled(self, busy_workers: int, live_workers: int) -> str | None:
@@ -199,6 +203,7 @@ class Pipeline:
             if part.task is not None:
                 part.task.cancel()  # its reservation is released as the task ends
         self.post(_job_ended(job.job_id, state, error, partition, self.clock()))
+        logbook.job_ended(job, state, error, partition)
         job.ended.set()
         asyncio.get_running_loop().call_later(self.config.live_retention_secs, self._forget, job)
         self.kick.set()

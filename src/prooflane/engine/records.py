@@ -16,7 +16,7 @@ from ..memory import Reservation
 from ..models import CircuitInfo, JobView, PartitionView
 from ..scheduler import WorkKey
 from ..states import JobState, PartitionState, Priority, check_job_move, check_partition_move
-from ..store import CircuitRecord, JobRecord, Store
+from ..store import CircuitRecord, JobRecord, PartitionRow, Store
 
 __all__ = ["CircuitEntry", "JobRun", "PartitionRun", "circuit_info", "journal_view", "live_view"]
 
@@ -125,11 +125,13 @@ def circuit_info(circuit: CircuitEntry) -> CircuitInfo:
     )
 
 
-def journal_view(store: Store, record: JobRecord) -> JobView:
-    """A job as the journal holds it (for jobs no longer in memory)."""
+def journal_view(store: Store, record: JobRecord, states: list[PartitionRow] | None = None) -> JobView:
+    """A job as the journal holds it (for jobs no longer in memory); its proofs are not read. ``states``:
+    its partitions' rows when already read (a page of jobs reads them all at once)."""
+    rows = store.partition_states(record.job_id) if states is None else states
     parts = [
         PartitionView(index=p.index, state=PartitionState(p.state), attempt=p.attempts, error=p.error)
-        for p in store.partitions(record.job_id)
+        for p in rows
     ]
     return JobView(
         job_id=record.job_id,

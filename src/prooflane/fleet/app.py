@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 from typing import Annotated
@@ -127,7 +128,7 @@ def _add_panel_routes(app: FastAPI, fleet: Fleet) -> None:
     @app.get("/d/{name}/status")
     async def status(name: str) -> Response:
         found = follower(name)
-        entry = daemon_entry(found.facts(), fleet.clock(), fleet.config.stale_after_secs)
+        entry = daemon_entry(found.facts(), fleet.clock(), fleet.config.stale_after_secs, time.time())
         if entry["health"] != "up" or found.snapshot is None:
             age = entry["snapshot_age_secs"]
             since = "never answered" if age is None else f"last good snapshot {age:.1f} s ago"

@@ -8,7 +8,6 @@ not kept.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import tempfile
@@ -18,14 +17,31 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import tomli_w
+
 from ..config import DEFAULT_PORT, coerce_value
 from ..errors import ConfigError
 
-__all__ = ["DEFAULT_FLEET_PORT", "DaemonSpec", "FleetConfig", "dump_toml"]
+__all__ = ["DEFAULT_FLEET_PORT", "SSH_OPTIONS", "DaemonSpec", "FleetConfig", "check_ssh_options", "dump_toml"]
 
 DEFAULT_FLEET_PORT = 9830
 DEFAULT_DAEMON_PORT = DEFAULT_PORT  # a daemon reached without a port in its URL
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+# An ssh target: [user@]host, the host a name, an IPv4 address or an IPv6 one (bare or in brackets). No
+# character a shell or ssh would read as anything else (ssh is run without a shell, but a target starting
+# with "-" would be an option).
+_SSH_TARGET = re.compile(
+    r"^(?:[A-Za-z0-9_][A-Za-z0-9._-]{0,63}@)?"
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[?[0-9A-Fa-f:.]{2,45}\]?)$"
+)
+SSH_OPTIONS = frozenset({
+    "Port", "IdentityFile", "User", "UserKnownHostsFile", "StrictHostKeyChecking", "IdentitiesOnly",
+    "HostKeyAlias", "ConnectTimeout", "ServerAliveInterval", "ServerAliveCountMax",
+})  # fmt: skip
+"""The ssh options a daemon's ``ssh_options`` may set (as ``-o Key=Value``); none of them runs a program.
+ProxyCommand, LocalCommand, KnownHostsCommand, ``-F`` (a config file of options) and the like are refused:
+whoever may change the fleet's daemons must not run commands as the fleet's user."""
+_SSH_FLAGS = {"-p": "Port", "-i": "IdentityFile", "-l": "User"}
 
 
 @dataclass(frozen=True)
@@ -33,7 +49,8 @@ class DaemonSpec:
     """One daemon the fleet watches: reached at ``url``, or through an SSH tunnel to ``ssh``.
 
     Exactly one of ``url`` and ``ssh`` is set. Over SSH the daemon is reached at 127.0.0.1:``remote_port`` on
-    the far machine; ``ssh_options`` are passed to the system ``ssh`` client as they are (``-p``, ``-i``...).
+    the far machine; ``ssh_options`` are passed to the system ``ssh`` client: ``-p PORT``, ``-i FILE``,
+    ``-l USER`` or ``-o Key=Value`` for the keys of :data:`SSH_OPTIONS` only.
     """
 
     name: str
@@ -48,19 +65,24 @@ class DaemonSpec:
         _check(bool(_NAME.match(self.name)), "name", f"{self.name!r}: expected 1-63 of A-Z a-z 0-9 . _ -")
         _check(bool(self.url) != bool(self.ssh), "url", f"daemon {self.name!r}: give exactly one of url, ssh")
         if self.url:
-            parts = urlsplit(self.url)
-            ok = parts.scheme in ("http", "https") and bool(parts.netloc) and parts.path in ("", "/")
-            _check(ok, "url", f"daemon {self.name!r}: expected http(s)://host:port, got {self.url!r}")
+            _check_url(self.name, self.url)
         if self.ssh:
-            _check(not self.ssh.startswith("-"), "ssh", f"daemon {self.name!r}: expected [user@]host")
+            _check(bool(_SSH_TARGET.match(self.ssh)), "ssh", f"daemon {self.name!r}: expected [user@]host, "
+                   f"got {self.ssh!r}")  # fmt: skip
+            check_ssh_options(self.name, self.ssh_options)
         _check(0 < self.remote_port < 65536, "remote_port", "expected 1..65535")
         if self.cost_per_hour is not None:
             _check(self.cost_per_hour >= 0, "cost_per_hour", "expected a number >= 0")
 
     @property
     def where(self) -> str:
-        """Where the daemon is, for people: its URL, or ``ssh://target:port``."""
-        return self.url.rstrip("/") if self.url else f"ssh://{self.ssh}:{self.remote_port}"
+        """Where the daemon is, for people: its URL (without a user or password in it), or
+        ``ssh://target:port``."""
+        if not self.url:
+            return f"ssh://{self.ssh}:{self.remote_port}"
+        parts = urlsplit(self.url)
+        host = parts.netloc.rpartition("@")[2]
+        return parts._replace(netloc=host).geturl().rstrip("/")
 
     def to_toml_dict(self) -> dict[str, Any]:
         """The keys that differ from their defaults, as the config file holds them."""
@@ -152,24 +174,49 @@ class FleetConfig:
 
 
 def dump_toml(top: dict[str, Any], daemons: list[dict[str, Any]]) -> str:
-    """TOML for the fleet config's value types: strings, numbers, booleans and lists of strings."""
-    lines = [f"{key} = {_toml_value(value)}" for key, value in top.items()]
-    for table in daemons:
-        lines += ["", "[[daemons]]"]
-        lines += [f"{key} = {_toml_value(value)}" for key, value in table.items()]
-    return "\n".join(lines).lstrip("\n") + "\n"
+    """The config as TOML text: the top-level keys, then one ``[[daemons]]`` table each. Values are written by
+    tomli_w (any string, emoji and control characters included, comes back as it was)."""
+    parts = [tomli_w.dumps(top)] if top else []
+    parts += [f"[[daemons]]\n{tomli_w.dumps(table)}" for table in daemons]
+    return "\n".join(parts)
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)  # a JSON string is a valid TOML basic string
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    raise TypeError(f"no TOML form for {type(value).__name__}")
+def check_ssh_options(name: str, options: tuple[str, ...]) -> None:
+    """Refuse any ssh option but ``-p``, ``-i``, ``-l`` and ``-o Key=Value`` for the keys of SSH_OPTIONS."""
+    items = list(options)
+    while items:
+        option = items.pop(0)
+        flag, value = option[:2], option[2:]
+        if flag in (*_SSH_FLAGS, "-o") and not value:
+            if not items:
+                raise ConfigError(f"key 'ssh_options': daemon {name!r}: {option} needs a value")
+            value = items.pop(0)
+        if flag in _SSH_FLAGS:
+            key = _SSH_FLAGS[flag]
+        elif flag == "-o":
+            key, _, value = value.replace(" ", "=", 1).partition("=")
+        else:
+            allowed_keys = ", ".join(sorted(SSH_OPTIONS))
+            raise ConfigError(f"key 'ssh_options': daemon {name!r}: {option!r} is not allowed (expected -p, "
+                              f"-i, -l or -o Key=Value with Key one of {allowed_keys})")  # fmt: skip
+        allowed = {k.lower(): k for k in SSH_OPTIONS}
+        if key.lower() not in allowed:
+            raise ConfigError(f"key 'ssh_options': daemon {name!r}: option {key!r} is not allowed (allowed: "
+                              f"{', '.join(sorted(SSH_OPTIONS))}; none that runs a program)")  # fmt: skip
+        if not value.strip() or any(ord(c) < 32 for c in value):
+            raise ConfigError(f"key 'ssh_options': daemon {name!r}: {key} needs a value on one line")
+
+
+def _check_url(name: str, url: str) -> None:
+    """An http(s) URL of a daemon's root whose host and port parse (a port in 1..65535)."""
+    problem = f"daemon {name!r}: expected http(s)://host:port, got {url!r}"
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises ValueError for a port out of range or not a number
+    except ValueError as exc:
+        raise ConfigError(f"key 'url': {problem} ({exc})") from None
+    ok = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.path in ("", "/")
+    _check(ok and (port is None or port > 0), "url", problem)
 
 
 def _build(cls: Any, values: dict[str, Any], source: str) -> Any:

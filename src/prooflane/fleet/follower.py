@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from ..errors import TunnelError
+from ..logs import one_line
 from .config import DaemonSpec, FleetConfig
 from .ssh import SshTunnels
 from .view import DaemonFacts
@@ -57,6 +58,7 @@ class DaemonFollower:
         self.last_error: str | None = None
         self.last_error_wall: float | None = None
         self.feed = "polling"
+        self._away_since: float | None = None  # on clock: the first failed attempt since the last good one
         self._wake = asyncio.Event()
         self._changed = asyncio.Event()  # set, then replaced, on every new snapshot or failure
         self._client: httpx.AsyncClient | None = None
@@ -163,7 +165,8 @@ class DaemonFollower:
                 await self._drop_client()
                 self._socket = socket
                 transport = httpx.AsyncHTTPTransport(uds=str(socket))
-                self._client = self._new_client("http://daemon", transport)
+                # The tunnel ends on the daemon's loopback port: "localhost" is a Host it always accepts.
+                self._client = self._new_client("http://localhost", transport)
         elif self._client is None:
             self._client = self._new_client(self.spec.url, None)
         return self._client
@@ -186,6 +189,8 @@ class DaemonFollower:
         self.snapshot = snapshot
         self.received_at = self.clock()
         self.received_wall = time.time()
+        if self.failures:
+            self._log_back(first=before is None)
         self.failures = 0
         if news:
             self.notify()
@@ -194,9 +199,33 @@ class DaemonFollower:
         self.failures += 1
         self.last_error = describe_failure(exc)
         self.last_error_wall = time.time()
+        if self.failures == 1:
+            self._log_away()
         if self.spec.ssh and isinstance(exc, httpx.TransportError):
             self._socket = None  # the forward may be gone with its master: ask the tunnels again
         self.notify()
+
+    def _log_away(self) -> None:
+        """One line when the daemon stops answering (not one per failed attempt)."""
+        self._away_since = self.clock()
+        reason = one_line(self.last_error or "")
+        log.warning(
+            "daemon %s (%s) unreachable: %s", self.spec.name, self.spec.where, reason,
+            extra={"daemon": self.spec.name, "where": self.spec.where, "reason": reason, "reachable": False},
+        )  # fmt: skip
+
+    def _log_back(self, *, first: bool) -> None:
+        """One line when it answers again, with how long it did not (``first``: it never had before)."""
+        now, since = self.clock(), self._away_since
+        away = 0.0 if since is None else max(0.0, now - since)
+        self._away_since = None
+        log.info(
+            "daemon %s (%s) %s %.1f s %s", self.spec.name, self.spec.where,
+            "answers for the first time after" if first else "back after", away,
+            "unreachable" if first else "away",
+            extra={"daemon": self.spec.name, "where": self.spec.where, "reachable": True,
+                   "away_secs": round(away, 3)},
+        )  # fmt: skip
 
     def notify(self) -> None:
         """Wake whoever waits in :meth:`changed` (a new snapshot, a failure, or the end of following)."""

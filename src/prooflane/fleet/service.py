@@ -73,18 +73,17 @@ class Fleet:
 
     async def add(self, spec: DaemonSpec) -> None:
         """Follow one more daemon and save the config; :class:`FleetConflict` when the name is taken."""
-        if spec.name in self.followers:
+        daemons = self._daemons_on_disk()
+        if spec.name in self.followers or any(d.name == spec.name for d in daemons):
             raise FleetConflict(f"a daemon named {spec.name!r} is already in the fleet")
-        self._save(dataclasses.replace(self.config, daemons=(*self.config.daemons, spec)))
-        self._spawn(spec)
+        self._save((*daemons, spec))
 
     async def remove(self, name: str) -> bool:
         """Stop following ``name`` and save the config; False when there is no such daemon."""
         if name not in self.followers:
             return False
-        kept = tuple(d for d in self.config.daemons if d.name != name)
-        self._save(dataclasses.replace(self.config, daemons=kept))
         spec = self.followers[name].spec
+        self._save(tuple(d for d in self._daemons_on_disk() if d.name != name))
         await self._stop(name)
         if spec.ssh:
             await self.tunnels.forget(spec)
@@ -106,8 +105,9 @@ class Fleet:
 
     def entries(self) -> list[dict[str, Any]]:
         """One entry per daemon, in config order."""
-        now = self.clock()
-        return [daemon_entry(f.facts(), now, self.config.stale_after_secs) for f in self.followers.values()]
+        now, wall = self.clock(), time.time()
+        stale_after = self.config.stale_after_secs
+        return [daemon_entry(f.facts(), now, stale_after, wall) for f in self.followers.values()]
 
     async def metrics(self) -> str:
         """Every reachable daemon's ``/metrics`` labelled by daemon, then the fleet's own gauges."""
@@ -148,10 +148,21 @@ class Fleet:
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    def _save(self, config: FleetConfig) -> None:
-        """Save the new daemon list into the config file, keeping the file's other keys as they are there
-        (command-line overrides such as ``--port`` are not written)."""
+    def _daemons_on_disk(self) -> tuple[DaemonSpec, ...]:
+        """The daemons the config file lists now (a daemon added there by hand since the start included);
+        without a file, the ones followed."""
+        if self.config_path is None:
+            return self.config.daemons
+        return FleetConfig.load(self.config_path).daemons
+
+    def _save(self, daemons: tuple[DaemonSpec, ...]) -> None:
+        """Save ``daemons`` into the config file, keeping the file's other keys as they are there
+        (command-line overrides such as ``--port`` are not written), and follow every daemon saved that is
+        not followed yet: the one added, and any the file gained by hand."""
         if self.config_path is not None:
             on_disk = FleetConfig.load(self.config_path)
-            dataclasses.replace(on_disk, daemons=config.daemons).save(self.config_path)
-        self.config = config
+            dataclasses.replace(on_disk, daemons=daemons).save(self.config_path)
+        self.config = dataclasses.replace(self.config, daemons=daemons)
+        for spec in daemons:
+            if spec.name not in self.followers:
+                self._spawn(spec)

@@ -132,7 +132,10 @@ def last_error(snapshot: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     newest = min(failed, key=lambda j: float(j.get("ended_secs_ago") or 0.0))
     reason = str(newest.get("reason") or newest.get("error") or "")
-    return {"job_id": newest.get("job_id"), "reason": reason, "ended_secs_ago": newest.get("ended_secs_ago")}
+    # How long before the snapshot was taken it failed (a live pipeline just failed: 0); the page adds the
+    # snapshot's own age.
+    ago = float(newest.get("ended_secs_ago") or 0.0)
+    return {"job_id": newest.get("job_id"), "reason": reason, "ended_secs_ago": ago}
 
 
 def ray_info(snapshot: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -147,8 +150,13 @@ def ray_info(snapshot: Mapping[str, Any]) -> dict[str, Any] | None:
     return info
 
 
-def daemon_entry(facts: DaemonFacts, now: float, stale_after_secs: float) -> dict[str, Any]:
-    """One daemon in ``GET /fleet/status``: health, its last snapshot whole, when it came, and its row."""
+def daemon_entry(
+    facts: DaemonFacts, now: float, stale_after_secs: float, wall_now: float | None = None
+) -> dict[str, Any]:
+    """One daemon in ``GET /fleet/status``: health, its last snapshot whole, when it came, and its row.
+
+    ``wall_now`` (Unix time, default: the last error's own time) dates the last error: every error shown
+    carries its age, so an error of minutes ago never reads as news."""
     state = health(facts, now, stale_after_secs)
     age = None if facts.received_at is None else max(0.0, now - facts.received_at)
     snapshot = dict(facts.snapshot) if facts.snapshot is not None else None
@@ -164,10 +172,17 @@ def daemon_entry(facts: DaemonFacts, now: float, stale_after_secs: float) -> dic
         "failures": facts.failures,
         "last_error": facts.last_error,
         "last_error_at": facts.last_error_wall,
+        "last_error_age_secs": _age(facts.last_error_wall, wall_now),
         "cost_per_hour": facts.cost_per_hour,
         "summary": summarize(snapshot, facts.cost_per_hour) if snapshot is not None else None,
         "snapshot": snapshot,
     }
+
+
+def _age(at: float | None, now: float | None) -> float | None:
+    if at is None:
+        return None
+    return max(0.0, (at if now is None else now) - at)
 
 
 def fleet_totals(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

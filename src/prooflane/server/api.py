@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Protocol
+from urllib.parse import quote, urlencode
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Security
 from fastapi import Path as PathParam
@@ -21,6 +22,7 @@ from fastapi.staticfiles import StaticFiles
 
 from .._version import __version__
 from ..config import Config
+from ..engine.engine import MAX_JOBS_PAGE
 from ..models import (
     JOB_ID_SCHEMA,
     CircuitInfo,
@@ -36,7 +38,7 @@ from ..status.feed import Subscription
 from ..status.snapshot import Health
 from ..status.tracker import TrackerTotals
 from . import metrics
-from .auth import check_bearer
+from .auth import HostAndOrigin, check_bearer
 from .docs_page import add_docs_route
 from .errors import ErrorBody, install_error_handlers
 from .limits import BodyLimit
@@ -76,6 +78,12 @@ class EngineApi(Protocol):
 
     def totals(self) -> TrackerTotals: ...
 
+    @property
+    def boot_id(self) -> str: ...
+
+    @property
+    def seq(self) -> int: ...
+
     def subscribe(self, last_event_id: int | None = None) -> Subscription: ...
 
     def health(self) -> Health: ...
@@ -84,7 +92,9 @@ class EngineApi(Protocol):
 
     def job(self, job_id: str) -> JobView | None: ...
 
-    def jobs(self, state: str | None = None, limit: int = 100) -> list[JobView]: ...
+    def jobs(
+        self, state: str | None = None, limit: int = 100, before: str | None = None
+    ) -> list[JobView]: ...
 
     async def wait_proof(self, job_id: str, timeout: float) -> JobProof | None: ...  # noqa: ASYNC109
 
@@ -109,11 +119,25 @@ class ApiSettings:
     max_body_bytes: int = 1 << 20
     max_wait_secs: float = MAX_WAIT_SECS
     heartbeat_secs: float = HEARTBEAT_SECS
+    allowed_hosts: frozenset[str] = frozenset()  # Host names besides IPs, localhost and the machine's own
 
     @classmethod
     def from_config(cls, config: Config) -> ApiSettings:
         """Take the token and the body limit from the daemon config (an empty token means no auth)."""
-        return cls(token=config.token or None, max_body_bytes=config.max_request_bytes)
+        return cls(
+            token=config.token or None,
+            max_body_bytes=config.max_request_bytes,
+            allowed_hosts=frozenset(config.allowed_hosts) | _bound_name(config.host),
+        )
+
+
+def _bound_name(host: str) -> frozenset[str]:
+    """The name the daemon was told to listen on, when it is a name (``--host prover1.lan``)."""
+    return (
+        frozenset({host.lower()})
+        if host and not host.replace(".", "").replace(":", "").isdigit()
+        else frozenset()
+    )
 
 
 def create_app(engine: EngineApi, config: Config, *, settings: ApiSettings | None = None) -> FastAPI:
@@ -138,6 +162,7 @@ def create_app(engine: EngineApi, config: Config, *, settings: ApiSettings | Non
     if DASHBOARD.is_dir():
         app.mount("/", StaticFiles(directory=DASHBOARD, html=True), name="dashboard")
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(HostAndOrigin, allowed_hosts=settings.allowed_hosts)  # outermost: before any body
     return app
 
 
@@ -195,15 +220,25 @@ def _add_job_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> N
 
     @app.get("/v1/jobs", response_model=list[JobView], tags=["jobs"])
     async def jobs(
+        response: Response,
         state: Annotated[
             str | None, Query(description="only jobs in this state", json_schema_extra=_STATES)
         ] = None,
-        limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+        limit: Annotated[int, Query(ge=1, le=MAX_JOBS_PAGE)] = 100,
+        before: Annotated[
+            str | None,
+            Query(description="the next page: the jobs journalled before this one (the last read)"),
+        ] = None,
     ) -> list[JobView]:
-        """Jobs from the journal, newest first, finished ones included."""
+        """Jobs from the journal, newest first, finished ones included, a page at a time: a full page says
+        where the next one starts (`Link: <...&before=ID>; rel="next"`)."""
         if state is not None and state not in JOB_STATES:
             raise HTTPException(400, f"unknown state {state!r}: expected one of {', '.join(JOB_STATES)}")
-        return engine.jobs(state, limit)
+        page = engine.jobs(state, limit, before)
+        if len(page) == limit:
+            query = urlencode({k: v for k, v in (("state", state), ("limit", limit)) if v is not None})
+            response.headers["Link"] = f'</v1/jobs?{query}&before={quote(page[-1].job_id)}>; rel="next"'
+        return page
 
     @app.get("/v1/jobs/{job_id}", response_model=JobView, tags=["jobs"])
     async def job(job_id: JobId) -> JobView:
@@ -346,8 +381,9 @@ def _add_status_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -
         after: Annotated[str | None, Query(description="resume after this event id")] = None,
     ) -> StreamingResponse:
         """Server-sent events, one per tracker event; resume with `Last-Event-ID` without a gap."""
-        resume = parse_event_id(last_event_id if last_event_id is not None else after)
-        stream = event_stream(engine, resume, settings.heartbeat_secs, app.state.closing)
+        given = last_event_id if last_event_id is not None else after
+        parse_event_id(given, engine.boot_id)  # a malformed id is 400 now, not a broken stream
+        stream = event_stream(engine, given, settings.heartbeat_secs, app.state.closing)
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 

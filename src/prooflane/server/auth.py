@@ -1,16 +1,31 @@
-"""The bearer-token check, one for the daemon's mutating routes and the fleet's.
+"""Who may ask: the bearer-token check (one for the daemon's mutating routes and the fleet's), and the
+Host and Origin checks of every request.
 
 ``Authorization: Bearer <token>``: the scheme in any case (RFC 7235), the token compared in constant time.
 A wrong or missing token is 401 with ``WWW-Authenticate: Bearer`` and a detail that says what to send.
+A Host that is not this server's (421) or a mutating request from another origin's page (403) is refused
+before any route runs (:class:`HostAndOrigin`).
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
+import json
+import socket
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import HTTPException
 
-__all__ = ["check_bearer", "unauthorized"]
+__all__ = ["MUTATING", "HostAndOrigin", "check_bearer", "host_allowed", "machine_names", "unauthorized"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def check_bearer(authorization: str | None, token: str, *, whose: str = "") -> None:
@@ -29,3 +44,67 @@ def check_bearer(authorization: str | None, token: str, *, whose: str = "") -> N
 def unauthorized(detail: str) -> HTTPException:
     """A 401 answer asking for a bearer token."""
     return HTTPException(401, detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def machine_names() -> frozenset[str]:
+    """This machine's own names (its hostname and fully qualified name), lower case."""
+    names = {socket.gethostname(), socket.getfqdn()}
+    return frozenset(n.lower() for n in names if n)
+
+
+def host_allowed(host: str, allowed: frozenset[str]) -> bool:
+    """Whether a Host header names this daemon: an IP address (a browser sends one only when the page asked
+    for it, never after a DNS rebinding), ``localhost``, or one of ``allowed`` (lower case)."""
+    name = host.strip().lower()
+    if name.startswith("["):  # [v6]:port
+        name = name[1 : name.find("]")] if "]" in name else name
+    elif name.count(":") == 1:
+        name = name.split(":", 1)[0]
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        pass
+    return name == "localhost" or name.endswith(".localhost") or name in allowed
+
+
+class HostAndOrigin:
+    """ASGI middleware: refuse a request whose Host is not a name of this server (421), and a mutating
+    request sent from a page of another origin (403): a browser on a hostile page can reach a loopback
+    daemon, but it always says which page sent the request, and a rebound name is never one of ours."""
+
+    def __init__(self, app: Asgi, allowed_hosts: frozenset[str]) -> None:
+        self.app = app
+        self.allowed = frozenset(h.lower() for h in allowed_hosts) | machine_names()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = {k.lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
+            host = headers.get(b"host", "")
+            if host and not host_allowed(host, self.allowed):
+                detail = (f"Host {host!r} is not a name of this server: use its address, or add the name "
+                          "to allowed_hosts in its config")  # fmt: skip
+                await _refuse(send, 421, detail)
+                return
+            origin = headers.get(b"origin")
+            if scope.get("method") in MUTATING and origin is not None and not _same_origin(origin, host):
+                detail = (f"a request from the page at {origin!r} is refused: only this server's own "
+                          "pages and clients that are not browsers may change it")  # fmt: skip
+                await _refuse(send, 403, detail)
+                return
+        await self.app(scope, receive, send)
+
+
+def _same_origin(origin: str, host: str) -> bool:
+    parts = urlsplit(origin)
+    return parts.scheme in ("http", "https") and bool(host) and parts.netloc.lower() == host.lower()
+
+
+async def _refuse(send: Send, status: int, detail: str) -> None:
+    body = (json.dumps({"detail": detail}) + "\n").encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -19,7 +19,6 @@ import logging
 import os
 import signal
 import socket
-import sys
 from collections.abc import Callable
 
 import uvicorn
@@ -27,7 +26,15 @@ import uvicorn
 from ..config import Config
 from ..engine import Engine
 from .api import close_streams, create_app
-from .limits import MAX_HEADER_BYTES, Server, bind, connection_class
+from .limits import (
+    MAX_HEADER_BYTES,
+    Server,
+    bind,
+    connection_cap,
+    connection_class,
+    quiet_accept_errors,
+    raise_fd_limit,
+)
 
 __all__ = ["install_signal_handlers", "run_daemon", "serve"]
 
@@ -55,10 +62,11 @@ async def run_daemon(
         uvicorn.Config(
             app,
             lifespan="off",
+            log_config=None,  # its lines go through the daemon's own log (prooflane.logs), in its format
             log_level="warning",
             access_log=False,
             timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN_SECS),
-            http=connection_class(config.request_timeout_secs),
+            http=connection_class(config.request_timeout_secs, connection_cap(config.max_connections)),
             h11_max_incomplete_event_size=MAX_HEADER_BYTES,
         )
     )
@@ -133,7 +141,7 @@ def _watch_parent(pid: int, stop: asyncio.Event) -> Callable[[], None]:
 
 def _on_parent_gone(stop: asyncio.Event, pid: int) -> None:
     if not stop.is_set():
-        print(f"prooflane: parent process {pid} ended, shutting down", file=sys.stderr, flush=True)
+        log.info("parent process %d ended: shutting down", pid, extra={"parent_pid": pid})
         stop.set()
 
 
@@ -148,7 +156,8 @@ def _chain(*steps: Callable[[], None]) -> Callable[[], None]:
 def _on_signal(stop: asyncio.Event, sig: int) -> None:
     if stop.is_set():
         return
-    print(f"prooflane: {signal.Signals(sig).name} received, shutting down", file=sys.stderr, flush=True)
+    name = signal.Signals(sig).name
+    log.info("%s received: shutting down", name, extra={"signal": name})
     stop.set()
 
 
@@ -163,6 +172,8 @@ def serve(
     """Bind, then run the daemon in a fresh event loop until a signal (or the end of ``parent_pid``) stops
     it."""
     sock = bind(host, port)
+    raise_fd_limit()  # a client's idle connections must not use up the descriptors workers need
+    quiet_accept_errors()
     _freeze_startup_objects()
     asyncio.run(run_daemon(config, sock, on_ready=on_ready, parent_pid=parent_pid))
 

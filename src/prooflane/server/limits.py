@@ -5,7 +5,13 @@
 - :func:`connection_class`: uvicorn's HTTP/1.1 protocol with a deadline for receiving each request (408)
   and clear answers to a request line over ``MAX_HEADER_BYTES`` (414), a header block over it (431) or a
   malformed one (400); after such an answer what the client still sends is read and dropped for
-  ``LINGER_SECS`` before closing, so the client sees the answer rather than a reset.
+  ``LINGER_SECS`` before closing, so the client sees the answer rather than a reset. At most
+  ``max_connections`` connections at once: one more is answered 503 and closed at once (its file
+  descriptor freed), so idle connections can never use up the daemon's descriptors. A client that does not
+  read its answer for ``request_timeout`` seconds (the write buffer stays full) is disconnected.
+- :func:`raise_fd_limit`: the open-files soft limit raised to the hard limit, at start; and
+  :func:`quiet_accept_errors`: asyncio's "accept() out of system resource" logged once a minute, not for
+  every attempt.
 - :class:`BodyLimit`: request bodies over ``max_bytes`` are 413, whether sized or chunked.
 - :func:`bind`: the listening socket, with a clear error when the port is taken.
 """
@@ -16,7 +22,10 @@ import asyncio
 import contextlib
 import errno
 import json
+import logging
+import resource
 import socket
+import time
 from collections.abc import Awaitable, Callable, Generator, MutableMapping
 from typing import Any
 
@@ -26,7 +35,18 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..errors import ConfigError
 
-__all__ = ["LINGER_SECS", "MAX_HEADER_BYTES", "BodyLimit", "Server", "bind", "connection_class"]
+__all__ = [
+    "FD_RESERVE",
+    "LINGER_SECS",
+    "MAX_HEADER_BYTES",
+    "BodyLimit",
+    "Server",
+    "bind",
+    "connection_cap",
+    "connection_class",
+    "quiet_accept_errors",
+    "raise_fd_limit",
+]
 
 MAX_HEADER_BYTES = 64 * 1024
 """The longest request line plus headers accepted (h11's limit on an incomplete event)."""
@@ -49,27 +69,69 @@ class Server(uvicorn.Server):
 
 
 class _Connection(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol with a deadline for receiving each request and a lingering close."""
+    """uvicorn's HTTP/1.1 protocol with a deadline for receiving each request, one for the client to take
+    its answer, a cap on connections, and a lingering close."""
 
     request_timeout: float
-    """Seconds a client has to send a whole request (set per server by :func:`connection_class`)."""
+    """Seconds a client has to send a whole request or to take an answer (see :func:`connection_class`)."""
+    max_connections: int
+    """The most connections at once (set by :func:`connection_class`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._request_timeout = self.request_timeout
         self._deadline: asyncio.TimerHandle | None = None
+        self._write_deadline: asyncio.TimerHandle | None = None
         self._lingering = False
+        self._turned_away = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if len(self.connections) >= self.max_connections:
+            self._turn_away(transport)
+            return
         super().connection_made(transport)  # type: ignore[arg-type]
         self._arm()
 
+    def _turn_away(self, transport: asyncio.BaseTransport) -> None:
+        """One connection too many: answer 503 in one write and close, before reading anything."""
+        self._turned_away = True
+        body = json.dumps({"detail": f"too many connections (at most {self.max_connections}): try again"})
+        answer = (
+            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n"
+            f"content-length: {len(body) + 1}\r\nconnection: close\r\n\r\n{body}\n"
+        )
+        assert isinstance(transport, asyncio.WriteTransport)
+        transport.write(answer.encode())
+        transport.close()
+
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._turned_away:
+            return
         self._disarm()
+        self._disarm_write()
         super().connection_lost(exc)
 
+    def pause_writing(self) -> None:
+        """The client is not taking its answer (the write buffer is full): it has ``request_timeout``."""
+        super().pause_writing()
+        if self._write_deadline is None:
+            self._write_deadline = self.loop.call_later(self._request_timeout, self._not_read)
+
+    def resume_writing(self) -> None:
+        self._disarm_write()
+        super().resume_writing()
+
+    def _disarm_write(self) -> None:
+        if self._write_deadline is not None:
+            self._write_deadline.cancel()
+            self._write_deadline = None
+
+    def _not_read(self) -> None:
+        self._write_deadline = None
+        self.transport.abort()  # what it holds of its answer is dropped with it
+
     def data_received(self, data: bytes) -> None:
-        if self._lingering:
+        if self._lingering or self._turned_away:
             return  # the answer is sent: drop the rest of the refused request
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE and self.conn.their_state is not h11.SEND_BODY:
@@ -126,9 +188,63 @@ class _Connection(H11Protocol):
         self.loop.call_later(LINGER_SECS, self.transport.close)
 
 
-def connection_class(request_timeout: float) -> type[_Connection]:
-    """The protocol class of a server whose clients have ``request_timeout`` seconds to send a request."""
-    return type("Connection", (_Connection,), {"request_timeout": request_timeout})
+def connection_class(request_timeout: float, max_connections: int = 1 << 20) -> type[_Connection]:
+    """The protocol class of a server whose clients have ``request_timeout`` seconds to send a request (and
+    to take an answer), with at most ``max_connections`` at once."""
+    attrs = {"request_timeout": request_timeout, "max_connections": max_connections}
+    return type("Connection", (_Connection,), attrs)
+
+
+FD_RESERVE = 256
+"""File descriptors kept for the daemon's own use (journal, pipes and pidfds of workers, keys) beyond its
+connections."""
+
+
+def raise_fd_limit() -> int:
+    """Raise this process's soft limit of open files to its hard limit; return the limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def connection_cap(max_connections: int) -> int:
+    """``max_connections``, lowered where the open-files limit would not hold that many and ``FD_RESERVE``."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return max_connections
+    return max(16, min(max_connections, soft - FD_RESERVE))
+
+
+class _OncePerMinute(logging.Filter):
+    """Lets asyncio's "accept() out of system resource" through once a minute, counting the rest."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._last = float("-inf")
+        self._dropped = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "out of system resource" not in record.getMessage():
+            return True
+        now = time.monotonic()
+        if now - self._last < 60.0:
+            self._dropped += 1
+            return False
+        if self._dropped:
+            record.msg = f"{record.msg} ({self._dropped} more since the last such line)"
+        self._last, self._dropped = now, 0
+        record.exc_info = None  # the cause is in the message; the traceback says nothing more
+        return True
+
+
+def quiet_accept_errors() -> None:
+    """Install :class:`_OncePerMinute` on asyncio's logger (once)."""
+    logger = logging.getLogger("asyncio")
+    if not any(isinstance(f, _OncePerMinute) for f in logger.filters):
+        logger.addFilter(_OncePerMinute())
 
 
 def bind(host: str, port: int) -> socket.socket:

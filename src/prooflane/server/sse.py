@@ -2,6 +2,11 @@
 
 Every event ready goes out in one write (a burst costs one send, not one per event); a comment line is
 the heartbeat while nothing happens (every ``HEARTBEAT_SECS``); a shutdown closes every stream.
+
+An event's id carries its boot: ``<boot_id>:<seq>``. A ``Last-Event-ID`` of another boot (the daemon
+restarted since) cannot be resumed from, whatever its number: the stream starts with a ``resync`` (fetch
+``/status``, carry on from its ``seq``) instead of continuing silently at that number in the new boot. A bare
+``<seq>`` is taken as this boot's (a client that read it from this boot's ``/status``).
 """
 
 from __future__ import annotations
@@ -15,7 +20,15 @@ from fastapi import HTTPException
 
 from ..status import Subscription
 
-__all__ = ["BATCH_EVENTS", "HEARTBEAT_SECS", "Subscribes", "event_stream", "parse_event_id", "sse_frame"]
+__all__ = [
+    "BATCH_EVENTS",
+    "HEARTBEAT_SECS",
+    "Subscribes",
+    "event_id",
+    "event_stream",
+    "parse_event_id",
+    "sse_frame",
+]
 
 HEARTBEAT_SECS = 15.0
 """Seconds between heartbeat comments on an idle stream (the daemon's and the fleet's)."""
@@ -24,30 +37,51 @@ BATCH_EVENTS = 256
 
 
 class Subscribes(Protocol):
-    """What a stream needs of the engine: its event feed, resumed after an event id."""
+    """What a stream needs of the engine: its boot and its event feed, resumed after an event id."""
+
+    @property
+    def boot_id(self) -> str: ...
+
+    @property
+    def seq(self) -> int: ...
 
     def subscribe(self, last_event_id: int | None = None) -> Subscription: ...
 
 
-def parse_event_id(raw: str | None) -> int | None:
+def event_id(boot_id: str, seq: int) -> str:
+    """The id an event goes out with: its boot and its number."""
+    return f"{boot_id}:{seq}"
+
+
+def parse_event_id(raw: str | None, boot_id: str) -> tuple[int | None, bool]:
+    """The number to resume after, and whether the id is of another boot (then: resync, no number)."""
     if raw is None or raw.strip() == "":
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise HTTPException(400, f"Last-Event-ID {raw!r} is not an event id (a whole number)") from None
-    if value < 0:
-        raise HTTPException(400, f"Last-Event-ID {value} is negative")
-    return value
+        return None, False
+    boot, colon, number = raw.strip().rpartition(":")
+    if not number.isdigit() or (colon and not boot):
+        raise HTTPException(
+            400, f"Last-Event-ID {raw!r} is not an event id (the stream's ids are <boot_id>:<seq>)"
+        )
+    if colon and boot != boot_id:
+        return None, True
+    return int(number), False
 
 
 async def event_stream(
-    engine: Subscribes, resume: int | None, heartbeat: float, closing: asyncio.Event
+    engine: Subscribes, last_event_id: str | None, heartbeat: float, closing: asyncio.Event
 ) -> AsyncGenerator[str, None]:
-    """Format the tracker's feed as SSE, with a comment line as heartbeat while nothing happens."""
+    """Format the tracker's feed as SSE, with a comment line as heartbeat while nothing happens. Raises
+    400 (before anything is sent) for a Last-Event-ID that is not an event id."""
+    boot = engine.boot_id
+    resume, foreign = parse_event_id(last_event_id, boot)
     feed = engine.subscribe(resume)
-    yield ": prooflane event stream\nretry: 1000\n\n"
-    frames = _subscription_frames(feed, heartbeat, closing)
+    greeting = ": prooflane event stream\nretry: 1000\n\n"
+    if foreign:  # subscribed now, at this seq: nothing can come between the two
+        seq = engine.seq
+        reason = f"the event id {last_event_id!r} is of another boot of the daemon (it restarted since)"
+        greeting += sse_frame(event_id(boot, seq), "resync", {"reason": reason, "seq": seq, "boot_id": boot})
+    yield greeting
+    frames = _subscription_frames(feed, boot, heartbeat, closing)
     try:
         async for chunk in frames:
             yield chunk
@@ -56,7 +90,7 @@ async def event_stream(
 
 
 async def _subscription_frames(
-    feed: Subscription, heartbeat: float, closing: asyncio.Event
+    feed: Subscription, boot: str, heartbeat: float, closing: asyncio.Event
 ) -> AsyncGenerator[str, None]:
     """The tracker's own feed: every event ready goes out in one write (a burst costs one send, not one per
     event), and waiting costs no task per event."""
@@ -65,7 +99,8 @@ async def _subscription_frames(
     try:
         while not closing.is_set() and not feed.closed:
             if feed.ready:
-                yield "".join(sse_frame(i.id, i.event, i.data) for i in feed.take(BATCH_EVENTS))
+                batch = feed.take(BATCH_EVENTS)
+                yield "".join(sse_frame(event_id(boot, i.id), i.event, i.data) for i in batch)
                 continue
             try:
                 async with asyncio.timeout(heartbeat):
@@ -77,9 +112,10 @@ async def _subscription_frames(
         feed.close()
 
 
-def sse_frame(event_id: int | None, name: str, data: Any) -> str:
+def sse_frame(frame_id: str | None, name: str, data: Any) -> str:
+    """One event as SSE text (``data`` JSON-encoded unless already text)."""
     text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
-    lines = [f"id: {event_id}"] if event_id is not None else []
+    lines = [f"id: {frame_id}"] if frame_id is not None else []
     lines.append(f"event: {name}")
     lines.extend(f"data: {line}" for line in text.splitlines() or [""])
     return "\n".join(lines) + "\n\n"

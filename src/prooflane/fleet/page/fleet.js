@@ -168,11 +168,21 @@ function updateRow(tr, d) {
   setText(byTestId("d-cpp", tr), live(s ? fmtMoney(s.cost_per_proof) : dash));
   setText(byTestId("d-memory", tr), live(s ? `${fmtBytes(s.memory_reserved_bytes)} / ${fmtBytes(s.memory_total_bytes)}` : dash));
   setText(byTestId("d-queue", tr), live(s ? String(s.queue_depth + s.device_queue_depth) : dash));
+  // Every error says how long ago it happened: the daemon's own (why it is not up), and its newest failed
+  // job (its age in the snapshot, plus the snapshot's own age). One line each, the whole text in the title.
   const errors = [];
-  if (d.health !== "up" && d.last_error) errors.push(d.last_error);
-  if (s && s.last_error) errors.push(`job ${s.last_error.job_id}: ${String(s.last_error.reason).split("\n", 1)[0]}`);
+  const seen = Math.max(0, ageMs()) / 1000;
+  if (d.health !== "up" && d.last_error) {
+    const ago = d.last_error_age_secs === null ? "" : ` (${fmtSecs(d.last_error_age_secs + seen)} ago)`;
+    errors.push(`${d.last_error}${ago}`);
+  }
+  if (s && s.last_error) {
+    const ago = fmtSecs((s.last_error.ended_secs_ago || 0) + (d.snapshot_age_secs || 0) + seen);
+    const reason = String(s.last_error.reason).split("\n", 1)[0];
+    errors.push(`job ${s.last_error.job_id} failed ${ago} ago: ${reason}`);
+  }
   const errCell = byTestId("d-error", tr);
-  setText(errCell, errors.join("; "));
+  errCell.replaceChildren(...errors.map((text) => h("div", { class: "d-error-line", text })));
   setAttr(errCell, "title", errors.join("\n"));
   tickRow(tr, d);
 }
