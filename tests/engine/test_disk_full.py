@@ -178,3 +178,19 @@ def test_a_daemon_on_a_full_disk_answers_507_and_503_with_the_reason_then_finish
             assert client.health() and client.status()["invariants_ok"] is True
     finally:
         assert daemon.stop() == 0, daemon.log()
+
+
+@pytest.mark.anyio
+async def test_a_registration_on_a_full_disk_is_refused_as_storage_full_and_leaves_nothing(
+    small_disk: Path, keys_dir: Path, circuit_files: tuple[Path, Path], shared_inputs: Path
+) -> None:
+    config = tiny_config(small_disk / "data", keys_dir, allowed_roots=(shared_inputs,))
+    async with running(config) as h:
+        filler = fill(small_disk)  # the journal can still take a row, but the key's copy cannot be made
+        zkey, wasm = circuit_files
+        with pytest.raises(StorageFull, match="disk is full"):
+            await h.engine.register_circuit("chain", zkey, wasm_path=wasm)
+        circuits = config.data_dir / "circuits"
+        assert not circuits.exists() or list(circuits.iterdir()) == []
+        filler.unlink()
+        assert (await h.engine.register_circuit("chain", zkey, wasm_path=wasm)).name == "chain"

@@ -23,6 +23,7 @@ from prooflane.groth16 import Proof, VerificationKey, verify
 from prooflane.kinds import CircuitMeta
 from prooflane.models import InlineSector, JobRequest
 from prooflane.states import JobState, WorkerState
+from tests.support.clock import ManualClock
 from tests.support.engine import WAIT, Gate, Harness, is_synthesis, running, synthesis_of
 
 pytestmark = [pytest.mark.engine, pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -226,19 +227,24 @@ async def test_deaths_that_blame_no_partition_are_retried_beyond_max_attempts(
 
 
 async def test_health_is_not_ok_from_the_moment_a_worker_died_until_it_is_replaced(h: Harness) -> None:
-    seen: list[tuple[bool, tuple[str, ...]]] = []
+    seen: list[tuple[bool, tuple[str, ...], WorkerState]] = []
 
     def kill_and_look(step: Step) -> None:
         assert step.worker_id is not None
         h.backend.kill(step.worker_id, "killed by the test")
-        # The supervisor has not run yet (nothing awaited since the death): health must already know.
-        seen.append((h.engine.health().ok, h.engine.health().reasons))
+        # The supervisor has not run yet (nothing awaited since the death): health must already know, and
+        # the snapshot of the same moment says the same (never "proving" beside "no live worker").
+        (worker,) = h.engine.snapshot().workers
+        seen.append((h.engine.health().ok, h.engine.health().reasons, worker.state))
 
     h.gate.act(lambda s: s.name == "prove_start", kill_and_look)
     job_id = await h.submit("winning-post")
     assert await h.done(job_id) is JobState.DONE
-    [(ok, reasons)] = seen
-    assert not ok and reasons == ("device cpu:0 has no live worker (cpu:0/w0: killed by the test)",)
+    [(ok, reasons, state)] = seen
+    assert not ok and reasons == (
+        "device cpu:0 has no live worker (cpu:0/w0 restarting: killed by the test)",
+    )
+    assert state is WorkerState.RESTARTING
     assert h.engine.health().ok
     await h.assert_clean()
 
@@ -467,3 +473,68 @@ async def test_a_queue_that_does_not_move_while_workers_are_free_is_reported_sta
         assert not health.ok and health.reasons[0].startswith("queue stalled: 9 partitions wait")
         assert engine.snapshot().health == health
         held.release.set()
+
+
+# -- a worker that does not answer ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("step", "says"),
+    [("stage", "has been staging"), ("prove_start", "device section"), ("finish", "finalization")],
+)
+async def test_a_worker_that_stops_answering_is_reported_whichever_step_it_is_in(
+    engine_config: Callable[..., Config], sector: Path, step: str, says: str
+) -> None:
+    """Every worker busy and none answering (stopped, deadlocked): no event comes and no worker is free, so
+    only a watchdog of the steps themselves can say so."""
+    clock = ManualClock()
+    async with running(engine_config(stall_secs=10), clock=clock, sector=sector) as h:
+        held = h.gate.hold(lambda s: s.name == step)
+        job_id = await h.submit("winning-post")
+        await held.reached.wait()
+        clock.advance(9)
+        assert h.engine.health().ok
+        clock.advance(2)  # 11 s in that step
+        health = h.engine.health()
+        assert not health.ok and any(says in r and "stall_secs" in r for r in health.reasons), health
+        if step != "stage":  # in its lease: the tracker sees it, the worker's card says so
+            (worker,) = h.engine.snapshot().workers
+            assert worker.stuck is not None and says in worker.stuck
+        held.release.set()
+        assert await h.done(job_id) is JobState.DONE
+        assert h.engine.health().ok
+
+
+class _SlowToStart(InProcessBackend):
+    """Its workers start only once told to (``go``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.starting, self.go = asyncio.Event(), asyncio.Event()
+
+    def new_worker(self, worker_id: str, device: Device) -> InProcessWorker:
+        worker = super().new_worker(worker_id, device)
+
+        async def start() -> None:
+            self.starting.set()
+            await self.go.wait()
+
+        worker.start = start  # type: ignore[method-assign]
+        return worker
+
+
+async def test_health_says_starting_while_the_engine_starts_and_stopping_once_it_stops(
+    engine_config: Callable[..., Config],
+) -> None:
+    backend = _SlowToStart()
+    engine = Engine(engine_config(), backend=backend)
+    starting = asyncio.create_task(engine.start())
+    await backend.starting.wait()  # its keys are made, its pipeline runs, its worker is starting
+    assert "starting" in engine.health().reasons and "stopping" not in engine.health().reasons
+    backend.go.set()
+    await starting
+    assert engine.health().ok
+    stopping = asyncio.create_task(engine.stop())
+    await asyncio.sleep(0)
+    assert "stopping" in engine.health().reasons
+    await stopping

@@ -5,6 +5,7 @@ daemon processes are in test_e2e_fleet.py."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 import tomllib
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -262,3 +263,53 @@ async def test_daemon_panel_is_the_dashboard_fed_by_the_fleet(
             (False, True),
             (False, False),
         ]
+
+
+class _Hostile:
+    """What answers at a followed daemon's address: a /status far larger than the fleet reads, and an event
+    stream that never sends a newline. Counts what it managed to send on the stream before it was cut."""
+
+    def __init__(self) -> None:
+        self.streamed = 0
+        self.stream_cut = asyncio.Event()
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = (await reader.readuntil(b"\r\n\r\n")).decode()
+        try:
+            if head.startswith("GET /v1/events"):
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n")
+                while True:
+                    writer.write(b"x" * 65536)
+                    await writer.drain()
+                    self.streamed += 65536
+            else:
+                body = b'{"seq": 1, "pad": "' + b"y" * (8 << 20) + b'"}'
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(body) + body)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            if head.startswith("GET /v1/events"):
+                self.stream_cut.set()
+        finally:
+            writer.close()
+
+
+async def test_a_daemon_cannot_make_the_fleet_hold_more_than_it_reads(
+    running: Callable[[FleetConfig], Fleet],
+) -> None:
+    hostile = _Hostile()
+    server = await asyncio.start_server(hostile.serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    config = dataclasses.replace(_config(DaemonSpec(name="h", url=f"http://127.0.0.1:{port}")),
+                                 max_answer_bytes=1 << 20, timeout_secs=5.0)  # fmt: skip
+    fleet = running(config)
+    await fleet.start()
+    try:
+        await _until(
+            "the oversized /status refused", lambda: "more than" in (_entry(fleet, "h")["last_error"] or "")
+        )
+        async with asyncio.timeout(WAIT_SECS):
+            await hostile.stream_cut.wait()  # the fleet hung up on the endless line
+        assert hostile.streamed < 8 << 20  # it read at most about a megabyte of it, not everything sent
+        assert _entry(fleet, "h")["health"] == "unreachable"
+    finally:
+        server.close()

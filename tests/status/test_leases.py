@@ -204,3 +204,35 @@ def test_a_worker_never_restarted_has_no_restart_time_and_a_loss_is_not_a_restar
     s(ev.WorkerLost, worker_id="W0", reason="device gone")
     w0 = worker_of(s.status(), "W0")
     assert (w0["restarts"], w0["last_error"], w0["last_restart_secs_ago"]) == (0, "device gone", None)
+
+
+# --- a worker that does not answer ------------------------------------------------------------------------
+
+
+def test_a_device_section_running_past_stall_secs_says_the_worker_may_be_hung() -> None:
+    s = Script(stall_secs=10.0)
+    s.worker("W0")
+    s.job("A", partitions=1)
+    s.start("W0", "A", 0)
+    s.clock.advance(9.0)
+    assert s.tracker.health().ok and worker_of(s.status(), "W0")["stuck"] is None
+    s.clock.advance(2.0)  # 11 s in its device section: no event says anything, the read-out does
+    health = s.tracker.health()
+    assert not health.ok
+    assert any("W0" in r and "device section of A/0" in r and "stall_secs" in r for r in health.reasons)
+    assert "device section of A/0 has run 11 s" in worker_of(s.status(), "W0")["stuck"]
+
+
+def test_a_finalization_running_past_stall_secs_is_seen_too_and_ends_with_its_lease() -> None:
+    s = Script(stall_secs=10.0)
+    s.worker("W0")
+    s.job("A", partitions=1)
+    token = s.start("W0", "A", 0)
+    s.clock.advance(5.0)
+    s.prove_end(token)  # the finalization starts now
+    s.clock.advance(8.0)
+    assert s.tracker.health().ok  # 13 s since the lease, but only 8 s finalizing
+    s.clock.advance(3.0)
+    assert "finalization of A/0" in worker_of(s.status(), "W0")["stuck"]
+    s.finalize(token)
+    assert s.tracker.health().ok and worker_of(s.status(), "W0")["stuck"] is None

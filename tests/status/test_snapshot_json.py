@@ -22,7 +22,7 @@ DATA = Path(__file__).parent / "data"
 ADDED: dict[str, tuple[str, ...]] = {
     "": ("health", "live_jobs", "recent_failures"),
     "memory": ("used_bytes", "tree_rss_bytes"),
-    "workers": ("last_error", "restarts", "node", "last_restart_secs_ago"),
+    "workers": ("last_error", "restarts", "node", "last_restart_secs_ago", "stuck"),
     "devices": ("workers_down", "node"),
     "history": (
         "proofs_per_hour_1m",

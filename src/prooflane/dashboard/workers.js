@@ -79,7 +79,12 @@ function updateWorkerCard(card, w) {
     // A dead worker is never shown idle: it says it is down, why, and how often it was restarted.
     const restarts = w.restarts ? ` (restarts: ${w.restarts})` : "";
     setText(byTestId("worker-last-known", card), `${w.last_error || "its processes died"}${restarts}`);
+  } else if (!stale && w.stuck) {
+    // Alive, but its work has run past stall_secs: it may be hung (stopped, deadlocked), and says so.
+    setText(byTestId("worker-last-known", card), `hung? ${w.stuck}`);
   }
+  card.classList.toggle("stuck", !stale && Boolean(w.stuck));
+  setAttr(card, "data-stuck", !stale && w.stuck ? "true" : "false");
   const known = byTestId("worker-last-known", card);
   setAttr(known, "title", known.textContent);
   const restarts = byTestId("worker-restarts", card);

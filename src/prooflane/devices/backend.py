@@ -108,6 +108,9 @@ class DeviceWorker(ABC):
         # None: not known, so each partition the worker held may be to blame.
         self.culprits: frozenset[str] | None = None
         self._dead = asyncio.Event()
+        # Called once, with the reason, the moment the worker dies (on the event loop, where its backend
+        # notices): the engine reports the death at once, so no view shows it alive in between.
+        self.on_death: Callable[[str], None] | None = None
 
     @property
     def dead(self) -> bool:
@@ -151,10 +154,13 @@ class DeviceWorker(ABC):
     def die(self, reason: str, culprits: frozenset[str] | None = None) -> None:
         """The worker is gone (a process of it ended, or the engine gave up on it): end the rest of it.
         ``culprits``: the partitions whose own work was running where it died (None: not known)."""
-        if self.death is None:
+        first = self.death is None
+        if first:
             self.death, self.culprits = reason, culprits
         self._dead.set()
         self._end()
+        if first and self.on_death is not None:
+            self.on_death(reason)
 
     def kill(self) -> None:
         """End the worker now (idempotent)."""

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import functools
 import time
+import weakref
 from collections.abc import Awaitable
 from typing import Any
 
@@ -51,6 +52,8 @@ class DeviceLoop:
         self.workers: dict[str, DeviceWorker] = {}  # worker id -> its current worker
         self._held: dict[DeviceWorker, set[PartitionRun]] = {}  # staged..finalizing, per worker
         self._keys: dict[tuple[DeviceWorker, str], CachedAllocation] = {}  # (worker, key path) -> allocation
+        self._staging: dict[str, tuple[str, float]] = {}  # worker id -> (partition, since): not yet leased
+        self._reported: weakref.WeakSet[DeviceWorker] = weakref.WeakSet()  # deaths already posted
 
     async def supervise(self, worker_id: str, device: Device, registered: asyncio.Event) -> None:
         """Keep one worker slot filled: start a worker, run it, replace it when it dies."""
@@ -92,6 +95,7 @@ class DeviceLoop:
                 )
             )
             registered.set()
+            worker.on_death = functools.partial(self._report_death, worker)
             self._worker_died(worker, await self._run(worker))
             died = time.monotonic()
 
@@ -115,6 +119,18 @@ class DeviceLoop:
             self._worker_died(worker, reason, registered=False)
             return None, worker.info(), WorkerDied(reason)
         return worker, worker.info(), None
+
+    def hung(self) -> list[str]:
+        """Workers that have staged a partition (loaded its key, received its data) for longer than
+        ``stall_secs`` without answering: the step before the lease, which the tracker cannot see (it
+        watches the device sections and finalizations themselves)."""
+        now, limit = self._pipeline.clock(), self._pipeline.config.stall_secs
+        return [
+            f"worker {worker_id} has been staging {name} for {now - since:.0f} s, longer than stall_secs "
+            f"({limit:g} s): its prover does not answer"
+            for worker_id, (name, since) in sorted(self._staging.items())
+            if now - since > limit and not self.workers[worker_id].dead
+        ]
 
     def devices_without_live_worker(self) -> dict[str, str]:
         """Devices none of whose workers is alive now, as the backend knows it, each with why.
@@ -168,6 +184,7 @@ class DeviceLoop:
             allocation = await self._key_for(worker, part.job.meta)
             allocation.use()
             grant = functools.partial(self._grant, worker, part)
+            self._staging[worker.worker_id] = (part.name, pipeline.clock())  # until the lease is granted
             try:
                 result = await worker.prove(part.job.meta.key_path, part.synthesized, grant, part.name)
             except RemoteError as exc:
@@ -175,6 +192,8 @@ class DeviceLoop:
                 allocation.done()
                 pipeline.fail_partition(part, f"prove_start failed: {exc}")
                 continue
+            finally:
+                self._staging.pop(worker.worker_id, None)
             part.synthesized = None
             if result is None or not part.live:  # the job ended meanwhile
                 worker.check_alive()
@@ -193,6 +212,7 @@ class DeviceLoop:
 
     def _grant(self, worker: DeviceWorker, part: PartitionRun) -> bool:
         """Under the device lock: lease the partition to the worker, unless its job ended or it died."""
+        self._staging.pop(worker.worker_id, None)  # from here the tracker watches the lease
         if not part.live or worker.dead:
             return False
         pipeline = self._pipeline
@@ -269,17 +289,26 @@ class DeviceLoop:
         self._keys[slot] = allocation
         return allocation
 
+    def _report_death(self, worker: DeviceWorker, reason: str) -> None:
+        """Say (log and tracker) that a registered worker died: once, as soon as its backend knows."""
+        if worker in self._reported:
+            return
+        self._reported.add(worker)
+        logbook.worker_died(worker.info(), reason, len(self._held.get(worker, ())))
+        pipeline = self._pipeline
+        pipeline.post(ev.WorkerDied(at=pipeline.clock(), worker_id=worker.worker_id, reason=reason))
+
     def _worker_died(self, worker: DeviceWorker, reason: str, *, registered: bool = True) -> None:
         """The worker is gone: free its keys, retry every partition it held (blaming only those whose own
         work ran where it died, when its backend can tell)."""
         worker.kill()
         for slot in [s for s in self._keys if s[0] is worker]:
             self._keys.pop(slot).release()
-        held = self._held.pop(worker, set())
-        pipeline = self._pipeline
+        held = self._held.get(worker, set())
         if registered:
-            logbook.worker_died(worker.info(), reason, len(held))
-            pipeline.post(ev.WorkerDied(at=pipeline.clock(), worker_id=worker.worker_id, reason=reason))
+            self._report_death(worker, reason)
+        self._held.pop(worker, None)
+        pipeline = self._pipeline
         culprits = worker.culprits
         for part in sorted(held, key=lambda p: p.key):
             if part.live:

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -35,7 +36,7 @@ from ..states import JobState
 from ..status.feed import Subscription
 from ..status.snapshot import Health, StatusSnapshot
 from ..status.tracker import StatusTracker, TrackerConfig, TrackerTotals
-from ..store import JournalUnwritable, Store
+from ..store import JournalUnreadable, JournalUnwritable, Store
 from .admission import Admission
 from .device_loop import DeviceLoop
 from .dispatch import Dispatcher
@@ -75,6 +76,7 @@ class Engine:
                 retention_secs=cfg.live_retention_secs,
                 memory_total_bytes=cfg.memory_budget_bytes,
                 synthesis_max_concurrent=cfg.synthesis_workers,
+                stall_secs=cfg.stall_secs,
             ),
             clock=clock,
         )
@@ -88,6 +90,7 @@ class Engine:
         self._pipeline.watch = self._health_log.saw
         self._runner: asyncio.Task[None] | None = None
         self.failure: BaseException | None = None  # why the pipeline stopped on its own, if it did
+        self._stopping = False  # from the first call of stop() on (health says "stopping", not "starting")
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
@@ -115,33 +118,50 @@ class Engine:
 
     async def _start(self) -> None:
         cfg, pipeline = self.config, self._pipeline
-        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageFull(f"cannot make the data folder {cfg.data_dir}: {exc.strerror or exc}") from None
         pipeline.store = Store(cfg.data_dir / "journal.sqlite3")
         await self._backend.start()
         pipeline.post(ev.SynthesisPoolSized(at=pipeline.clock(), max_concurrent=cfg.synthesis_workers))
-        try:
-            await self._circuits.load()  # the pool's first work
-        except PoolProcessDied as exc:
-            raise PoolProcessDied(
-                f"{exc} while the engine started. When a script starts the engine, the code that starts it "
-                'must run under `if __name__ == "__main__":`, since the pool\'s processes import the script '
-                "(the process's own error is printed above)"
-            ) from None
+        await self._load_circuits()
         started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._runner = asyncio.create_task(self._run(started), name="prooflane-engine")
         await started
         self._admission.resume()
 
+    async def _load_circuits(self, attempts: int = 3) -> None:
+        """Prepare the kinds' keys and read the registered circuits: the pool's first work. A pool process
+        that dies then (killed, out of memory) is the pool's fault, retried on a new pool; only when every
+        attempt dies is it most likely the script that started the engine (see the message)."""
+        for attempt in range(1, attempts + 1):
+            try:
+                await self._circuits.load()
+                return
+            except PoolProcessDied as exc:
+                if attempt < attempts:
+                    log.warning("a synthesis process died while the engine started (%s): trying again", exc)
+                    continue
+                raise PoolProcessDied(
+                    f"{exc}, {attempts} times while the engine started. If a script starts the engine, the "
+                    'code that starts it must run under `if __name__ == "__main__":`, since the pool\'s '
+                    "processes import the script (the process's own error is printed above); otherwise the "
+                    "machine may be out of memory or processes"
+                ) from None
+
     async def stop(self) -> None:
         """Stop accepting jobs, cancel the pipeline's tasks, end every worker. Jobs in flight stay in the
         journal unfinished and resume at the next start."""
         self.ready = False
+        self._stopping = True
         if self._runner is not None:
             self._runner.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):  # a failure is in self.failure
                 await self._runner
             self._runner = None
         for worker in self._devices.workers.values():
+            worker.on_death = None  # ended by the engine's stop: not a death to report
             worker.kill()
         await self._backend.stop()
         if self._pipeline.store is not None:
@@ -212,13 +232,26 @@ class Engine:
         if (problem := self._pipeline.journal_problem) is not None:
             raise StorageFull(f"{what}: {problem}")
 
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """A read of the journal: one that fails (a damaged page, a proof changed on disk) is remembered, so
+        health says so from then on, and raised for the request's answer."""
+        try:
+            yield
+        except JournalUnreadable as exc:
+            if self._pipeline.journal_unreadable is None:
+                log.error("%s", exc)
+                self._pipeline.journal_unreadable = str(exc)
+            raise
+
     def job(self, job_id: str) -> JobView | None:
         """The job's state and per-partition states, or None when no such job was ever accepted."""
         if (job := self._pipeline.jobs.get(job_id)) is not None:
             return live_view(job)
         journal = self._pipeline.journal
-        record = journal.job(job_id)
-        return None if record is None else journal_view(journal, record)
+        with self._reading():
+            record = journal.job(job_id)
+            return None if record is None else journal_view(journal, record)
 
     def jobs(self, state: str | None = None, limit: int = 100, before: str | None = None) -> list[JobView]:
         """Jobs from the journal, newest first, optionally only those in ``state`` (a JobState value): at most
@@ -233,8 +266,9 @@ class Engine:
             if (known := journal.job(before)) is None:
                 raise NotFound(f"before={before!r}: no such job")
             after = known.seq
-        records = journal.jobs(state, max(1, min(limit, MAX_JOBS_PAGE)), before=after)
-        stored = journal.partition_states_of([r.job_id for r in records if r.job_id not in live])
+        with self._reading():
+            records = journal.jobs(state, max(1, min(limit, MAX_JOBS_PAGE)), before=after)
+            stored = journal.partition_states_of([r.job_id for r in records if r.job_id not in live])
         return [
             live_view(live[r.job_id]) if r.job_id in live else journal_view(journal, r, stored[r.job_id])
             for r in records
@@ -252,17 +286,16 @@ class Engine:
                 async with asyncio.timeout(timeout):
                     await job.ended.wait()
         journal = self._pipeline.journal
-        record = journal.job(job_id)
-        if record is None:
-            raise NotFound(f"no job {job_id!r}")
-        if record.state in (JobState.FAILED, JobState.CANCELLED):
-            raise Conflict(f"job {job_id} {record.state}: {record.error or 'no proof'}")
-        if record.state != JobState.DONE:
-            return None
-        parts = [
-            PartitionProof(index=p.index, proof=p.proof or {}, public=p.public or [])
-            for p in journal.partitions(job_id)
-        ]
+        with self._reading():
+            record = journal.job(job_id)
+            if record is None:
+                raise NotFound(f"no job {job_id!r}")
+            if record.state in (JobState.FAILED, JobState.CANCELLED):
+                raise Conflict(f"job {job_id} {record.state}: {record.error or 'no proof'}")
+            if record.state != JobState.DONE:
+                return None
+            stored = journal.partitions(job_id)  # each proof checked against its digest
+        parts = [PartitionProof(index=p.index, proof=p.proof or {}, public=p.public or []) for p in stored]
         return JobProof(job_id=job_id, kind=record.kind, partitions=parts)
 
     async def cancel(self, job_id: str) -> bool:
@@ -310,6 +343,12 @@ class Engine:
         except JournalUnwritable as exc:
             self._pipeline.journal_failed(exc)
             raise StorageFull(f"no circuit is registered: {exc}") from None
+        except OSError as exc:  # copying its files into the data folder (nothing of it is kept)
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise StorageFull(
+                    f"no circuit is registered: the disk is full ({exc.strerror}): nothing was kept"
+                ) from None
+            raise
 
     def circuits(self) -> list[CircuitInfo]:
         """The registered circom circuits."""
@@ -339,14 +378,17 @@ class Engine:
         if self.failure is not None:
             return (f"the engine stopped: {self.failure}",)
         if not self.ready:
-            return ("starting",) if self._runner is None else ("stopping",)
+            return ("stopping",) if self._stopping else ("starting",)
         journal = self._pipeline.journal_problem
         reasons = [f"{journal}: new jobs are refused (507) and no partition starts"] if journal else []
+        if (unreadable := self._pipeline.journal_unreadable) is not None:
+            reasons.append(f"{unreadable} (restore the journal from a copy, or start on a new data folder)")
         reasons += [
             f"device {name} has no live worker ({why})"
             for name, why in self._devices.devices_without_live_worker().items()
             if name not in self._pipeline.tracker.health().devices_down  # not yet posted: said here
         ]
+        reasons += self._devices.hung()
         stalled = self._pipeline.stalled(*self._devices.busy())
         return (*reasons, stalled) if stalled else tuple(reasons)
 

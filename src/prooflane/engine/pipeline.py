@@ -57,6 +57,7 @@ class Pipeline:
         self.progressed_at = clock()  # when a partition last moved (for the stall check of health)
         self.tg: asyncio.TaskGroup | None = None
         self.journal_problem: str | None = None  # why the journal cannot be written now (None: it can)
+        self.journal_unreadable: str | None = None  # the first read of it that failed (damage: it stays)
         self._unwritten_ends: dict[JobRun, tuple[JobState, str | None, int | None]] = {}  # waiting for it
 
     @property

@@ -112,6 +112,7 @@ class FleetConfig:
     stale_after_secs: float = 5.0
     backoff_max_secs: float = 10.0
     events_idle_secs: float = 30.0
+    max_answer_bytes: int = 64 << 20  # the most the fleet reads of one answer of a daemon (/status, relayed)
     daemons: tuple[DaemonSpec, ...] = field(default=())
 
     def __post_init__(self) -> None:
@@ -119,6 +120,7 @@ class FleetConfig:
         for key in ("poll_secs", "timeout_secs", "stale_after_secs", "backoff_max_secs", "events_idle_secs"):
             _check(getattr(self, key) > 0, key, "expected a number of seconds > 0")
         _check(self.backoff_max_secs >= self.poll_secs, "backoff_max_secs", "expected at least poll_secs")
+        _check(self.max_answer_bytes >= 1 << 16, "max_answer_bytes", "expected at least 65536")
         names = [d.name for d in self.daemons]
         dupes = sorted({n for n in names if names.count(n) > 1})
         _check(not dupes, "daemons", f"names must be unique; repeated: {', '.join(dupes)}")

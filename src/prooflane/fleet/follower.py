@@ -23,11 +23,20 @@ from .config import DaemonSpec, FleetConfig
 from .ssh import SshTunnels
 from .view import DaemonFacts
 
-__all__ = ["FETCH_ERRORS", "DaemonFollower", "describe_failure"]
+__all__ = ["FETCH_ERRORS", "MAX_EVENT_LINE_BYTES", "AnswerTooLarge", "DaemonFollower", "describe_failure"]
 
 log = logging.getLogger("prooflane.fleet")
 
 MIN_FETCH_GAP_SECS = 0.2  # events come in bursts under load: at most 5 fetches of /status a second
+MAX_EVENT_LINE_BYTES = 1 << 20
+"""The longest line of a daemon's event stream the fleet reads (an event's data is a few hundred bytes)."""
+
+
+class AnswerTooLarge(ValueError):
+    """Raised when a daemon sends more than the fleet reads of it (``max_answer_bytes``, or a line of its
+    event stream over ``MAX_EVENT_LINE_BYTES``)."""
+
+
 FETCH_ERRORS = (httpx.HTTPError, TunnelError, ValueError, TimeoutError, OSError)
 """What following a daemon may meet that says the daemon (or the way to it) is in trouble."""
 
@@ -95,10 +104,23 @@ class DaemonFollower:
                     await asyncio.shield(self._client.aclose())
 
     async def get(self, path: str, params: Mapping[str, str] | None = None) -> httpx.Response:
-        """``GET path`` on the daemon, bounded by ``timeout_secs`` as a whole (connect to last byte)."""
+        """``GET path`` on the daemon, bounded by ``timeout_secs`` as a whole (connect to last byte) and by
+        ``max_answer_bytes`` (:class:`AnswerTooLarge`: a daemon, or whatever answers at its address, cannot
+        make the fleet hold more)."""
         client = await self._http()
+        limit = self.config.max_answer_bytes
         async with asyncio.timeout(self.config.timeout_secs):
-            return await client.get(path, params=params)
+            async with client.stream("GET", path, params=params) as answer:
+                declared = answer.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > limit:
+                    raise AnswerTooLarge(f"{path} answered {int(declared)} bytes, more than the {limit} read")
+                body = bytearray()
+                async for chunk in answer.aiter_bytes():
+                    body += chunk
+                    if len(body) > limit:
+                        raise AnswerTooLarge(f"{path} answered more than the {limit} bytes read")
+            return httpx.Response(answer.status_code, headers=answer.headers, content=bytes(body),
+                                  request=answer.request)  # fmt: skip
 
     # --- the two loops ----------------------------------------------------------------------------
 
@@ -131,10 +153,14 @@ class DaemonFollower:
                     if answer.status_code != 200:
                         raise ValueError(f"/v1/events answered {answer.status_code}")
                     self.feed = "events"
-                    async for line in answer.aiter_lines():
-                        if line.startswith("event:"):
+                    pending = b""  # the line not yet ended: bounded, never a whole stream without newlines
+                    async for chunk in answer.aiter_bytes():
+                        *lines, pending = (pending + chunk).split(b"\n")
+                        if any(line.startswith(b"event:") for line in lines):
                             got_events = True
                             self._wake.set()
+                        if len(pending) > MAX_EVENT_LINE_BYTES:
+                            raise AnswerTooLarge(f"/v1/events sent a line over {MAX_EVENT_LINE_BYTES} bytes")
             except FETCH_ERRORS:
                 pass  # the poll loop reports the daemon's health; the stream just tries again
             finally:

@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
 from ..errors import Conflict, Forbidden, Invalid, NotFound, Refused, StorageFull, TooLarge, Unavailable
+from ..store import JournalUnreadable
 
 __all__ = ["REFUSAL_STATUS", "ErrorBody", "install_error_handlers", "status_of"]
 
@@ -50,6 +51,7 @@ def install_error_handlers(app: FastAPI) -> None:
     """Answer refusals, invalid requests and routing errors with a ``detail`` that says what to do."""
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Refused, _refused)
+    app.add_exception_handler(JournalUnreadable, _journal_unreadable)
     app.add_exception_handler(StarletteHTTPException, _http_error)
 
 
@@ -69,6 +71,11 @@ async def _refused(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, Refused)
     headers = {"Retry-After": "1"} if isinstance(exc, Unavailable) else None  # "try again": soon
     return JSONResponse({"detail": exc.detail}, status_code=status_of(exc), headers=headers)
+
+
+async def _journal_unreadable(request: Request, exc: Exception) -> Response:
+    """The daemon's own fault, not the request's: 500, saying what is damaged (health says it too)."""
+    return JSONResponse({"detail": str(exc)}, status_code=500)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -96,7 +96,7 @@ def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
         uptime_secs=head.uptime_secs,
         invariants_ok=not head.invariant_violations,
         invariant_violations=head.invariant_violations,
-        health=health(r, head.health_reasons),
+        health=health(r, now, head.health_reasons),
         stale_events=r.stale,
         illegal_events=r.illegal,
         memory=_memory(r, head),
@@ -115,9 +115,12 @@ def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
     )
 
 
-def health(r: Records, extra_reasons: Iterable[str] = ()) -> Health:
-    """Ok when some worker is listed and every device listed has a live one; plus ``extra_reasons``."""
+def health(r: Records, now: float, extra_reasons: Iterable[str] = ()) -> Health:
+    """Ok when some worker is listed, every device listed has a live one, and no device section or
+    finalization has run past ``stall_secs`` (a worker that does not answer: stopped, deadlocked); plus
+    ``extra_reasons``."""
     reasons = [] if r.workers else ["no worker is registered"]
+    reasons += [f"worker {w.worker_id}: {said}" for w in r.workers.values() if (said := stuck(r, w, now))]
     down = []
     for device in r.devices.values():
         workers = [w for w in r.workers.values() if w.device is device]
@@ -158,7 +161,7 @@ def totals(
         events=r.seq,
         invariant_violations=invariant_violations,
         retries=r.retries,
-        health=health(r, health_reasons),
+        health=health(r, now, health_reasons),
     )
 
 
@@ -217,6 +220,26 @@ def _live_jobs(entries: tuple[PipelineEntry, ...]) -> LiveJobsStatus:
     )
 
 
+def stuck(r: Records, worker: Worker, now: float) -> str | None:
+    """What of ``worker``'s work has run past ``stall_secs`` (the longest first), in words; None when nothing.
+
+    A live worker whose device section or finalization goes on far longer than any should (its process
+    stopped, deadlocked, or spinning) says nothing by itself: no event comes. This is read at every
+    snapshot and health check, from the lease times the tracker holds."""
+    limit = r.stall_secs
+    running = []
+    if worker.current is not None:
+        lease = r.leases[worker.current]
+        running.append((now - lease.granted_at, f"the device section of {lease.partition.name}"))
+    for token, since in worker.finalizing.items():
+        running.append((now - since, f"the finalization of {r.leases[token].partition.name}"))
+    late = sorted((secs, what) for secs, what in running if secs > limit)
+    if not late or not worker.live:
+        return None
+    secs, what = late[-1]
+    return f"{what} has run {secs:.0f} s, longer than stall_secs ({limit:g} s): is the worker hung?"
+
+
 def _worker(r: Records, worker: Worker, now: float) -> WorkerStatus:
     lease = r.leases[worker.current] if worker.current is not None else None
     busy = max(0.0, now - lease.granted_at) if lease is not None else 0.0
@@ -238,6 +261,7 @@ def _worker(r: Records, worker: Worker, now: float) -> WorkerStatus:
         restarts=worker.restarts,
         node=worker.node,
         last_restart_secs_ago=None if worker.last_restart_at is None else now - worker.last_restart_at,
+        stuck=stuck(r, worker, now),
     )
 
 

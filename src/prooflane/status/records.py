@@ -49,6 +49,7 @@ class TrackerConfig:
     feed_capacity: int = 4096
     feed_subscriber_queue: int = 1024
     sample_rss: bool = True
+    stall_secs: float = Config.stall_secs  # a device section or finalization running longer: hung
 
 
 class StaleEvent(Exception):
@@ -175,7 +176,8 @@ class Worker:
     device: DeviceBusy
     node: str | None = None
     current: ev.LeaseToken | None = None
-    finalizing: dict[ev.LeaseToken, None] = field(default_factory=dict)  # an ordered set
+    # its finalizing leases, in order, each with when its finalization began (its device section ended)
+    finalizing: dict[ev.LeaseToken, float] = field(default_factory=dict)
     down: WorkerState | None = None  # None, RESTARTING or LOST
     last_error: str | None = None  # why its processes last died
     restarts: int = 0  # deaths after which its processes were (or are being) replaced
@@ -213,6 +215,7 @@ class Records:
     recent_failures: deque[Job] = field(default_factory=deque)
     failures_kept: int = 50  # how many recent_failures keeps, at least
     failures_kept_secs: float = 0.0  # how long it keeps each, at least (the retention time)
+    stall_secs: float = Config.stall_secs  # a device section or finalization running longer: hung
     recent_partitions_added: int = 0  # bumped with every append to recent_partitions
     recent_partitions_json: tuple[int, str] | None = None  # the read-out's text of them, at that count
     seq: int = 0  # the id of the last event received (applied or dropped)
@@ -248,6 +251,7 @@ class Records:
             partitions_done=CompletionRate(),
             failures_kept=config.recent_failures,
             failures_kept_secs=config.retention_secs,
+            stall_secs=config.stall_secs,
         )
 
     def count_end(self, job: Job) -> None:

@@ -214,7 +214,8 @@ class WorkerStatus:
 
     ``last_error``: why its processes last died (None if they never did); ``restarts``: how many times they
     died and were (or are being) replaced; ``node``: the machine it runs on, when the backend names one;
-    ``last_restart_secs_ago``: how long ago the last of those deaths was (None while ``restarts`` is 0).
+    ``last_restart_secs_ago``: how long ago the last of those deaths was (None while ``restarts`` is 0);
+    ``stuck``: what of its work has run past ``stall_secs`` (it may be hung), None while nothing has.
     """
 
     worker_id: str
@@ -230,6 +231,7 @@ class WorkerStatus:
     restarts: int = 0
     node: str | None = None
     last_restart_secs_ago: float | None = None
+    stuck: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -448,7 +448,7 @@ class StatusTracker:
         self._move(lease.partition, P.FINALIZING)
         self._close_device_section(worker, lease, event.at)
         worker.current = None
-        worker.finalizing[event.token] = None
+        worker.finalizing[event.token] = event.at
         lease.partition.prove_ms = event.prove_ms
         self._r.phases["prove"].observe(event.prove_ms / 1000)
         return self._lease_context(event.token)
@@ -558,7 +558,7 @@ class StatusTracker:
     def health(self, *extra_reasons: str) -> Health:
         """Whether every listed device has a live worker (and which have none); ``extra_reasons``, the
         caller's own (a stalled queue, say), count against it too. Served in ``/status`` and ``/metrics``."""
-        return readout.health(self._r, extra_reasons)
+        return readout.health(self._r, self._clock(), extra_reasons)
 
     def snapshot(self, *health_reasons: str) -> StatusSnapshot:
         """A frozen, consistent view of everything, as ``GET /status`` serves it (``.to_json()``);
