@@ -212,3 +212,43 @@ def test_fleet_gauges_leave_out_what_is_not_known() -> None:
     assert samples[("prooflane_fleet_cost_per_hour", (("daemon", "a"),))] == 1.5
     assert ("prooflane_fleet_proofs_per_hour", (("daemon", "down"),)) not in samples
     assert ("prooflane_fleet_cost_per_hour", (("daemon", "down"),)) not in samples
+
+
+def _on(machine_id: str, memory_bytes: int, budget: int) -> dict[str, Any]:
+    snapshot = _proving_snapshot()
+    snapshot["machine"] = {
+        "hostname": machine_id,
+        "machine_id": machine_id,
+        "memory_bytes": memory_bytes,
+        "cpus": 2,
+    }
+    snapshot["memory"] = snapshot["memory"] | {"total_bytes": budget, "used_bytes": budget // 4}
+    return snapshot
+
+
+def test_memory_is_summed_per_machine_never_more_than_a_machine_has() -> None:
+    gib = 1 << 30
+    # Two daemons on one 23 GiB machine, each with the automatic budget (the machine's memory less 2 GiB),
+    # and one daemon on a machine of its own.
+    entries = [
+        daemon_entry(_facts(name, _on(machine, memory, budget)), 100.5, STALE_AFTER)
+        for name, machine, memory, budget in (
+            ("a", "m1", 23 * gib, 21 * gib),
+            ("b", "m1", 23 * gib, 21 * gib),
+            ("c", "m2", 8 * gib, 6 * gib),
+        )
+    ]
+    totals = fleet_totals(entries)
+    assert totals["memory_total_bytes"] == 23 * gib + 6 * gib  # not 48 GiB
+    by_machine = {m["machine_id"]: m for m in totals["machines"]}
+    assert by_machine["m1"]["daemons"] == ["a", "b"] and by_machine["m1"]["overcommitted"]
+    assert not by_machine["m2"]["overcommitted"]
+    assert totals["memory_used_bytes"] == (21 * gib // 4) * 2 + 6 * gib // 4
+
+
+def test_a_daemon_that_does_not_say_its_machine_counts_as_one_of_its_own() -> None:
+    snapshot = _proving_snapshot()
+    snapshot.pop("machine", None)
+    (entry,) = [daemon_entry(_facts("old", snapshot), 100.5, STALE_AFTER)]
+    (machine,) = fleet_totals([entry])["machines"]
+    assert machine["daemons"] == ["old"] and machine["memory_bytes"] is None

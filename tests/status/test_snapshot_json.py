@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from prooflane import events as ev
+from prooflane.status.snapshot import MachineStatus
 from prooflane.status.tracker import StatusTracker, TrackerConfig
 from tests.support.clock import ManualClock
 
 DATA = Path(__file__).parent / "data"
 
 ADDED: dict[str, tuple[str, ...]] = {
-    "": ("health", "live_jobs", "recent_failures"),
+    "": ("health", "live_jobs", "recent_failures", "machine"),
     "memory": ("used_bytes", "tree_rss_bytes"),
     "workers": ("last_error", "restarts", "node", "last_restart_secs_ago", "stuck"),
     "devices": ("workers_down", "node"),
@@ -38,7 +39,12 @@ def story() -> StatusTracker:
     """A tracker after a fixed sequence of events touching every part of ``/status``."""
     clock = ManualClock(5000.0)
     tracker = StatusTracker(
-        TrackerConfig(memory_total_bytes=1 << 30, synthesis_max_concurrent=2, sample_rss=False),
+        TrackerConfig(
+            memory_total_bytes=1 << 30,
+            synthesis_max_concurrent=2,
+            sample_rss=False,
+            machine=MachineStatus("prover-1", "0123456789abcdef", 32 << 30, 16),
+        ),
         clock=clock,
         wall_clock=lambda: 1.7e9,
         strict=True,

@@ -26,6 +26,8 @@ __all__ = [
     "daemon_entry",
     "fleet_totals",
     "health",
+    "machine_of",
+    "machines",
     "natural_key",
     "proofs_per_hour",
     "relabel_metrics",
@@ -114,7 +116,10 @@ def summarize(snapshot: Mapping[str, Any], cost_per_hour: float | None) -> dict[
         "total_completed": int(counters.get("total_completed") or 0),
         "total_failed": int(counters.get("total_failed") or 0),
         "memory_reserved_bytes": int(memory.get("reserved_bytes") or 0),
+        # everything the budget holds (reservations and cached keys); older daemons: reservations only
+        "memory_used_bytes": int(memory.get("used_bytes", memory.get("reserved_bytes")) or 0),
         "memory_total_bytes": int(memory.get("total_bytes") or 0),
+        "machine": machine_of(snapshot),
         "process_rss_bytes": memory.get("process_rss_bytes"),
         "proofs_per_hour": pph,
         "cost_per_hour": cost_per_hour,
@@ -185,12 +190,50 @@ def _age(at: float | None, now: float | None) -> float | None:
     return max(0.0, (at if now is None else now) - at)
 
 
+def machine_of(snapshot: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The machine a snapshot says its daemon runs on (``machine``), or None (a daemon from before)."""
+    machine = snapshot.get("machine")
+    if not isinstance(machine, Mapping) or not machine.get("machine_id"):
+        return None
+    return {k: machine.get(k) for k in ("hostname", "machine_id", "memory_bytes", "cpus")}
+
+
+def machines(counted: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The machines of the counted daemons: each once, with its daemons, its memory, and the sum of their
+    budgets (more than the machine has: ``overcommitted``). A daemon that does not say its machine is a
+    machine of its own."""
+    found: dict[str, dict[str, Any]] = {}
+    for e in counted:
+        summary = e["summary"]
+        machine = summary.get("machine") or {"machine_id": f"daemon:{e['name']}", "hostname": e["name"]}
+        entry = found.setdefault(str(machine["machine_id"]), {
+            "machine_id": machine["machine_id"], "hostname": machine.get("hostname"),
+            "memory_bytes": machine.get("memory_bytes"), "daemons": [], "budgets_bytes": 0, "used_bytes": 0,
+        })  # fmt: skip
+        entry["daemons"].append(e["name"])
+        entry["budgets_bytes"] += int(summary["memory_total_bytes"])
+        entry["used_bytes"] += int(summary["memory_used_bytes"])
+    for entry in found.values():
+        physical = entry["memory_bytes"]
+        entry["overcommitted"] = physical is not None and entry["budgets_bytes"] > int(physical)
+        # What the machine can give its daemons: their budgets, but never more than it has.
+        entry["memory_total_bytes"] = entry["budgets_bytes"] if physical is None else min(
+            entry["budgets_bytes"], int(physical)
+        )  # fmt: skip
+    return list(found.values())
+
+
 def fleet_totals(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Totals over the ``up`` daemons; the others are named, never added as zeros."""
+    """Totals over the ``up`` daemons; the others are named, never added as zeros. Memory is summed per
+    machine, not per daemon: two daemons on one machine share its memory, and their budgets together never
+    count for more than the machine has (``machines`` says which machines are overcommitted)."""
     counted = [e for e in entries if e["health"] == "up" and e["summary"] is not None]
     keys = ("devices", "devices_busy", "devices_idle", "workers", "workers_proving", "jobs_running",
-            "queue_depth", "device_queue_depth", "memory_reserved_bytes", "memory_total_bytes")  # fmt: skip
+            "queue_depth", "device_queue_depth", "memory_reserved_bytes", "memory_used_bytes")  # fmt: skip
     totals: dict[str, Any] = {key: sum(int(e["summary"][key]) for e in counted) for key in keys}
+    per_machine = machines(counted)
+    totals["machines"] = per_machine
+    totals["memory_total_bytes"] = sum(m["memory_total_bytes"] for m in per_machine)
     pph = sum(float(e["summary"]["proofs_per_hour"]) for e in counted)
     costs = [e["cost_per_hour"] for e in entries if e["cost_per_hour"] is not None]
     cost = sum(costs) if costs else None  # every declared machine costs money, reachable or not

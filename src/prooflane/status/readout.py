@@ -16,6 +16,7 @@ from types import MappingProxyType
 from ..states import JobState, PartitionState, WorkerState
 from .encode import json_frame, to_json_text
 from .records import Job, JobViews, Records, Worker
+from .rss import this_machine
 from .snapshot import (
     CountersStatus,
     DeviceStatus,
@@ -94,6 +95,7 @@ def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
         seq=r.seq,
         taken_at=head.taken_at,
         uptime_secs=head.uptime_secs,
+        machine=r.machine or this_machine(),
         invariants_ok=not head.invariant_violations,
         invariant_violations=head.invariant_violations,
         health=health(r, now, head.health_reasons),

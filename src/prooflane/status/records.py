@@ -14,7 +14,8 @@ from typing import assert_never
 from .. import events as ev
 from ..config import Config
 from ..states import JobState, PartitionState, WorkerState
-from .snapshot import AllocationStatus, PartitionStatus, PipelineEntry, RecentPartition
+from .rss import this_machine
+from .snapshot import AllocationStatus, MachineStatus, PartitionStatus, PipelineEntry, RecentPartition
 from .timing import CompletionRate, DeviceBusy, MinuteHistory, PhaseHistogram
 
 __all__ = [
@@ -50,6 +51,7 @@ class TrackerConfig:
     feed_subscriber_queue: int = 1024
     sample_rss: bool = True
     stall_secs: float = Config.stall_secs  # a device section or finalization running longer: hung
+    machine: MachineStatus | None = None  # None: the machine the tracker runs on (tests give a fixed one)
 
 
 class StaleEvent(Exception):
@@ -216,6 +218,7 @@ class Records:
     failures_kept: int = 50  # how many recent_failures keeps, at least
     failures_kept_secs: float = 0.0  # how long it keeps each, at least (the retention time)
     stall_secs: float = Config.stall_secs  # a device section or finalization running longer: hung
+    machine: MachineStatus | None = None  # None: the machine the tracker runs on (tests give a fixed one)
     recent_partitions_added: int = 0  # bumped with every append to recent_partitions
     recent_partitions_json: tuple[int, str] | None = None  # the read-out's text of them, at that count
     seq: int = 0  # the id of the last event received (applied or dropped)
@@ -252,6 +255,7 @@ class Records:
             failures_kept=config.recent_failures,
             failures_kept_secs=config.retention_secs,
             stall_secs=config.stall_secs,
+            machine=config.machine or this_machine(),
         )
 
     def count_end(self, job: Job) -> None:

@@ -9,11 +9,17 @@ and only at a new ``seq``: two reads of the same ``seq`` give the same figure (a
 
 from __future__ import annotations
 
+import functools
+import os
+import socket
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 
-__all__ = ["TREE_SAMPLE_SECS", "ProcessMemory", "RssSample"]
+from .snapshot import MachineStatus
+
+__all__ = ["TREE_SAMPLE_SECS", "ProcessMemory", "RssSample", "this_machine"]
 
 TREE_SAMPLE_SECS = 1.0
 """The least time between two walks of the process tree (seconds of the tracker's clock)."""
@@ -53,3 +59,17 @@ class ProcessMemory:
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
         return total
+
+
+@functools.cache
+def this_machine() -> MachineStatus:
+    """This machine, read once: its names, memory and cores."""
+    hostname = socket.gethostname()
+    machine_id = hostname
+    for path in (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id")):
+        try:
+            machine_id = path.read_text().strip() or machine_id
+            break
+        except OSError:
+            continue
+    return MachineStatus(hostname, machine_id, psutil.virtual_memory().total, os.cpu_count() or 1)

@@ -27,6 +27,7 @@ __all__ = [
     "HistoryStatus",
     "JobState",
     "LiveJobsStatus",
+    "MachineStatus",
     "MemoryStatus",
     "PartitionState",
     "PartitionStatus",
@@ -277,6 +278,18 @@ class AllocationStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class MachineStatus:
+    """The machine the daemon runs on: its names, its memory and cores (a fleet adds up machines, not
+    daemons: two daemons on one machine share its memory). ``machine_id``: ``/etc/machine-id`` where there is
+    one, else the host name."""
+
+    hostname: str
+    machine_id: str
+    memory_bytes: int
+    cpus: int
+
+
+@dataclass(frozen=True, slots=True)
 class MemoryStatus:
     """The memory budget and what holds it: ``used_bytes`` = reserved + cached (everything the budget holds),
     ``available_bytes`` = total - used, never below zero.
@@ -395,6 +408,7 @@ class StatusSnapshot:
     seq: int
     taken_at: float
     uptime_secs: float
+    machine: MachineStatus
     invariants_ok: bool
     invariant_violations: tuple[str, ...]
     health: Health

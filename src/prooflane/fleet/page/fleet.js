@@ -84,7 +84,15 @@ function renderTotals(t) {
   setText(byTestId("total-workers"), `${t.workers_proving} / ${t.workers}`);
   setText(byTestId("total-pph"), fmtRate(t.proofs_per_hour));
   setText(byTestId("total-queue"), String(t.queue_depth + t.device_queue_depth));
-  setText(byTestId("total-memory"), `${fmtBytes(t.memory_reserved_bytes)} / ${fmtBytes(t.memory_total_bytes)}`);
+  // Held (reservations and cached keys) of what the machines can give: each machine counted once, however
+  // many daemons share it; an overcommitted machine (budgets above its memory) is named.
+  const machines = t.machines || [];
+  const over = machines.filter((m) => m.overcommitted).map((m) => m.hostname || m.machine_id);
+  const memory = byTestId("total-memory");
+  setText(memory, `${fmtBytes(t.memory_used_bytes)} / ${fmtBytes(t.memory_total_bytes)}`
+    + ` on ${machines.length} machine${machines.length === 1 ? "" : "s"}`
+    + (over.length ? ` (budgets above memory: ${over.join(", ")})` : ""));
+  setAttr(memory, "data-machines", machines.length);
   setText(byTestId("total-cost"), fmtMoney(t.cost_per_hour));
   setText(byTestId("total-cost-proof"), fmtMoney(t.cost_per_proof));
   setText(byTestId("not-counted"), t.not_counted.length
@@ -166,7 +174,7 @@ function updateRow(tr, d) {
   setText(byTestId("d-pph", tr), live(s ? fmtRate(s.proofs_per_hour) : dash));
   setText(byTestId("d-cost", tr), fmtMoney(d.cost_per_hour));
   setText(byTestId("d-cpp", tr), live(s ? fmtMoney(s.cost_per_proof) : dash));
-  setText(byTestId("d-memory", tr), live(s ? `${fmtBytes(s.memory_reserved_bytes)} / ${fmtBytes(s.memory_total_bytes)}` : dash));
+  setText(byTestId("d-memory", tr), live(s ? `${fmtBytes(s.memory_used_bytes)} / ${fmtBytes(s.memory_total_bytes)}` : dash));
   setText(byTestId("d-queue", tr), live(s ? String(s.queue_depth + s.device_queue_depth) : dash));
   // Every error says how long ago it happened: the daemon's own (why it is not up), and its newest failed
   // job (its age in the snapshot, plus the snapshot's own age). One line each, the whole text in the title.
