@@ -250,6 +250,27 @@ async def test_proof_of_a_failed_job_is_409_with_the_reason(
     assert "point at infinity in the MSM input" in answer.json()["detail"]
 
 
+async def test_a_jobs_error_reads_as_people_read_it_and_the_journal_keeps_the_whole(
+    h: Harness, http: Http, job: dict[str, object]
+) -> None:
+    raw = (
+        "\x1b[31mError: Assert Failed.\x1b[0m\nError in template Mul_0 line: 7\n"
+        "    at Object.calculateWitness (witness_calculator.js:195:27)\n    at node:internal/main:1:1"
+    )
+
+    def broken(step: Step) -> None:
+        raise ValueError(raw)
+
+    h.gate.act(lambda s: s.name == "prove_start", broken)
+    job_id = await submit(http, job, kind="winning-post")
+    assert await h.done(job_id) is JobState.FAILED
+    error = (await http.get(f"/v1/jobs/{job_id}")).json()["error"]
+    assert "Assert Failed" in error and "Mul_0 line: 7" in error
+    assert "\x1b[" not in error and "    at " not in error and "node:internal" not in error
+    journalled = h.engine._pipeline.journal.job(job_id)
+    assert journalled is not None and "node:internal" in (journalled.error or "")  # the whole text kept
+
+
 async def test_a_wait_beyond_the_limit_is_400(h: Harness, http: Http, job: dict[str, object]) -> None:
     await h.block_queue()
     job_id = await submit(http, job)

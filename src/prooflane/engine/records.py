@@ -16,6 +16,7 @@ from ..memory import Reservation
 from ..models import CircuitInfo, JobView, PartitionView
 from ..scheduler import WorkKey
 from ..states import JobState, PartitionState, Priority, check_job_move, check_partition_move
+from ..status import readable_reason
 from ..store import CircuitRecord, JobRecord, PartitionRow, Store
 
 __all__ = ["CircuitEntry", "JobRun", "PartitionRun", "circuit_info", "journal_view", "live_view"]
@@ -93,7 +94,9 @@ class CircuitEntry:
 def live_view(job: JobRun) -> JobView:
     """A job as the engine holds it now."""
     parts = [
-        PartitionView(index=p.index, state=p.state, attempt=p.attempt, worker_id=p.worker_id, error=p.error)
+        PartitionView(
+            index=p.index, state=p.state, attempt=p.attempt, worker_id=p.worker_id, error=_readable(p.error)
+        )
         for p in job.partitions
     ]
     return JobView(
@@ -106,7 +109,7 @@ def live_view(job: JobRun) -> JobView:
         total_partitions=len(parts),
         partitions_done=sum(p.state is P.DONE for p in parts),
         partitions=parts,
-        error=job.error,
+        error=_readable(job.error),
         circuit=job.record.request.get("circuit"),
     )
 
@@ -130,7 +133,9 @@ def journal_view(store: Store, record: JobRecord, states: list[PartitionRow] | N
     its partitions' rows when already read (a page of jobs reads them all at once)."""
     rows = store.partition_states(record.job_id) if states is None else states
     parts = [
-        PartitionView(index=p.index, state=PartitionState(p.state), attempt=p.attempts, error=p.error)
+        PartitionView(
+            index=p.index, state=PartitionState(p.state), attempt=p.attempts, error=_readable(p.error)
+        )
         for p in rows
     ]
     return JobView(
@@ -143,6 +148,12 @@ def journal_view(store: Store, record: JobRecord, states: list[PartitionRow] | N
         total_partitions=record.partitions,
         partitions_done=sum(p.state is P.DONE for p in parts),
         partitions=parts,
-        error=record.error,
+        error=_readable(record.error),
         circuit=record.request.get("circuit"),
     )
+
+
+def _readable(reason: str | None) -> str | None:
+    """A failure reason as people read it (no escape codes or stack frames, as the status view cleans it);
+    the journal and the log keep the whole text."""
+    return None if reason is None else readable_reason(reason)
