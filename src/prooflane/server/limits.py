@@ -6,9 +6,11 @@
   and clear answers to a request line over ``MAX_HEADER_BYTES`` (414), a header block over it (431) or a
   malformed one (400); after such an answer what the client still sends is read and dropped for
   ``LINGER_SECS`` before closing, so the client sees the answer rather than a reset. At most
-  ``max_connections`` connections at once: one more is answered 503 and closed at once (its file
-  descriptor freed), so idle connections can never use up the daemon's descriptors. A client that does not
-  read its answer for ``request_timeout`` seconds (the write buffer stays full) is disconnected.
+  ``max_connections`` connections at once: at the cap a new connection closes the one idle the longest
+  (connected, nothing asked), and when none is idle it is answered 503 and closed at once (its file
+  descriptor freed), so idle connections can never use up the daemon's descriptors nor lock clients out. A
+  client that does not read its answer for ``request_timeout`` seconds (the write buffer stays full) is
+  disconnected.
 - :func:`raise_fd_limit`: the open-files soft limit raised to the hard limit, at start; and
   :func:`quiet_accept_errors`: asyncio's "accept() out of system resource" logged once a minute, not for
   every attempt.
@@ -84,13 +86,32 @@ class _Connection(H11Protocol):
         self._write_deadline: asyncio.TimerHandle | None = None
         self._lingering = False
         self._turned_away = False
+        self._opened_at = 0.0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        if len(self.connections) >= self.max_connections:
+        if len(self.connections) >= self.max_connections and not self._close_oldest_idle():
             self._turn_away(transport)
             return
         super().connection_made(transport)  # type: ignore[arg-type]
+        self._opened_at = self.loop.time()
         self._arm()
+
+    def _close_oldest_idle(self) -> bool:
+        """At the cap: close the connection idle the longest (no request in flight, nothing of one
+        received), making room; False when every connection is busy. Idle connections held open on purpose
+        therefore never lock out a real client (a health check, say), only take turns being closed."""
+        idle = [
+            c for c in self.connections
+            if isinstance(c, _Connection) and not c._turned_away and not c.transport.is_closing()
+            and c.conn.their_state is h11.IDLE and c.conn.our_state is h11.IDLE
+            and not c.conn.trailing_data[0]
+        ]  # fmt: skip
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda c: c._opened_at)
+        oldest.transport.close()
+        self.connections.discard(oldest)  # its place is free now; connection_lost follows
+        return True
 
     def _turn_away(self, transport: asyncio.BaseTransport) -> None:
         """One connection too many: answer 503 in one write and close, before reading anything."""
