@@ -80,6 +80,7 @@ class Config:
     devices: tuple[str, ...] = ()
     workers_per_device: int = 1
     synthesis_workers: int = 1
+    synthesis_workers_max: int = 0
     worker_niceness: int = 5
     core_budget: int = 0
     memory_budget_bytes: int = 0
@@ -112,6 +113,7 @@ class Config:
         _check(self.workers_per_device >= 1, "workers_per_device", "expected at least 1")
         for key in (
             "synthesis_workers",
+            "synthesis_workers_max",
             "core_budget",
             "memory_budget_bytes",
             "memory_margin_bytes",
@@ -177,11 +179,13 @@ class Config:
         if budget == 0:
             budget = max(psutil.virtual_memory().total - self.memory_margin_bytes, 256 << 20)
         prefetch = self.prefetch_partitions or len(devices) * self.workers_per_device
+        synthesis = self.synthesis_workers or cores
         return dataclasses.replace(
             self,
             keys_dir=self.keys_dir or self.data_dir / "keys",
             devices=devices,
-            synthesis_workers=self.synthesis_workers or cores,
+            synthesis_workers=synthesis,
+            synthesis_workers_max=max(synthesis, self.synthesis_workers_max or cores),
             memory_budget_bytes=budget,
             prefetch_partitions=prefetch,
         )

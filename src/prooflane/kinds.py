@@ -20,10 +20,12 @@ processes (the synthesis pool).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+import struct
 import subprocess
 import tempfile
 import time
@@ -38,15 +40,20 @@ __all__ = [
     "BUILTIN_KINDS",
     "CIRCOM",
     "CIRCOM_SPEC",
+    "WTNS_HEADER_BYTES",
     "CircomInput",
     "CircuitMeta",
     "KindSpec",
     "StorageInput",
     "SynthesisTask",
+    "WitnessGenerator",
+    "inspect_wasm",
     "inspect_zkey",
     "kind_spec",
     "prepare_builtin",
     "synthesize_partition",
+    "wtns_limit",
+    "wtns_wires",
 ]
 
 CIRCOM = "circom"
@@ -188,6 +195,186 @@ def inspect_zkey(key_name: str, path: str) -> CircuitMeta:
     return _meta(key_name, path, key, max(constraints, 0))
 
 
+@dataclass(frozen=True)
+class WitnessGenerator:
+    """What a circom witness generator (.wasm) says of its circuit: read from the module, never run."""
+
+    circom_version: int
+    wires: int
+    inputs: int
+    prime: int
+
+
+def inspect_wasm(path: str) -> WitnessGenerator | None:
+    """Read what circom's witness generator at ``path`` exports: the wires it computes
+    (``getWitnessSize``), its input signals (``getInputSize``), its version and its field's prime (the
+    constants ``getRawPrime`` copies). None for a WebAssembly module whose exports say none of that (a
+    circom 1 generator, say: snarkjs still runs those); ValueError for a file that is no module at all."""
+    from .files import read_limited
+
+    data = read_limited(path, 1 << 31, "wasm")
+    if data[:8] != b"\0asm\x01\0\0\0":
+        raise ValueError("not a WebAssembly module (no \\0asm magic and version 1)")
+    try:
+        module = _WasmModule(data)
+        constant = {name: module.returned_constants(name) for name in _GENERATOR_EXPORTS}
+        (version,), (wires,), (inputs,), (n32,) = (
+            constant[n] for n in ("getVersion", "getWitnessSize", "getInputSize", "getFieldNumLen32")
+        )
+        source = constant["getRawPrime"][0]  # getRawPrime: i32.const <prime's address>, i32.const <to>, call
+        prime = int.from_bytes(module.memory(source, 4 * n32), "little")
+    except (IndexError, UnicodeDecodeError, ValueError):
+        return None
+    return WitnessGenerator(version, wires, inputs, prime)
+
+
+_GENERATOR_EXPORTS = ("getVersion", "getWitnessSize", "getInputSize", "getFieldNumLen32", "getRawPrime")
+
+
+class _WasmModule:
+    """The few sections of a WebAssembly module that say what circom's generated constants are."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._sections: dict[int, tuple[int, int]] = {}
+        pos = 8
+        while pos < len(data):
+            kind = data[pos]
+            size, pos = _leb(data, pos + 1)
+            if kind != 0:  # custom sections (0) may repeat; circom's names are not needed
+                self._sections[kind] = (pos, pos + size)
+            pos += size
+
+    def returned_constants(self, export: str) -> list[int]:
+        """The ``i32.const`` operands of exported function ``export``, whose body must hold nothing else but
+        a call and its end (what circom generates for its constants)."""
+        body = self._body(self._export(export))
+        locals_count, pos = _leb(body, 0)
+        if locals_count:
+            raise ValueError(f"{export} keeps locals: not a constant")
+        values = []
+        while body[pos] == 0x41:  # i32.const
+            value, pos = _leb(body, pos + 1, signed=True)
+            values.append(value)
+        if not values or body[pos] not in (0x0B, 0x10):  # end, or call
+            raise ValueError(f"{export} does not return a constant")
+        return values
+
+    def memory(self, address: int, size: int) -> bytes:
+        """``size`` bytes the data section puts at ``address`` of the linear memory."""
+        pos, _ = self._section(11)
+        count, pos = _leb(self._data, pos)
+        for _ in range(count):
+            flags, pos = _leb(self._data, pos)
+            if flags == 1:  # passive: placed by the code, not at start
+                length, pos = _leb(self._data, pos)
+                pos += length
+                continue
+            if flags == 2:
+                _, pos = _leb(self._data, pos)  # its memory's index
+            if self._data[pos] != 0x41:
+                raise ValueError("a data segment's offset is not a constant")
+            offset, pos = _leb(self._data, pos + 1, signed=True)
+            pos += 1  # the offset expression's end
+            length, pos = _leb(self._data, pos)
+            if offset <= address and address + size <= offset + length:
+                start = pos + address - offset
+                return self._data[start : start + size]
+            pos += length
+        raise ValueError(f"no data at address {address}")
+
+    def _section(self, kind: int) -> tuple[int, int]:
+        if kind not in self._sections:
+            raise ValueError(f"no section {kind}")
+        return self._sections[kind]
+
+    def _export(self, name: str) -> int:
+        """The function index of export ``name``."""
+        pos, _ = self._section(7)
+        count, pos = _leb(self._data, pos)
+        for _ in range(count):
+            length, pos = _leb(self._data, pos)
+            found = self._data[pos : pos + length].decode()
+            kind, (index, pos) = self._data[pos + length], _leb(self._data, pos + length + 1)
+            if found == name and kind == 0:
+                return index
+        raise ValueError(f"it exports no function {name}")
+
+    def _body(self, index: int) -> bytes:
+        """The code of function ``index`` (imported functions come first in the index space)."""
+        index -= self._imported_functions()
+        pos, _ = self._section(10)
+        count, pos = _leb(self._data, pos)
+        if not 0 <= index < count:
+            raise ValueError(f"function {index} has no code")
+        for _ in range(index):
+            size, pos = _leb(self._data, pos)
+            pos += size
+        size, pos = _leb(self._data, pos)
+        return self._data[pos : pos + size]
+
+    def _imported_functions(self) -> int:
+        if 2 not in self._sections:
+            return 0
+        pos, _ = self._sections[2]
+        count, pos = _leb(self._data, pos)
+        functions = 0
+        for _ in range(count):
+            for _name in range(2):  # module, then field
+                length, pos = _leb(self._data, pos)
+                pos += length
+            kind = self._data[pos]
+            pos += 1
+            if kind == 0:  # a function: its type index
+                _, pos = _leb(self._data, pos)
+                functions += 1
+            elif kind == 1:  # a table: its element type, then limits
+                pos = _skip_limits(self._data, pos + 1)
+            elif kind == 2:  # a memory: limits
+                pos = _skip_limits(self._data, pos)
+            else:  # a global: its type and mutability
+                pos += 2
+        return functions
+
+
+def _leb(data: bytes, pos: int, *, signed: bool = False) -> tuple[int, int]:
+    """The LEB128 number at ``pos`` and the position after it."""
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            break
+    if signed and byte & 0x40:
+        value -= 1 << shift
+    return value, pos
+
+
+def _skip_limits(data: bytes, pos: int) -> int:
+    flags, pos = _leb(data, pos)
+    _, pos = _leb(data, pos)
+    if flags & 1:
+        _, pos = _leb(data, pos)
+    return pos
+
+
+def wtns_wires(head: bytes) -> int | None:
+    """The wire count a .wtns file's header (its first bytes, ``head``) says, or None when those bytes are
+    not the start of a .wtns file with its header section first (as circom and prooflane write them)."""
+    if len(head) < 32 or head[:4] != b"wtns":
+        return None
+    kind, size = struct.unpack_from("<IQ", head, 12)
+    if kind != 1 or size < 8:
+        return None
+    (n8,) = struct.unpack_from("<I", head, 24)
+    if 28 + n8 + 4 > len(head) or size != 4 + n8 + 4:
+        return None
+    (wires,) = struct.unpack_from("<I", head, 28 + n8)
+    return int(wires)
+
+
 WTNS_HEADER_BYTES = 4096
 """Room for a .wtns file's headers beside its values (circom writes 76 bytes of them)."""
 
@@ -230,23 +417,118 @@ def synthesize_partition(task: SynthesisTask) -> tuple[Any, float]:
                 witness = read_wtns(_generate_wtns(inputs.witness, inputs.wasm, folder))
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
-        synthesized = synthesize(_key_matrices(task.key_path), witness)
+        key = _key_matrices(task.key_path)
+        if len(witness) != key.n_vars:
+            raise ValueError(f"this witness has {len(witness):,} wires, the circuit {key.n_vars:,}")
+        synthesized = synthesize(key, witness)
     return synthesized, (time.perf_counter() - started) * 1000
 
 
 def _generate_wtns(values: dict[str, Any], wasm: str | None, folder: str) -> str:
     if wasm is None:
         raise ValueError("circuit inputs were given but the circuit has no witness generator (.wasm)")
-    snarkjs = _snarkjs()
-    inputs, out = os.path.join(folder, "input.json"), os.path.join(folder, "witness.wtns")
+    out = os.path.join(folder, "witness.wtns")
+    try:
+        _HELPER.calculate(wasm, values, out)
+    except _HelperEnded:
+        _calculate_by_cli(wasm, values, folder, out)  # the CLI says why node cannot run it, if it cannot
+    return out
+
+
+def _calculate_by_cli(wasm: str, values: dict[str, Any], folder: str, out: str) -> None:
+    inputs = os.path.join(folder, "input.json")
     Path(inputs).write_text(json.dumps(values))
-    done = subprocess.run([snarkjs, "wtns", "calculate", wasm, inputs, out], capture_output=True, text=True)
+    done = subprocess.run(
+        [_snarkjs(), "wtns", "calculate", wasm, inputs, out], capture_output=True, text=True
+    )
     if done.returncode != 0:
         # snarkjs prints the failed assertion on stdout and only a summary on stderr: keep both; the status
         # tracker shortens reasons for display, the journal keeps them whole.
         output = "\n".join(part for part in (done.stderr.strip(), done.stdout.strip()) if part)
         raise ValueError(f"witness generation failed: {output}")
-    return out
+
+
+# The witness helper: one node process per synthesis process, kept, that runs snarkjs's witness calculator
+# (the same code as `snarkjs wtns calculate`) on each request. Starting node and loading snarkjs took most
+# of a witness's time when each witness started its own `snarkjs wtns calculate` (docs/engine.md, "Circom
+# circuits"). One request at a time, one JSON line each way; stdin's end (its synthesis process ended, even
+# killed) ends it.
+_HELPER_JS = r"""
+const snarkjs = require(process.argv[1]);
+const lines = require("readline").createInterface({ input: process.stdin });
+let queue = Promise.resolve();
+lines.on("line", (line) => {
+  queue = queue.then(async () => {
+    let answer;
+    try {
+      const request = JSON.parse(line);
+      await snarkjs.wtns.calculate(request.input, request.wasm, request.out);
+      answer = { ok: true };
+    } catch (err) {
+      answer = { error: String((err && err.message) || err) };
+    }
+    process.stdout.write(JSON.stringify(answer) + "\n");
+  });
+});
+lines.on("close", () => queue.then(() => process.exit(0)));
+"""
+
+
+class _HelperEnded(Exception):
+    """Raised when the witness helper gave no answer: it could not start, or it ended."""
+
+
+class _WitnessHelper:
+    """This synthesis process's witness helper (started on first use, started again after it ended)."""
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen[str] | None = None
+
+    def calculate(self, wasm: str, values: dict[str, Any], out: str) -> None:
+        """Write the witness of ``values`` by the generator ``wasm`` to ``out``; ValueError saying why not."""
+        process = self._started()
+        assert process.stdin is not None and process.stdout is not None
+        try:
+            process.stdin.write(json.dumps({"wasm": wasm, "input": values, "out": out}) + "\n")
+            process.stdin.flush()
+            line = process.stdout.readline()
+        except OSError:
+            line = ""
+        if not line:
+            raise _HelperEnded(f"the witness helper ended (exit status {self.stop()})")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise ValueError(f"witness generation failed: {answer['error']}")
+
+    def stop(self) -> int | None:
+        """End the helper (its stdin closed, then killed if it lingers); its exit status."""
+        process, self._process = self._process, None
+        if process is None:
+            return None
+        with contextlib.suppress(OSError):
+            assert process.stdin is not None
+            process.stdin.close()
+        try:
+            return process.wait(5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            return process.wait()
+
+    def _started(self) -> subprocess.Popen[str]:
+        if self._process is not None and self._process.poll() is None:
+            return self._process
+        node = shutil.which("node")
+        if node is None:
+            raise _HelperEnded("no node on PATH")
+        package = Path(os.path.realpath(_snarkjs())).parents[1]  # <package>/build/cli.cjs
+        self._process = subprocess.Popen(
+            [node, "-e", _HELPER_JS, str(package)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+        return self._process
+
+
+_HELPER = _WitnessHelper()
 
 
 def _snarkjs() -> str:

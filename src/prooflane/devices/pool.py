@@ -7,6 +7,12 @@ pool's bookkeeping while its processes live on. So every wait also watches each 
 broken pool is replaced by a new one (:class:`SynthesisPool`), saying whether a process died with the work
 (:class:`~.backend.PoolProcessDied`, the work is retried) or not (:class:`~.backend.PoolReplaced`, retried
 without blame).
+
+The pool has ``size`` processes, and grows by itself when more calls overlap than it has: a call that
+finds every one of them busy runs on an *extra* process, made then, up to ``most`` processes in all (the
+cores, by default). Only the dispatcher lets syntheses overlap, and it does so only while the devices
+wait on synthesis (docs/engine.md, "Circom circuits"); the extra processes end once none of them has had
+work for ``EXTRA_IDLE_SECS``, so the memory they held (a circuit's matrices, a witness helper) goes back.
 """
 
 from __future__ import annotations
@@ -31,34 +37,70 @@ from .roles import Role
 __all__ = ["SynthesisPool"]
 
 T = TypeVar("T")
+EXTRA_IDLE_SECS = 30.0  # extra processes end after this long without work
 
 
 class SynthesisPool:
-    """A process pool that is replaced when it breaks; ``run`` holds a slot of the core budget."""
+    """A process pool that is replaced when it breaks; ``run`` holds a slot of the core budget.
+
+    Invariant (event loop only, no lock): ``_busy`` calls run on the ``size`` processes of ``_pool`` and
+    ``_extra_busy`` on ``_extra``; a call goes to ``_extra`` only while ``_busy == size``."""
 
     def __init__(
-        self, ctx: ForkServerContext, size: int, niceness: int, budget: CoreBudget, starter: Executor
+        self,
+        ctx: ForkServerContext,
+        size: int,
+        niceness: int,
+        budget: CoreBudget,
+        starter: Executor,
+        most: int | None = None,
     ) -> None:
         self._ctx = ctx
         self._size = size
+        self._most = max(size, (os.cpu_count() or 1) if most is None else most)
         self._niceness = niceness
         self._budget = budget
         self._starter = starter  # the one thread that starts processes, off the event loop
         self._pool: ProcessPoolExecutor | None = None
+        self._extra: ProcessPoolExecutor | None = None  # made when calls overlap beyond ``size``
+        self._busy = 0
+        self._extra_busy = 0
+        self._extra_retire: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
-        self._pool = self._new_pool()
+        self._pool = self._new_pool(self._size)
 
     def stop(self) -> None:
         if self._pool is not None:
             _kill_pool(self._pool)
             self._pool = None
+        self._retire_extra()
 
     async def run(self, call: Callable[..., T], *args: Any) -> T:
         """``call(*args)`` in a pool process; PoolProcessDied or PoolReplaced when the pool broke."""
-        pool = self._pool
-        if pool is None:
+        if self._pool is None:
             raise PoolProcessDied("the process pool is not running")
+        if self._busy < self._size or self._most <= self._size:
+            self._busy += 1
+            try:
+                return await self._run_on(self._pool, call, *args)
+            finally:
+                self._busy -= 1
+        if self._extra_retire is not None:
+            self._extra_retire.cancel()
+            self._extra_retire = None
+        if self._extra is None:
+            self._extra = self._new_pool(self._most - self._size)
+        self._extra_busy += 1
+        try:
+            return await self._run_on(self._extra, call, *args)
+        finally:
+            self._extra_busy -= 1
+            if self._extra_busy == 0 and self._extra is not None:
+                loop = asyncio.get_running_loop()
+                self._extra_retire = loop.call_later(EXTRA_IDLE_SECS, self._retire_extra)
+
+    async def _run_on(self, pool: ProcessPoolExecutor, call: Callable[..., T], *args: Any) -> T:
         try:
             async with self._budget.slot():
                 try:
@@ -85,17 +127,30 @@ class SynthesisPool:
             raise PoolProcessDied("a synthesis process died") from None
 
     def pids(self) -> list[int]:
-        """The pool's process ids (for diagnostics and fault tests)."""
-        return _pool_pids(self._pool)
+        """The pool's process ids, its extra ones last (for diagnostics and fault tests)."""
+        return _pool_pids(self._pool) + _pool_pids(self._extra)
 
     def _replace(self, pool: ProcessPoolExecutor) -> None:
-        if self._pool is pool:  # the first to notice replaces the pool; the others just retry
+        # The first to notice replaces the pool; the others just retry. Extra processes are made again
+        # when calls overlap again.
+        if self._pool is pool:
             _kill_pool(pool)
-            self._pool = self._new_pool()
+            self._pool = self._new_pool(self._size)
+        elif self._extra is pool:
+            _kill_pool(pool)
+            self._extra = None
 
-    def _new_pool(self) -> ProcessPoolExecutor:
+    def _retire_extra(self) -> None:
+        if self._extra_retire is not None:
+            self._extra_retire.cancel()
+            self._extra_retire = None
+        if self._extra is not None:
+            _kill_pool(self._extra)
+            self._extra = None
+
+    def _new_pool(self, size: int) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(
-            max_workers=self._size,
+            max_workers=size,
             mp_context=self._ctx,
             initializer=exit_with,
             initargs=(os.getpid(), self._niceness, Role.SYNTHESIS.value),

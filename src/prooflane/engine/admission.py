@@ -24,8 +24,18 @@ from ..circuits.profiles import profile_by_name
 from ..circuits.sector import Sector, WrongSectorSize, create_sector
 from ..devices.backend import PoolProcessDied
 from ..errors import Conflict, Invalid, NotFound, ProoflaneError, Refused, StorageFull, TooLarge, Unavailable
-from ..files import Roots, off_loop, open_regular, refusal
-from ..kinds import BUILTIN_KINDS, CIRCOM, CircomInput, CircuitMeta, StorageInput, kind_spec, wtns_limit
+from ..files import FileRefused, Roots, off_loop, open_regular, refusal
+from ..kinds import (
+    BUILTIN_KINDS,
+    CIRCOM,
+    WTNS_HEADER_BYTES,
+    CircomInput,
+    CircuitMeta,
+    StorageInput,
+    kind_spec,
+    wtns_limit,
+    wtns_wires,
+)
 from ..models import InlineSector, JobRequest
 from ..states import JobState, PartitionState, Priority
 from ..store import JobRecord
@@ -166,7 +176,7 @@ class Admission:
             named = {i: w for i, w in enumerate(witnesses) if isinstance(w, str)}
             if named:
                 folders = self._circuits.root_folders()
-                checked = await self._io(check_witnesses, folders, named, wtns_limit(meta.wires))
+                checked = await self._io(check_witnesses, folders, named, wtns_limit(meta.wires), meta.wires)
                 witnesses = [checked.get(i, w) for i, w in enumerate(witnesses)]
             prio = req.priority or Priority(circuit.record.priority)
             return prio, {"witnesses": witnesses, "circuit": circuit.record.name}
@@ -175,8 +185,9 @@ class Admission:
         return req.priority or spec.priority, {"sector": await self._sector_path(req, job_id)}
 
     async def _sector_path(self, req: JobRequest, job_id: str) -> str:
-        """The sector's folder: a named one, resolved inside the allowed roots and checked (in a thread);
-        or an inline one, built in the data folder on the backend's pool (removed again if refused)."""
+        """The sector's folder: a named one (a relative name is one of the daemon's sector folder), resolved
+        inside the allowed roots and checked (in a thread); or an inline one, built in the data folder on
+        the backend's pool (removed again if refused)."""
         cfg = self._pipeline.config
         want = profile_by_name(cfg.profile).sector_bytes
         wrong_size = (
@@ -186,7 +197,8 @@ class Admission:
             return await self._inline_sector(req.sector, job_id, want)
         assert isinstance(req.sector, str)
         folders = self._circuits.root_folders()
-        path = await self._io(check_sector, folders, req.sector, want, wrong_size)
+        sectors = (cfg.data_dir / "sectors").absolute()
+        path = await self._io(check_sector, folders, req.sector, want, wrong_size, sectors)
         return str(path)
 
     async def _inline_sector(self, spec: InlineSector, job_id: str, want: int) -> str:
@@ -198,6 +210,11 @@ class Admission:
                 f"of {want} bytes"
             )
         path = cfg.data_dir / "sectors" / job_id
+        if await asyncio.to_thread(path.exists):  # a sector someone made there: never built over, nor removed
+            raise Conflict(
+                f"job_id {job_id!r}: the daemon's sector folder holds a sector of that name ({path}); an "
+                "inline sector is made under its job's id: pick another job_id, or name that sector"
+            )
         try:
             seed = bytes.fromhex(spec.seed.removeprefix("0x")) if spec.seed else None
         except ValueError:
@@ -240,10 +257,23 @@ class Admission:
             )
 
 
-def check_sector(folders: tuple[Path, ...], raw: str, size_bytes: int, wrong_size: str) -> Path:
+def check_sector(
+    folders: tuple[Path, ...], raw: str, size_bytes: int, wrong_size: str, sectors: Path
+) -> Path:
     """A sector folder named in a request, resolved inside the roots and opened (every file checked, the
-    data read); raises a prooflane error saying what is wrong. Blocks: run it off the event loop."""
-    path = Roots.of(folders).confine(raw, "sector")
+    data read); raises a prooflane error saying what is wrong. A relative ``raw`` names a sector of
+    ``sectors`` (the daemon's sector folder); an absolute one, any folder. Blocks: run it off the loop."""
+    named = not Path(raw).is_absolute()
+    try:
+        path = Roots.of(folders).confine(sectors / raw if named else raw, "sector")
+    except FileRefused as exc:
+        if not named:
+            raise
+        raise FileRefused(
+            f"{exc}: a relative sector name is looked up in the daemon's sector folder ({sectors}; "
+            f"`prooflane sector new --out {sectors}/NAME` makes one there); name a sector elsewhere by its "
+            "absolute path"
+        ) from None
     try:
         Sector.open(path, size_bytes=size_bytes)
     except WrongSectorSize as exc:
@@ -253,13 +283,24 @@ def check_sector(folders: tuple[Path, ...], raw: str, size_bytes: int, wrong_siz
     return path
 
 
-def check_witnesses(folders: tuple[Path, ...], named: dict[int, str], limit: int) -> dict[int, str]:
+def check_witnesses(
+    folders: tuple[Path, ...], named: dict[int, str], limit: int, wires: int | None = None
+) -> dict[int, str]:
     """The .wtns paths of a request (by index), each resolved inside the roots and checked to be a regular
-    file of at most ``limit`` bytes (not opened for long: synthesis reads it). Blocks: run it off the loop."""
+    file of at most ``limit`` bytes whose header, when it has one, says ``wires`` wires (not opened for
+    long: synthesis reads it). Blocks: run it off the loop."""
     roots = Roots.of(folders)
     out: dict[int, str] = {}
     for i, raw in named.items():
         path = roots.confine(raw, f"witnesses[{i}]")
+        # Its header first: a witness of another circuit is refused naming both counts, not its size.
+        fd, _ = open_regular(path, 1 << 62, f"witnesses[{i}]")
+        try:
+            found = wtns_wires(os.pread(fd, WTNS_HEADER_BYTES, 0))
+        finally:
+            os.close(fd)
+        if wires is not None and found is not None and found != wires:
+            raise Invalid(f"witnesses[{i}] {raw!r}: this witness has {found:,} wires, the circuit {wires:,}")
         fd, _ = open_regular(path, limit, f"witnesses[{i}]")
         os.close(fd)
         out[i] = str(path)

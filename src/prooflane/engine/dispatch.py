@@ -3,6 +3,13 @@
 It always takes the head of the pending queue (priority, then job arrival, then partition index): when the
 head's reservation does not fit, nothing overtakes it. Synthesis runs on the backend's CPU pool; a
 synthesized partition waits in the ready queue for a device worker.
+
+How many partitions synthesize at once (the *slots*) adapts to what the work costs, between
+``synthesis_workers`` and ``synthesis_workers_max``: when a synthesis ends with nothing ready for the
+devices while partitions still wait for synthesis, more often in a row than filling every worker once can
+explain, the devices are waiting on synthesis and a slot is added; when syntheses keep ending with the
+ready queue full, the devices are the bottleneck and a slot is taken away (docs/engine.md, "Circom
+circuits").
 """
 
 from __future__ import annotations
@@ -30,6 +37,14 @@ class Dispatcher:
         self._pipeline = pipeline
         self._backend = backend
         self.active = 0  # synthesis tasks running; invariant: == partitions in state synthesizing
+        cfg = pipeline.config
+        self.slots = cfg.synthesis_workers  # invariant: synthesis_workers <= slots <= synthesis_workers_max
+        workers = len(cfg.devices) * cfg.workers_per_device
+        # Syntheses in a row that ended with nothing ready while partitions pended. Filling W idle workers
+        # ends W + 1 of them so (each taken at once, then one more before the first device section ends),
+        # however fast synthesis is: growing needs one more.
+        self._starved, self._starved_limit = 0, workers + 2
+        self._fed, self._fed_limit = 0, 4 * workers  # in a row that ended with the ready queue full
 
     async def run(self) -> None:
         """Take partitions in scheduler order, reserve memory for each (atomically), start its synthesis."""
@@ -67,9 +82,29 @@ class Dispatcher:
         cfg = self._pipeline.config
         return (
             self._pipeline.journal_problem is None  # a proof made now could not be stored
-            and self.active < cfg.synthesis_workers
-            and self.active + len(self._pipeline.ready) < cfg.prefetch_partitions + cfg.synthesis_workers
+            and self.active < self.slots
+            and self.active + len(self._pipeline.ready) < cfg.prefetch_partitions + self.slots
         )
+
+    def _adapt(self, ready_before: int) -> None:
+        """A synthesis just ended, and ``ready_before`` partitions were ready for the devices then: add or
+        take away a slot on the evidence (after its partition is shown synthesized, so that no snapshot
+        shows more synthesizing than the slots)."""
+        pipeline, cfg = self._pipeline, self._pipeline.config
+        if ready_before == 0 and pipeline.pending:
+            self._starved, self._fed = self._starved + 1, 0
+            if self._starved >= self._starved_limit and self.slots < cfg.synthesis_workers_max:
+                self._resize(self.slots + 1)
+        elif ready_before >= cfg.prefetch_partitions:
+            self._starved, self._fed = 0, self._fed + 1
+            if self._fed >= self._fed_limit and self.slots > cfg.synthesis_workers:
+                self._resize(self.slots - 1)
+        else:
+            self._starved = self._fed = 0
+
+    def _resize(self, slots: int) -> None:
+        self.slots, self._starved, self._fed = slots, 0, 0
+        self._pipeline.post(ev.SynthesisPoolSized(at=self._pipeline.clock(), max_concurrent=slots))
 
     def _headroom(self) -> int:
         """Bytes reservations leave free so a worker can always load a proving key it needs."""
@@ -102,6 +137,7 @@ class Dispatcher:
         if not part.live:
             pipeline.release(part)
             return
+        ready_before = len(pipeline.ready)
         pipeline.post(
             ev.SynthesisFinished(
                 at=pipeline.clock(),
@@ -114,6 +150,7 @@ class Dispatcher:
         part.move(P.SYNTHESIZED)
         part.synthesized = synthesized
         pipeline.ready.push(part.key, part)
+        self._adapt(ready_before)
 
 
 def _mark_running(job_id: str, journal: Store) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import shutil
 import threading
 import uuid
@@ -21,7 +22,17 @@ from typing import Any
 from ..devices.backend import DeviceBackend, PoolProcessDied
 from ..errors import Conflict, Invalid, NotFound, ProoflaneError, Unavailable
 from ..files import Roots, copy_limited, off_loop, refusal
-from ..kinds import BUILTIN_KINDS, CIRCOM, CIRCOM_SPEC, CircuitMeta, inspect_zkey, prepare_builtin
+from ..groth16 import curve_by_name, curve_by_prime
+from ..kinds import (
+    BUILTIN_KINDS,
+    CIRCOM,
+    CIRCOM_SPEC,
+    CircuitMeta,
+    WitnessGenerator,
+    inspect_wasm,
+    inspect_zkey,
+    prepare_builtin,
+)
 from ..models import CircuitInfo, KindInfo
 from ..states import Priority
 from ..store import CircuitRecord
@@ -29,6 +40,8 @@ from .pipeline import Pipeline
 from .records import CircuitEntry, circuit_info
 
 __all__ = ["CircuitRegistry", "copy_circuit_files"]
+
+log = logging.getLogger("prooflane.engine")
 
 
 class CircuitRegistry:
@@ -56,12 +69,10 @@ class CircuitRegistry:
         """Prepare every built-in kind's circuit and key (cached in the keys folder); read registrations."""
         cfg = self._pipeline.config
         keys_dir = str(cfg.keys_dir)
-        calls = [
-            self._backend.run(prepare_builtin, k.name, cfg.profile, cfg.curve, keys_dir)
-            for k in BUILTIN_KINDS
-        ]
-        for spec, meta in zip(BUILTIN_KINDS, await asyncio.gather(*calls), strict=True):
-            self._metas[spec.name] = meta
+        for spec in BUILTIN_KINDS:  # one at a time: calls that overlapped would start extra pool processes
+            self._metas[spec.name] = await self._backend.run(
+                prepare_builtin, spec.name, cfg.profile, cfg.curve, keys_dir
+            )
         leftovers = (cfg.data_dir / "circuits").glob(".incoming-*")  # of registrations cut short by a crash
         for folder in await asyncio.to_thread(list, leftovers):
             await asyncio.to_thread(shutil.rmtree, folder, True)
@@ -140,7 +151,7 @@ class CircuitRegistry:
             folder = cfg.data_dir / "circuits" / name
             await asyncio.to_thread(_move_folder, incoming, folder)
             try:
-                return await self._inspect_and_journal(name, folder, zkey_path, digest, prio)
+                return await self._inspect_and_journal(name, folder, zkey_path, wasm_path, digest, prio)
             except BaseException:
                 await asyncio.to_thread(shutil.rmtree, folder, True)  # a failed registration keeps nothing
                 raise
@@ -148,7 +159,7 @@ class CircuitRegistry:
             await asyncio.to_thread(shutil.rmtree, incoming, True)
 
     async def _inspect_and_journal(
-        self, name: str, folder: Path, zkey_path: str, digest: str, prio: Priority
+        self, name: str, folder: Path, zkey_path: str, wasm_path: str | None, digest: str, prio: Priority
     ) -> CircuitInfo:
         zkey = folder / "circuit.zkey"
         wasm = folder / "circuit.wasm"
@@ -160,8 +171,10 @@ class CircuitRegistry:
             ) from None
         except ProoflaneError as exc:
             raise Invalid(f"zkey {zkey_path!r}: {exc}") from None
-        await asyncio.to_thread(zkey.with_suffix(".json").write_text, json.dumps(meta.to_json()))
         wasm_kept = str(wasm) if await asyncio.to_thread(wasm.exists) else None
+        if wasm_kept is not None:
+            await self._check_generator(wasm_kept, wasm_path, meta)
+        await asyncio.to_thread(zkey.with_suffix(".json").write_text, json.dumps(meta.to_json()))
         record = CircuitRecord(
             name, str(zkey), wasm_kept, digest, prio.value, meta.curve, meta.constraints,
             meta.public_signals, meta.partition_bytes,
@@ -169,6 +182,41 @@ class CircuitRegistry:
         self._pipeline.journal.add_circuit(record)
         self._circuits[name] = CircuitEntry(record, meta)
         return circuit_info(self._circuits[name])
+
+    async def _check_generator(self, wasm: str, named: str | None, meta: CircuitMeta) -> None:
+        """Refuse (422) a witness generator of another circuit than the key: its wire count, or its field,
+        differ from the key's; or a file that is no WebAssembly module. Read from the module on the pool,
+        without running it (a module without circom 2's constants cannot be checked: accepted)."""
+        try:
+            generator: WitnessGenerator | None = await self._backend.run(inspect_wasm, wasm)
+        except PoolProcessDied as exc:
+            raise Unavailable(
+                f"wasm {named!r}: the process inspecting it died ({exc}); nothing kept: try again"
+            ) from None
+        except (ProoflaneError, ValueError) as exc:
+            raise Invalid(f"wasm {named!r}: {exc}") from None
+        if generator is None:
+            log.warning(
+                "wasm %r exports no circom 2 constants (getWitnessSize, getRawPrime...): registered without "
+                "checking that it is of the key's circuit",
+                named,
+            )
+            return
+        mismatch = None
+        if generator.prime != curve_by_name(meta.curve).r:
+            mismatch = f"the .wasm computes over {_field(generator.prime)}, the key over {meta.curve}'s"
+        elif generator.wires != meta.wires:
+            mismatch = f"the .wasm computes {generator.wires:,} wires, the key has {meta.wires:,}"
+        if mismatch is not None:
+            raise Invalid(f"wasm {named!r} and zkey are not of one circuit: {mismatch}")
+
+
+def _field(prime: int) -> str:
+    """A scalar field by its curve's name, or by its prime when prooflane knows no such curve."""
+    try:
+        return f"{curve_by_prime(prime).name}'s scalar field"
+    except ValueError:
+        return f"the field of prime {prime}"
 
 
 def _kind_infos(metas: dict[str, CircuitMeta]) -> list[KindInfo]:
