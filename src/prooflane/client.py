@@ -1,11 +1,12 @@
 """`prooflane.Client`: the daemon's HTTP API from Python.
 
     with Client() as client:  # the default URL: a daemon on this machine
-        job_id = client.submit("porep-c2", sector="/data/sector-1")
+        job_id = client.submit("porep-c2", sector="s1")  # <data_dir>/sectors/s1 on the daemon's machine
         proof = client.proof(job_id, wait=600)
 
 A daemon answer with an error status raises `DaemonError` (its ``status`` and the daemon's ``detail``);
-a daemon that cannot be reached raises `DaemonUnreachable`.
+a daemon that cannot be reached raises `DaemonUnreachable`. The URL may also be given as ``host:port``,
+``:port`` (this machine) or ``host`` (the default port): :func:`normalize_url`.
 """
 
 from __future__ import annotations
@@ -16,16 +17,43 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
-from .config import DEFAULT_URL
+from .config import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_URL
 from .errors import DaemonError, DaemonUnreachable
 from .models import CircuitInfo, CircuitRegistration, InlineSector, JobProof, JobRequest, JobView, KindInfo
 
-__all__ = ["DEFAULT_URL", "Client", "ServerEvent"]
+__all__ = ["DEFAULT_URL", "Client", "ServerEvent", "normalize_url"]
 
 _LONG_POLL_SLICE = 60.0  # one long-poll request waits at most this long; longer waits take several
+_URL_FORMS = "expected http://HOST:PORT, https://HOST:PORT, HOST:PORT, HOST or :PORT"
+
+
+def normalize_url(url: str) -> str:
+    """A daemon's base URL as given by a person: ``http(s)://host[:port][/prefix]``, or ``host:port``,
+    ``:port`` (127.0.0.1) or ``host`` (the default port), each made ``http://...``;
+    without a trailing slash. Raises ValueError saying what is accepted."""
+    text = url.strip()
+    if "://" not in text:
+        if text.startswith(":"):
+            text = DEFAULT_HOST + text
+        text = f"http://{text}"
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"{url!r}: {exc}; {_URL_FORMS}") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"{url!r}: the scheme {parts.scheme!r} is not http or https; {_URL_FORMS}")
+    if not parts.hostname:
+        raise ValueError(f"{url!r}: no host; {_URL_FORMS}")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ValueError(f"{url!r}: expected no user, query or fragment; {_URL_FORMS}")
+    if port is None and "://" not in url:
+        text = f"{parts.scheme}://{parts.netloc}:{DEFAULT_PORT}{parts.path}"
+    return text.rstrip("/")
 
 
 @dataclass(frozen=True)
@@ -57,7 +85,7 @@ class Client:
         timeout: float = 30.0,
         http: httpx.Client | None = None,
     ) -> None:
-        self.url = url.rstrip("/")
+        self.url = normalize_url(url)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._timeout = timeout
         self._http = http or httpx.Client(base_url=self.url, timeout=timeout)
@@ -86,10 +114,16 @@ class Client:
         circuit: str | None = None,
         witnesses: list[str | dict[str, Any]] | None = None,
     ) -> str:
-        """Submit a job and return its id (a repeated ``job_id`` returns the same job)."""
+        """Submit a job and return its id (a repeated ``job_id`` returns the same job).
+
+        ``sector``: a text is sent as written, for the daemon to read on its machine: a name (``"s1"``, any
+        relative path) is a sector of the daemon's sector folder (``<data_dir>/sectors/s1``), an absolute
+        path a folder inside its allowed folders. A ``Path`` is a folder on this machine, sent absolute
+        (for a daemon here). An `InlineSector` has the daemon make the sector.
+        """
         fields: dict[str, Any] = {
             "kind": kind,
-            "sector": str(Path(sector).resolve()) if isinstance(sector, str | Path) else sector,
+            "sector": str(sector.resolve()) if isinstance(sector, Path) else sector,
             "randomness": randomness,
             "priority": priority,
             "job_id": job_id,

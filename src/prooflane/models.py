@@ -221,7 +221,9 @@ class CircuitRegistration(_Frozen):
     @classmethod
     def _name(cls, value: str) -> str:
         if not _JOB_ID.fullmatch(value):
-            raise ValueError("name: expected 1-64 characters of A-Z a-z 0-9 . _ -")
+            raise ValueError(
+                "name: expected 1-64 characters of A-Z a-z 0-9 . _ - starting with a letter or digit"
+            )
         return value
 
 

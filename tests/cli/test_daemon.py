@@ -5,20 +5,27 @@ the daemon's app and a uvicorn server on a free port."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
+from prooflane.circuits import Sector
 from prooflane.cli.entry import app
 from prooflane.cli.workload import MixError, parse_mix, plan
+from prooflane.client import Client
 from prooflane.config import Config
 from prooflane.devices import Step
+from prooflane.errors import DaemonError
+from prooflane.models import InlineSector
 from prooflane.server import bind
 from prooflane.states import JobState
 from tests.support.clock import ManualClock
@@ -203,3 +210,117 @@ def test_circuits_register_and_list(daemon: Served, circuit_files: tuple[Path, P
     assert json.loads(result.stdout)["name"] == "chain"
     listed = runner.invoke(app, ["circuits", "list", "--url", daemon.url])
     assert listed.stdout.startswith("chain  bn128")
+
+
+def journalled_sector(daemon: Served, job_id: str) -> str:
+    """The sector folder the engine resolved the job's request to (what it proves)."""
+    path = daemon.engine.config.data_dir / "journal.sqlite3"
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        (row,) = db.execute("SELECT request FROM jobs WHERE job_id = ?", (job_id,)).fetchall()
+    sector: str = json.loads(row[0])["sector"]
+    return sector
+
+
+def test_submit_names_a_sector_of_the_daemons_sector_folder(daemon: Served, tmp_path: Path) -> None:
+    daemon.hold()
+    folder = daemon.engine.config.data_dir / "sectors" / "s1"
+    made = runner.invoke(app, ["sector", "new", "--size", "256", "--out", str(folder)])
+    assert made.exit_code == 0, made.output
+    result = runner.invoke(app, ["submit", "--kind", "porep-c2", "--sector", "s1", "--url", daemon.url])
+    assert result.exit_code == 0, result.output
+    job_id = result.stdout.splitlines()[0]
+    assert daemon.journalled_request(job_id)["sector"] == "s1"  # sent as written
+    assert journalled_sector(daemon, job_id) == str(folder.resolve())
+
+
+def test_a_sector_name_the_daemon_does_not_hold_says_where_it_looked(daemon: Served) -> None:
+    result = runner.invoke(app, ["submit", "--kind", "porep-c2", "--sector", "s9", "--url", daemon.url])
+    assert result.exit_code == 1
+    (line,) = result.stderr.splitlines()
+    sectors = daemon.engine.config.data_dir.absolute() / "sectors"
+    assert f"sector '{sectors / 's9'}': no such file or folder on the daemon's machine" in line
+    assert f"looked up in the daemon's sector folder ({sectors}" in line
+    assert f"prooflane sector new --out {sectors}/NAME" in line
+
+
+def test_a_sector_outside_the_allowed_folders_is_still_refused(daemon: Served, tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere"
+    Sector.create(outside, 256, seed=3)
+    for given in (str(outside), "../../elsewhere"):  # by its path, or climbing out of the sector folder
+        result = runner.invoke(app, ["submit", "--kind", "porep-c2", "--sector", given, "--url", daemon.url])
+        assert result.exit_code == 1, result.output
+        (line,) = result.stderr.splitlines()
+        assert "the daemon answered 403" in line and "outside the folders this daemon may read" in line
+
+
+def test_an_inline_sector_never_replaces_a_sector_of_the_same_name(daemon: Served) -> None:
+    folder = daemon.engine.config.data_dir / "sectors" / "s1"
+    Sector.create(folder, 256, seed=4)
+    before = sorted(p.name for p in folder.iterdir())
+    with Client(daemon.url) as client, pytest.raises(DaemonError) as refused:
+        client.submit("winning-post", sector=InlineSector(size=256, seed="05"), job_id="s1")
+    assert refused.value.status == 409
+    assert "pick another job_id" in refused.value.detail
+    assert sorted(p.name for p in folder.iterdir()) == before
+
+
+def test_submit_sends_json_inputs_one_partition_per_object(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[dict[str, Any]] = []
+
+    def submit(client: Client, kind: str, **fields: Any) -> str:  # the request, as the daemon would get it
+        sent.append({"kind": kind, **fields})
+        return "job-1"
+
+    monkeypatch.setattr(Client, "submit", submit)
+    (tmp_path / "one.json").write_text('{"a": 3, "b": [1, 2]}')
+    (tmp_path / "two.json").write_text('[{"a": 4}, {"a": 5}]')
+    args = ["submit", "--kind", "circom", "--circuit", "mul", "--input", str(tmp_path / "one.json")]
+    result = runner.invoke(app, [*args, "--input", str(tmp_path / "two.json")])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "job-1\n"
+    (request,) = sent
+    assert request["circuit"] == "mul"
+    assert request["witnesses"] == [{"a": 3, "b": [1, 2]}, {"a": 4}, {"a": 5}]
+
+
+def test_status_says_what_the_memory_and_rss_figures_hold(daemon: Served) -> None:
+    result = runner.invoke(app, ["status", "--url", daemon.url])
+    assert result.exit_code == 0, result.output
+    s = daemon.call(lambda: daemon.engine.snapshot()).memory
+
+    def mib(n: int) -> str:
+        return f"{n / (1 << 20):.1f} MiB"
+
+    held = f"memory held {mib(s.used_bytes)} of {mib(s.total_bytes)} (reserved {mib(s.reserved_bytes)}, "
+    assert held + f"cached keys {mib(s.cached_bytes)})" in result.stdout
+    assert "(daemon and workers)" in result.stdout
+    assert "rss" not in result.stdout
+
+
+def test_bench_measures_the_daemon_prooflane_url_names(daemon: Served, tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    args = ["bench", "--jobs", "2", "--mix", "winning-post=1", "--out", str(out)]
+    result = runner.invoke(app, args, env={"PROOFLANE_URL": daemon.url.removeprefix("http://")})
+    assert result.exit_code == 0, result.output
+    assert "started a daemon" not in result.stderr
+    report = json.loads(out.read_text())
+    assert report["url"] == daemon.url
+    assert (report["completed"], report["partitions"], report["partitions_proven"]) == (2, 2, 2)
+    assert report["partitions_per_hour"] == pytest.approx(report["jobs_per_hour"])
+    assert "partition proofs" in result.stdout and "partitions/hour" in result.stdout
+
+
+def test_demo_on_a_port_that_is_taken_says_so_and_starts_nothing(tmp_path: Path) -> None:
+    taken = bind("127.0.0.1", 0)
+    port = taken.getsockname()[1]
+    try:
+        result = runner.invoke(app, ["demo", "--port", str(port), "--data", str(tmp_path / "data")])
+    finally:
+        taken.close()
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        f"error: port {port} is taken: give another --port, or --port 0 for any free one"
+    ]
+    assert not (tmp_path / "data").exists()

@@ -17,8 +17,10 @@ import pytest
 
 from prooflane.cli.daemon_process import DaemonProcess
 from prooflane.client import Client, ServerEvent
+from prooflane.config import DEFAULT_PORT
 from prooflane.errors import DaemonError
 from prooflane.groth16 import read_r1cs, setup, write_zkey
+from prooflane.server import bind
 from tests.support.daemons import TIMEOUT, running, seed_keys, snarkjs_verify, start_daemon, wait_done
 from tests.support.groth16_samples import MUL_CIRCOM
 
@@ -205,10 +207,13 @@ def test_a_circom_circuit_registered_by_the_cli_proves_over_http(
 def test_cli_bench_reports_throughput_and_writes_json(daemon: DaemonProcess, tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     args = ["--jobs", "3", "--mix", "winning-post=2,window-post=1", "--out", str(out)]
-    done = cli("bench", "--url", daemon.url, "--token", TOKEN, *args)
+    env = dict(os.environ, PROOFLANE_URL=daemon.url, PROOFLANE_TOKEN=TOKEN)  # as every other command takes
+    done = cli("bench", *args, env=env)
     assert done.returncode == 0, done.stderr
+    assert "started a daemon" not in done.stderr
     assert "jobs/hour" in done.stdout and "partitions/hour" in done.stdout
     result = json.loads(out.read_text())
+    assert result["url"] == daemon.url
     assert (result["jobs"], result["completed"], result["failed"]) == (3, 3, 0)
     assert result["completed_by_kind"] == {"winning-post": 2, "window-post": 1}
     assert result["jobs_per_hour"] > 0 and result["partitions_per_hour"] >= result["jobs_per_hour"]
@@ -220,6 +225,20 @@ def test_demo_feeds_a_daemon_until_ctrl_c_then_stops_it(tmp_path_factory: pytest
     data = tmp_path_factory.mktemp("demo") / "data"
     seed_keys(tmp_path_factory, data)
     argv = [*CLI, "demo", "--data", str(data), "--in-flight", "2", "--mix", "winning-post=1"]
+    with contextlib.ExitStack() as held:
+        with contextlib.suppress(OSError):  # the default port taken (by this test, or already): it moves
+            held.enter_context(bind("127.0.0.1", DEFAULT_PORT))
+        lines, rest, demo = run_demo(argv)
+    moved = next(line for line in lines if line.startswith(f"port {DEFAULT_PORT} is taken"))
+    url = next(line.split()[1] for line in lines if line.startswith("dashboard:")).rstrip("/")
+    assert moved.strip() == f"port {DEFAULT_PORT} is taken: the dashboard is on {url}/"
+    assert demo.returncode == 0, "".join(lines) + rest
+    assert "stopping the daemon" in rest
+    assert cli("status", "--check", "--url", url).returncode == 1  # the daemon is gone too
+
+
+def run_demo(argv: list[str]) -> tuple[list[str], str, subprocess.Popen[str]]:
+    """Run `prooflane demo` until it reports a job done, then Ctrl-C it: its lines until then, the rest."""
     demo = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert demo.stdout is not None
     lines = []
@@ -231,10 +250,7 @@ def test_demo_feeds_a_daemon_until_ctrl_c_then_stops_it(tmp_path_factory: pytest
     progress = lines[-1]  # "submitted N  done M ... J jobs/hour (P partition proofs/hour)"
     assert "jobs/hour" in progress and "partition proofs/hour" in progress, progress
     rest, _ = demo.communicate(timeout=TIMEOUT)
-    assert demo.returncode == 0, "".join(lines) + rest
-    url = next(line.split()[1] for line in lines if line.startswith("dashboard:")).rstrip("/")
-    assert "stopping the daemon" in rest
-    assert cli("status", "--check", "--url", url).returncode == 1  # the daemon is gone too
+    return lines, rest, demo
 
 
 def test_cli_status_check_is_1_when_down(tmp_path_factory: pytest.TempPathFactory) -> None:

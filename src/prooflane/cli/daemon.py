@@ -1,7 +1,7 @@
-"""Daemon commands of the `prooflane` CLI: serve, submit, status, bench, demo, circuits.
+"""Daemon commands of the `prooflane` CLI: serve, status, bench, demo (submit and circuits: :mod:`.jobs`).
 
-Every command but `serve` and `demo` talks to a running daemon over HTTP (`--url`, or $PROOFLANE_URL),
-with the bearer token from `--token` or $PROOFLANE_TOKEN when the daemon needs one.
+`status` and `bench` talk to a running daemon over HTTP (`--url`, or $PROOFLANE_URL), with the bearer token
+from `--token` or $PROOFLANE_TOKEN when the daemon needs one; `bench` without either starts its own.
 """
 
 from __future__ import annotations
@@ -22,23 +22,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..circuits.profiles import PROFILES as PROFILES_BY_NAME
 from ..client import Client
 from ..config import DEFAULT_PORT, DEFAULT_URL, Config
-from ..models import JobView
 from ..states import JobState
 from .app import app
 from .daemon_process import READY_PREFIX, DaemonProcess
-from .output import console, errors, fit_whole, print_error, table
+from .options import Mix, OptionalUrl, Token, Url
+from .output import REFUSED, console, errors, fit_whole, print_error, table, usage_error
 from .workload import DEFAULT_MIX, parse_mix, plan, run_workload, sector_for
 
-circuits_app = typer.Typer(
-    help="Register and list circom circuits (proof kind `circom`).", no_args_is_help=True
-)
-app.add_typer(circuits_app, name="circuits")
-
-
-Url = Annotated[str, typer.Option("--url", envvar="PROOFLANE_URL", help="The daemon's base URL.")]
-Token = Annotated[
-    str | None, typer.Option("--token", envvar="PROOFLANE_TOKEN", help="Bearer token for mutating routes.")
-]
 DEMO_SECTOR_BYTES = PROFILES_BY_NAME["tiny"].sector_bytes
 DEMO_STOP_SECS = 8.0
 """How long the demo waits for its daemon's clean stop before it SIGKILLs what is left."""
@@ -49,18 +39,35 @@ DEMO_STOP_SECS = 8.0
 
 @app.command()
 def serve(
-    config: Annotated[Path | None, typer.Option("--config", help="TOML config file.")] = None,
-    data: Annotated[Path | None, typer.Option("--data", help="Data folder (journal, keys, sectors).")] = None,
-    host: Annotated[str | None, typer.Option("--host", help="Address to bind (default 127.0.0.1).")] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", metavar="FILE", help="TOML config file (docs/config.md).")
+    ] = None,
+    data: Annotated[
+        Path | None,
+        typer.Option(
+            "--data",
+            metavar="DIR",
+            help="Data folder: journal, keys, and sectors/ (where --sector NAME is looked up).",
+        ),
+    ] = None,
+    host: Annotated[
+        str | None, typer.Option("--host", metavar="ADDRESS", help="Address to bind (default 127.0.0.1).")
+    ] = None,
     port: Annotated[
-        int | None, typer.Option("--port", help=f"Port, 0 for any free one (default {DEFAULT_PORT}).")
+        int | None,
+        typer.Option("--port", metavar="PORT", help=f"Port, 0 for any free one (default {DEFAULT_PORT})."),
     ] = None,
     profile: Annotated[
-        str | None, typer.Option("--profile", help="Circuit sizes: tiny, small or medium.")
+        str | None,
+        typer.Option("--profile", metavar="tiny|small|medium", help="Circuit sizes (default tiny)."),
     ] = None,
     ray: Annotated[
         str | None,
-        typer.Option("--ray", help="Run on a Ray cluster: auto, local or ray://HOST:PORT (docs/ray.md)."),
+        typer.Option(
+            "--ray",
+            metavar="ADDRESS",
+            help="Run on a Ray cluster: auto, local or ray://HOST:PORT (docs/ray.md).",
+        ),
     ] = None,
     parent_pid: Annotated[
         int | None,
@@ -91,65 +98,6 @@ def serve(
             print(f"dashboard: {url}/", flush=True)
 
         run(loaded, loaded.host, bind_port, on_ready=ready, parent_pid=parent_pid)
-
-
-# --- submit -----------------------------------------------------------------------------------
-
-
-@app.command()
-def submit(
-    kind: Annotated[str, typer.Option("--kind", help="Proof kind (see `GET /v1/kinds`).")],
-    sector: Annotated[Path | None, typer.Option("--sector", help="Sector folder (storage kinds).")] = None,
-    priority: Annotated[str | None, typer.Option("--priority", help="critical, high or normal.")] = None,
-    wait: Annotated[bool, typer.Option("--wait", help="Wait for the proof, with a progress bar.")] = False,
-    url: Url = DEFAULT_URL,
-    token: Token = None,
-    randomness: Annotated[str | None, typer.Option("--randomness", help="Hex randomness.")] = None,
-    job_id: Annotated[str | None, typer.Option("--job-id", help="Your own job id (idempotent).")] = None,
-    circuit: Annotated[
-        str | None, typer.Option("--circuit", help="Registered circuit (kind circom).")
-    ] = None,
-    witness: Annotated[
-        list[str] | None, typer.Option("--witness", help="A .wtns file per partition (kind circom).")
-    ] = None,
-) -> None:
-    """Submit a job; print its id alone on the first line (with --wait, then the proof as JSON)."""
-    with errors(), Client(url, token) as client:
-        witnesses: list[str | dict[str, Any]] | None = (
-            [str(Path(w).resolve()) for w in witness] if witness else None
-        )
-        new_id = client.submit(
-            kind,
-            sector=sector,
-            randomness=randomness,
-            priority=priority,
-            job_id=job_id,
-            circuit=circuit,
-            witnesses=witnesses,
-        )
-        print(new_id, flush=True)
-        if wait:
-            view = _follow(client, new_id)
-            if view.state != "done":
-                print_error(f"job {new_id} {view.state}: {view.error or 'no reason given'}")
-                raise typer.Exit(1)
-            found = client.proof(new_id, wait=60)
-            assert found is not None
-            print(json.dumps(found.model_dump(mode="json"), indent=2))
-
-
-def _follow(client: Client, job_id: str) -> JobView:
-    """Show a progress bar on standard error until the job ends; return its last view."""
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console(stderr=True), transient=False) as progress:
-        view = client.job(job_id)
-        task = progress.add_task(f"{job_id} {view.state}", total=view.total_partitions)
-        while True:
-            progress.update(task, completed=view.partitions_done, description=f"{job_id} {view.state}")
-            if view.state.terminal:
-                return view
-            time.sleep(0.25)
-            view = client.job(job_id)
 
 
 # --- status -----------------------------------------------------------------------------------
@@ -188,8 +136,9 @@ def _print_summary(out: Console, url: str, s: dict[str, Any]) -> None:
         f"{s['synthesis']['max_concurrent']}"
     )
     out.print(
-        f"memory reserved {_mib(mem['reserved_bytes'])} of {_mib(mem['total_bytes'])}  "
-        f"rss {_mib(mem['process_rss_bytes'])}"
+        f"memory held {_mib(mem['used_bytes'])} of {_mib(mem['total_bytes'])} (reserved "
+        f"{_mib(mem['reserved_bytes'])}, cached keys {_mib(mem['cached_bytes'])})  "
+        f"RSS {_mib(mem['tree_rss_bytes'])} (daemon and workers)"
     )
     out.print(
         f"completed {counters['total_completed']}  failed {counters['total_failed']}  "
@@ -230,22 +179,23 @@ def _str(value: object) -> str:
 
 @app.command()
 def bench(
-    jobs: Annotated[int, typer.Option("--jobs", min=1, help="How many jobs to submit.")] = 10,
-    mix: Annotated[str, typer.Option("--mix", help="Kinds and weights, e.g. porep-c2=2,snap-update=1.")] = (
-        DEFAULT_MIX
-    ),
-    url: Annotated[
-        str | None, typer.Option("--url", help="A running daemon; without it, one is started (tiny).")
-    ] = None,
+    jobs: Annotated[int, typer.Option("--jobs", metavar="N", min=1, help="How many jobs to submit.")] = 10,
+    mix: Mix = DEFAULT_MIX,
+    url: OptionalUrl = None,
     token: Token = None,
     sector_size: Annotated[
-        int, typer.Option("--sector-size", help="Bytes per inline sector (the daemon's profile's size).")
+        int,
+        typer.Option(
+            "--sector-size", metavar="BYTES", help="Bytes per inline sector (the daemon's profile's size)."
+        ),
     ] = DEMO_SECTOR_BYTES,
-    out: Annotated[Path, typer.Option("--out", help="Where to write the JSON result.")] = Path(
-        "prooflane-bench.json"
-    ),
+    out: Annotated[
+        Path, typer.Option("--out", metavar="FILE", help="Where to write the JSON result.")
+    ] = Path("prooflane-bench.json"),
 ) -> None:
     """Submit a workload, then print throughput, per-phase times and device busy fraction; write JSON."""
+    if not out.parent.is_dir():
+        usage_error(f"--out {out}: no folder {out.parent} to write it in")
     with errors():
         kinds = plan(jobs, parse_mix(mix))
         with contextlib.ExitStack() as stack:
@@ -265,14 +215,19 @@ def bench(
                     on_progress=lambda done, _total: progress.update(task, completed=done),
                 )
         payload = {"url": url, "mix": parse_mix(mix), **result.to_json()}
-        out.write_text(json.dumps(payload, indent=2) + "\n")
         _print_bench(payload)
+        try:
+            out.write_text(json.dumps(payload, indent=2) + "\n")
+        except OSError as exc:
+            print_error(f"--out {out}: cannot write it ({exc.strerror or exc})")
+            raise typer.Exit(REFUSED) from None
         print(f"wrote {out}")
 
 
 def _print_bench(r: dict[str, Any]) -> None:
     summary = table("measure", "value", title="prooflane bench")
-    summary.add_row("jobs completed", f"{r['completed']}/{r['jobs']} ({r['partitions']} partitions)")
+    proven = f"{r['partitions_proven']} of {r['partitions']} partitions proven"
+    summary.add_row("jobs completed", f"{r['completed']}/{r['jobs']} ({proven})")
     summary.add_row("wall time", f"{r['wall_secs']:.1f} s")
     summary.add_row("throughput", f"{r['jobs_per_hour']:.1f} jobs/hour")
     summary.add_row("partition proofs", f"{r['partitions_per_hour']:.1f} partitions/hour")
@@ -290,23 +245,44 @@ def _print_bench(r: dict[str, Any]) -> None:
 @app.command()
 def demo(
     data: Annotated[
-        Path | None, typer.Option("--data", help="Data folder (default: a temporary one).")
+        Path | None, typer.Option("--data", metavar="DIR", help="Data folder (default: a temporary one).")
     ] = None,
-    in_flight: Annotated[int, typer.Option("--in-flight", min=1, help="Jobs kept in flight.")] = 4,
-    mix: Annotated[str, typer.Option("--mix", help="Kinds and weights of the workload.")] = DEFAULT_MIX,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            "--port",
+            metavar="PORT",
+            min=0,
+            max=65535,
+            help=f"The daemon's port (default {DEFAULT_PORT}, or a free one if taken; 0: any free one).",
+        ),
+    ] = None,
+    in_flight: Annotated[
+        int, typer.Option("--in-flight", metavar="N", min=1, help="Jobs kept in flight.")
+    ] = 4,
+    mix: Mix = DEFAULT_MIX,
 ) -> None:
     """Start a daemon with its embedded defaults and feed it a mixed workload until Ctrl-C or SIGTERM."""
     signal.signal(signal.SIGTERM, _interrupt)  # stopped by kill, systemd or a container runtime: as Ctrl-C
+    weights = parse_mix(mix)
+    if data is not None and data.exists() and not data.is_dir():
+        usage_error(f"--data {data}: not a folder")
+    if port and not _port_free(port):
+        print_error(f"port {port} is taken: give another --port, or --port 0 for any free one")
+        raise typer.Exit(REFUSED)
+    moved = port is None and not _port_free(DEFAULT_PORT)
     with errors(), contextlib.ExitStack() as stack:
-        weights = parse_mix(mix)
         if data is None:
             data = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="prooflane-demo-")))
-        daemon = DaemonProcess(data, profile="tiny", port=DEFAULT_PORT if _port_free(DEFAULT_PORT) else 0)
+        wanted = DEFAULT_PORT if port is None else port
+        daemon = DaemonProcess(data, profile="tiny", port=0 if moved else wanted)
         # First: Ctrl-C or SIGTERM at any moment still stops the daemon and its workers, within 10 s in all.
         stack.callback(daemon.stop, DEMO_STOP_SECS)
         print(f"starting the daemon in {data} (the first start makes the dev keys; it takes a moment)")
         try:
             url = daemon.start()
+            if moved:
+                typer.echo(f"port {DEFAULT_PORT} is taken: the dashboard is on {url}/", err=True)
             print(f"dashboard: {url}/   (Ctrl-C to stop)", flush=True)
             with Client(url) as client:
                 _feed(client, weights, in_flight)
@@ -361,31 +337,3 @@ def _feed(client: Client, weights: dict[str, int], in_flight: int) -> None:
             )
             print(line, flush=True)
         time.sleep(0.5)
-
-
-# --- circuits ---------------------------------------------------------------------------------
-
-
-@circuits_app.command("register")
-def circuits_register(
-    name: Annotated[str, typer.Argument(help="Name jobs will use in `circuit`.")],
-    zkey: Annotated[Path, typer.Option("--zkey", help="snarkjs Groth16 .zkey.")],
-    wasm: Annotated[Path | None, typer.Option("--wasm", help="circom witness generator (.wasm).")] = None,
-    priority: Annotated[str, typer.Option("--priority", help="critical, high or normal.")] = "normal",
-    url: Url = DEFAULT_URL,
-    token: Token = None,
-) -> None:
-    """Register a circom circuit with the daemon (the files must be readable by the daemon)."""
-    with errors(), Client(url, token) as client:
-        info = client.register_circuit(name, zkey, wasm=wasm, priority=priority)
-        print(json.dumps(info.model_dump(mode="json"), indent=2))
-
-
-@circuits_app.command("list")
-def circuits_list(url: Url = DEFAULT_URL) -> None:
-    """List the registered circom circuits."""
-    with errors(), Client(url) as client:
-        for info in client.circuits():
-            print(
-                f"{info.name}  {info.curve}  {info.constraints} constraints  priority {info.priority.value}"
-            )

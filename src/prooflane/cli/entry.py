@@ -24,7 +24,12 @@ PROOF_COMMANDS = frozenset({"setup", "export-vkey", "prove", "verify"})
 def _load_all() -> typer.Typer:
     """Every command group; import order is the order of `prooflane --help`."""
     from . import (
-        daemon,  # noqa: F401  (serve, submit, status, bench, demo, circuits)
+        daemon,  # noqa: F401  (serve, status, bench, demo)
+        jobs,  # noqa: F401  (submit, circuits)
+    )
+
+    # isort: split
+    from . import (
         fleet,  # noqa: F401  (fleet)
         proof,  # noqa: F401  (setup, export-vkey, prove, verify)
         sector,  # noqa: F401  (sector new)

@@ -19,16 +19,31 @@ FLEET_READY_PREFIX = "prooflane fleet listening on "
 @app.command()
 def fleet(
     config: Annotated[
-        Path, typer.Option("--config", help="Fleet TOML file (created when daemons are added at run time).")
+        Path,
+        typer.Option(
+            "--config", metavar="FILE", help="Fleet TOML file (created when daemons are added at run time)."
+        ),
     ],
-    host: Annotated[str | None, typer.Option("--host", help="Address to bind (default 127.0.0.1).")] = None,
+    host: Annotated[
+        str | None, typer.Option("--host", metavar="ADDRESS", help="Address to bind (default 127.0.0.1).")
+    ] = None,
     port: Annotated[
-        int | None, typer.Option("--port", help=f"Port, 0 for any free one (default {DEFAULT_FLEET_PORT}).")
+        int | None,
+        typer.Option(
+            "--port", metavar="PORT", help=f"Port, 0 for any free one (default {DEFAULT_FLEET_PORT})."
+        ),
     ] = None,
     log_format: Annotated[
-        str, typer.Option("--log-format", help="Log on standard error as text, or json (one object a line).")
+        str,
+        typer.Option(
+            "--log-format",
+            metavar="text|json",
+            help="Log on standard error as text, or json (one object a line).",
+        ),
     ] = "text",
-    log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
+    log_level: Annotated[
+        str, typer.Option("--log-level", metavar="debug|info|warning|error", help="What to log.")
+    ] = "info",
 ) -> None:
     """Follow the daemons listed in the fleet config and serve the fleet page, until SIGINT or SIGTERM."""
     from ..fleet import run_fleet

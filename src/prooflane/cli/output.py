@@ -1,5 +1,5 @@
 """What the command line prints, in one place: whole ids and kind names on a terminal or not, every error
-on one line.
+on one line (exit 2 for a wrong usage, 1 for a refused request).
 
 A table's cells are never cut: on a terminal the id and name columns keep their full width (the others
 give way), and when the output is a pipe or a file nothing wraps or shrinks at all (rich would otherwise
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator
-from typing import IO, TYPE_CHECKING
+from collections.abc import Iterator, Mapping
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 import typer
 
@@ -22,8 +22,25 @@ if TYPE_CHECKING:  # rich is imported on first use: the proving commands print e
     from rich.console import Console
     from rich.table import Table
 
-__all__ = ["console", "errors", "fit_whole", "one_line", "print_error", "table"]
+__all__ = [
+    "REFUSED",
+    "USAGE",
+    "console",
+    "errors",
+    "fit_whole",
+    "invalid_request",
+    "one_line",
+    "print_error",
+    "table",
+    "usage_error",
+]
 
+USAGE = 2
+"""The exit status of a wrong usage: an option missing, unknown, or given a value it does not take."""
+REFUSED = 1
+"""The exit status of a request the daemon refused, or could not be sent (no daemon at the URL)."""
+
+_SHOWN_INPUT = 80  # a refused value up to this long is repeated in the error line
 _UNBOUNDED = 1 << 16  # the width of a pipe or file: lines are as long as their content
 
 
@@ -68,11 +85,43 @@ def print_error(message: object) -> None:
     typer.echo(f"error: {one_line(str(message))}", err=True)
 
 
+def usage_error(message: object) -> NoReturn:
+    """Print ``message`` as one error line and exit 2 (a wrong usage)."""
+    print_error(message)
+    raise typer.Exit(USAGE)
+
+
 @contextlib.contextmanager
-def errors() -> Iterator[None]:
-    """Print a prooflane error as one line and exit 1, never a traceback."""
+def errors(options: Mapping[str, str] | None = None) -> Iterator[None]:
+    """Print a prooflane error as one line and exit 1, never a traceback.
+
+    ``options`` maps the fields of a request model (:mod:`prooflane.models`) to the options that set them:
+    a request the model refuses while the command builds it is then one line naming the option, exit 2.
+    """
     try:
         yield
     except ProoflaneError as exc:
         print_error(exc)
-        raise typer.Exit(1) from None
+        raise typer.Exit(REFUSED) from None
+    except ValueError as exc:  # pydantic's ValidationError is one (pydantic is imported only if it is)
+        if options is None:
+            raise
+        from pydantic import ValidationError
+
+        if not isinstance(exc, ValidationError):
+            raise
+        usage_error(invalid_request(exc.errors(), options))
+
+
+def invalid_request(problems: list[Any], options: Mapping[str, str]) -> str:
+    """pydantic's problems with a request, as options: ``--job-id: expected 1-64 characters ...``."""
+    lines = []
+    for problem in problems:
+        field = str(problem["loc"][0]) if problem.get("loc") else ""
+        text = str(problem["msg"]).removeprefix("Value error, ").removeprefix(f"{field}: ")
+        text = text.replace("Input should be", "expected", 1)
+        given = problem.get("input")
+        if field and isinstance(given, str) and len(given) <= _SHOWN_INPUT:
+            text = f"{text}, not {given!r}"
+        lines.append(f"{options.get(field, field)}: {text}" if field else text)
+    return "; ".join(lines)

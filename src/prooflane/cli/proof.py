@@ -115,16 +115,21 @@ def _write_json(path: Path, data: Any) -> None:
 
 @app.command("setup")
 def setup_command(
-    circuit: Annotated[Path, typer.Argument(help="The circuit, a circom .r1cs file.")],
-    zkey: Annotated[Path, typer.Option("--zkey", help="Where to write the proving key (.zkey).")],
+    circuit: Annotated[Path, typer.Argument(metavar="CIRCUIT", hidden=True)],
+    zkey: Annotated[
+        Path, typer.Option("--zkey", metavar="FILE", help="Where to write the proving key (.zkey).")
+    ],
     curve: Annotated[
-        str | None, typer.Option("--curve", help="bn128 or bls12381; must match the circuit's field.")
+        str | None,
+        typer.Option("--curve", metavar="bn128|bls12381", help="Must match the circuit's field."),
     ] = None,
     seed: Annotated[
-        str | None, typer.Option("--seed", help="Derive the secrets from this text (tests only).")
+        str | None,
+        typer.Option("--seed", metavar="TEXT", help="Derive the secrets from this text (tests only)."),
     ] = None,
 ) -> None:
-    """Make an UNSAFE development proving key: its secrets are sampled here, so never use it in production."""
+    """Make an UNSAFE development proving key for CIRCUIT (a circom .r1cs file): its secrets are sampled
+    here, so never use it in production."""
     from ..groth16 import curve_by_name, read_r1cs, setup, write_zkey
 
     with _bad_input():
@@ -150,10 +155,11 @@ def setup_command(
 
 @app.command("export-vkey")
 def export_vkey(
-    key: Annotated[Path, typer.Argument(help="A Groth16 proving key (.zkey).")],
-    out: Annotated[Path, typer.Option("--out", help="Where to write verification_key.json.")],
+    key: Annotated[Path, typer.Argument(metavar="KEY", hidden=True)],
+    out: Annotated[Path, typer.Option("--out", metavar="FILE", help="Where to write verification_key.json.")],
 ) -> None:
-    """Write the verification key of a proving key, in snarkjs' verification_key.json shape."""
+    """Write the verification key of the Groth16 proving key KEY (.zkey), in snarkjs' verification_key.json
+    shape."""
     from ..groth16 import read_zkey
 
     with _bad_input():
@@ -163,19 +169,22 @@ def export_vkey(
 
 @app.command("prove")
 def prove_command(
-    key: Annotated[Path, typer.Argument(help="A Groth16 proving key (.zkey).")],
-    witness: Annotated[Path, typer.Argument(help="The witness (.wtns).")],
-    proof: Annotated[Path, typer.Option("--proof", help="Where to write proof.json.")],
-    public: Annotated[Path, typer.Option("--public", help="Where to write public.json.")],
+    key: Annotated[Path, typer.Argument(metavar="KEY", hidden=True)],
+    witness: Annotated[Path, typer.Argument(metavar="WITNESS", hidden=True)],
+    proof: Annotated[Path, typer.Option("--proof", metavar="FILE", help="Where to write proof.json.")],
+    public: Annotated[Path, typer.Option("--public", metavar="FILE", help="Where to write public.json.")],
     processes: Annotated[
-        int, typer.Option("--processes", min=0, max=2, help="Cores for the MSMs (0: 2 for large keys).")
+        int,
+        typer.Option(
+            "--processes", metavar="N", min=0, max=2, help="Cores for the MSMs (0: 2 for large keys)."
+        ),
     ] = 0,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the stages' timings as JSON on stdout.")
     ] = False,
 ) -> None:
-    """Prove a witness with a key; writes snarkjs-compatible proof.json and public.json. Runs longer than a
-    second show their stages on stderr."""
+    """Prove WITNESS (.wtns) with the proving key KEY (.zkey); writes snarkjs-compatible proof.json and
+    public.json. Runs longer than a second show their stages on stderr."""
     from ..groth16 import prove, read_wtns, read_zkey
     from ..groth16.proving import bases_loaders, prestart
 
@@ -217,11 +226,12 @@ def prove_command(
 
 @app.command("verify")
 def verify_command(
-    verification_key: Annotated[Path, typer.Argument(help="verification_key.json")],
-    public: Annotated[Path, typer.Argument(help="public.json")],
-    proof: Annotated[Path, typer.Argument(help="proof.json")],
+    verification_key: Annotated[Path, typer.Argument(metavar="VERIFICATION_KEY", hidden=True)],
+    public: Annotated[Path, typer.Argument(metavar="PUBLIC", hidden=True)],
+    proof: Annotated[Path, typer.Argument(metavar="PROOF", hidden=True)],
 ) -> None:
-    """Verify a Groth16 proof. Exit 0 valid, 1 invalid, 2 bad input."""
+    """Verify the Groth16 proof PROOF (proof.json) of the signals PUBLIC (public.json) with VERIFICATION_KEY
+    (verification_key.json). Exit 0 valid, 1 invalid, 2 bad input."""
     from ..groth16 import Proof, VerificationKey, verify
     from ..groth16.proof import parse_public
 

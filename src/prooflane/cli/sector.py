@@ -25,21 +25,36 @@ app.add_typer(sector_app, name="sector")
 
 @sector_app.command("new")
 def new_command(
-    size: Annotated[int, typer.Option("--size", help="Sector size in bytes: a power of two, at least 64.")],
+    size: Annotated[
+        int,
+        typer.Option("--size", metavar="BYTES", help="Sector size: a power of two, at least 64 (tiny: 256)."),
+    ],
     out: Annotated[
-        Path, typer.Option("--out", help="The folder to write the sector into (must not hold one).")
+        Path,
+        typer.Option(
+            "--out",
+            metavar="DIR",
+            help="The folder to write the sector into (must not hold one). For a daemon: DATA/sectors/NAME "
+            "on its machine, then `prooflane submit --sector NAME`.",
+        ),
     ],
     seed: Annotated[
-        str | None, typer.Option("--seed", help="Derive the sector's data from this text (default: random).")
+        str | None,
+        typer.Option(
+            "--seed", metavar="TEXT", help="Derive the sector's data from this text (default: random)."
+        ),
     ] = None,
     sector_id: Annotated[
-        int | None, typer.Option("--sector-id", help="The sector id (default: derived from the seed).")
+        int | None,
+        typer.Option("--sector-id", metavar="N", help="The sector id (default: derived from the seed)."),
     ] = None,
     curve: Annotated[
-        list[str] | None, typer.Option("--curve", help="Also build the trees on this curve (bls12381).")
+        list[str] | None,
+        typer.Option("--curve", metavar="bls12381", help="Also build the trees on this curve (repeatable)."),
     ] = None,
 ) -> None:
-    """Write a sector of SIZE pseudo-random bytes, its Merkle trees and meta.json; print the meta as JSON."""
+    """Write a sector of --size pseudo-random bytes, its Merkle trees and meta.json into --out; print the
+    meta as JSON."""
     from ..circuits import Sector
     from ..groth16 import curve_by_name
 
@@ -60,10 +75,12 @@ def new_command(
 
 @sector_app.command("info")
 def info_command(
-    path: Annotated[Path, typer.Argument(help="A sector folder.")],
-    curve: Annotated[str, typer.Option("--curve", help="bn128 or bls12381.")] = "bn128",
+    path: Annotated[Path, typer.Argument(metavar="SECTOR", hidden=True)],
+    curve: Annotated[
+        str, typer.Option("--curve", metavar="bn128|bls12381", help="The curve of the roots shown.")
+    ] = "bn128",
 ) -> None:
-    """Print a sector's id, size and roots as JSON."""
+    """Print the id, size and roots of the sector folder SECTOR as JSON."""
     from ..circuits import Sector
     from ..groth16 import curve_by_name
 

@@ -68,6 +68,7 @@ class WorkloadResult:
 
     jobs: int
     partitions: int
+    partitions_proven: int  # the partitions of the jobs that completed: the partition proofs made
     wall_secs: float
     completed: int
     failed: int
@@ -87,12 +88,15 @@ class WorkloadResult:
         return {
             "jobs": self.jobs,
             "partitions": self.partitions,
+            "partitions_proven": self.partitions_proven,
             "completed": self.completed,
             "failed": self.failed,
             "wall_secs": self.wall_secs,
             "jobs_per_hour": self.proofs_per_hour,
             "proofs_per_hour": self.proofs_per_hour,  # the same (a job has one proof), for older readers
-            "partitions_per_hour": self.partitions * 3600.0 / self.wall_secs if self.wall_secs else 0.0,
+            "partitions_per_hour": self.partitions_proven * 3600.0 / self.wall_secs
+            if self.wall_secs
+            else 0.0,
             "phase_ms": self.phase_ms,
             "device_busy_fraction": self.device_busy_fraction,
             "device_busy_fraction_1m_at_end": self.busy_fraction_1m,
@@ -148,6 +152,7 @@ def run_workload(
     return WorkloadResult(
         jobs=len(ids),
         partitions=sum(v.total_partitions for v in views),
+        partitions_proven=sum(v.total_partitions for v in views if v.state == "done"),
         wall_secs=wall,
         completed=sum(v.state == "done" for v in views),
         failed=sum(v.state != "done" for v in views),

@@ -1,0 +1,242 @@
+"""Job commands of the `prooflane` CLI: submit, and circuits register / list.
+
+Each talks to a running daemon over HTTP (`--url`, or $PROOFLANE_URL), with the bearer token from `--token`
+or $PROOFLANE_TOKEN when the daemon needs one. A request the models refuse is one line naming the option
+(exit 2), a request the daemon refuses one line with its answer (exit 1).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..client import Client
+from ..config import DEFAULT_URL
+from ..kinds import CIRCOM
+from ..models import JobView
+from .app import app
+from .options import Token, Url
+from .output import REFUSED, console, errors, print_error, usage_error
+
+circuits_app = typer.Typer(
+    help="Register and list circom circuits (proof kind `circom`).", no_args_is_help=True
+)
+app.add_typer(circuits_app, name="circuits")
+
+PRIORITY_METAVAR = "critical|high|normal"
+SUBMIT_OPTIONS = {
+    "kind": "--kind",
+    "sector": "--sector",
+    "randomness": "--randomness",
+    "priority": "--priority",
+    "job_id": "--job-id",
+    "circuit": "--circuit",
+    "witnesses": "--input/--witness",
+}
+"""The option that sets each field of a job request (errors name the option, not the field)."""
+REGISTER_OPTIONS = {"name": "NAME", "zkey": "--zkey", "wasm": "--wasm", "priority": "--priority"}
+
+
+# --- submit -----------------------------------------------------------------------------------
+
+
+@app.command()
+def submit(
+    kind: Annotated[
+        str,
+        typer.Option(
+            "--kind",
+            metavar="KIND",
+            help="porep-c2, snap-update, window-post, winning-post, or circom (see GET /v1/kinds).",
+        ),
+    ],
+    sector: Annotated[
+        str | None,
+        typer.Option(
+            "--sector",
+            metavar="NAME|DIR",
+            help="The sector (storage kinds), on the daemon's machine: NAME, the sector DATA/sectors/NAME "
+            "(DATA: the daemon's --data folder); or DIR, an absolute folder inside its allowed folders.",
+        ),
+    ] = None,
+    priority: Annotated[
+        str | None,
+        typer.Option("--priority", metavar=PRIORITY_METAVAR, help="Instead of the kind's priority."),
+    ] = None,
+    wait: Annotated[bool, typer.Option("--wait", help="Wait for the proof, with a progress bar.")] = False,
+    url: Url = DEFAULT_URL,
+    token: Token = None,
+    randomness: Annotated[
+        str | None, typer.Option("--randomness", metavar="HEX", help="Challenge randomness (default random).")
+    ] = None,
+    job_id: Annotated[
+        str | None,
+        typer.Option("--job-id", metavar="ID", help="Your own job id (submitting it again is harmless)."),
+    ] = None,
+    circuit: Annotated[
+        str | None, typer.Option("--circuit", metavar="NAME", help="A registered circuit (kind circom).")
+    ] = None,
+    inputs: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--input",
+            metavar="FILE",
+            help="Circuit inputs as JSON (kind circom; repeat it): an object is one partition, a list of "
+            "objects one partition each.",
+        ),
+    ] = None,
+    witness: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--witness",
+            metavar="FILE",
+            help="A .wtns file on the daemon's machine, inside its allowed folders: one partition each "
+            "(kind circom; repeat it).",
+        ),
+    ] = None,
+) -> None:
+    """Submit a job; print its id alone on the first line (with --wait, then the proof as JSON)."""
+    with errors(SUBMIT_OPTIONS):
+        _check_submit(kind, sector, circuit, inputs, witness)
+        witnesses: list[str | dict[str, Any]] | None = None
+        if inputs:
+            witnesses = list[str | dict[str, Any]](_read_inputs(inputs))
+        elif witness:
+            witnesses = [str(Path(w).resolve()) for w in witness]
+        with Client(url, token) as client:
+            new_id = client.submit(
+                kind,
+                sector=sector,
+                randomness=randomness,
+                priority=priority,
+                job_id=job_id,
+                circuit=circuit,
+                witnesses=witnesses,
+            )
+            print(new_id, flush=True)
+            if wait:
+                _wait_and_print(client, new_id)
+
+
+def _check_submit(
+    kind: str, sector: str | None, circuit: str | None, inputs: list[Path] | None, witness: list[str] | None
+) -> None:
+    """The options a kind needs and takes, as usage errors that say what to give."""
+    if kind == CIRCOM:
+        if sector is not None:
+            usage_error(
+                "--sector is for the storage kinds: --kind circom takes --circuit and --input or --witness"
+            )
+        if not circuit:
+            usage_error(
+                "--kind circom needs --circuit NAME (a circuit registered with `prooflane circuits register`)"
+            )
+        if not inputs and not witness:
+            usage_error(
+                "--kind circom needs --input FILE (circuit inputs as JSON) or --witness FILE (a .wtns)"
+            )
+        if inputs and witness:
+            usage_error("give --input or --witness, not both")
+        return
+    if sector is None:
+        usage_error(
+            f"--kind {kind} needs --sector NAME (a sector in the daemon's sector folder) or --sector DIR "
+            "(an absolute folder on the daemon's machine)"
+        )
+    given = [
+        name for name, value in (("--circuit", circuit), ("--input", inputs), ("--witness", witness)) if value
+    ]
+    if given:
+        usage_error(f"{', '.join(given)}: only for --kind circom, not {kind}")
+
+
+def _read_inputs(paths: list[Path]) -> list[dict[str, Any]]:
+    """The circuit inputs of ``--input`` files, in order: a file holds one object (one partition) or a list
+    of them; anything else is a usage error naming the file."""
+    found: list[dict[str, Any]] = []
+    for path in paths:
+        try:
+            data = json.loads(path.read_text())
+        except OSError as exc:
+            usage_error(f"--input {path}: cannot read it ({exc.strerror or exc})")
+        except (UnicodeDecodeError, ValueError) as exc:
+            usage_error(f"--input {path}: not valid JSON ({exc})")
+        items = data if isinstance(data, list) else [data]
+        if not items or not all(isinstance(item, dict) for item in items):
+            usage_error(
+                f'--input {path}: expected an object of circuit inputs ({{"a": 3}}) or a list of them'
+            )
+        found.extend(items)
+    return found
+
+
+def _wait_and_print(client: Client, job_id: str) -> None:
+    """Follow the job to its end; print its proof as JSON, or exit 1 with why it has none."""
+    view = _follow(client, job_id)
+    if view.state != "done":
+        print_error(f"job {job_id} {view.state}: {view.error or 'no reason given'}")
+        raise typer.Exit(REFUSED)
+    found = client.proof(job_id, wait=60)
+    if found is None:
+        print_error(
+            f"job {job_id} is done, but its proof did not come within 60 s: GET /v1/jobs/{job_id}/proof"
+        )
+        raise typer.Exit(REFUSED)
+    print(json.dumps(found.model_dump(mode="json"), indent=2))
+
+
+def _follow(client: Client, job_id: str) -> JobView:
+    """Show a progress bar on standard error until the job ends; return its last view."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console(stderr=True), transient=False) as progress:
+        view = client.job(job_id)
+        task = progress.add_task(f"{job_id} {view.state}", total=view.total_partitions)
+        while True:
+            progress.update(task, completed=view.partitions_done, description=f"{job_id} {view.state}")
+            if view.state.terminal:
+                return view
+            time.sleep(0.25)
+            view = client.job(job_id)
+
+
+# --- circuits ---------------------------------------------------------------------------------
+
+
+@circuits_app.command("register")
+def circuits_register(
+    name: Annotated[str, typer.Argument(metavar="NAME", hidden=True)],
+    zkey: Annotated[
+        Path, typer.Option("--zkey", metavar="FILE", help="snarkjs Groth16 .zkey, on the daemon's machine.")
+    ],
+    wasm: Annotated[
+        Path | None,
+        typer.Option(
+            "--wasm", metavar="FILE", help="circom witness generator (.wasm), on the daemon's machine."
+        ),
+    ] = None,
+    priority: Annotated[
+        str, typer.Option("--priority", metavar=PRIORITY_METAVAR, help="The circuit's jobs' priority.")
+    ] = "normal",
+    url: Url = DEFAULT_URL,
+    token: Token = None,
+) -> None:
+    """Register a circom circuit with the daemon as NAME, the name jobs give as --circuit (its files must be
+    inside the daemon's allowed folders)."""
+    with errors(REGISTER_OPTIONS), Client(url, token) as client:
+        info = client.register_circuit(name, zkey, wasm=wasm, priority=priority)
+        print(json.dumps(info.model_dump(mode="json"), indent=2))
+
+
+@circuits_app.command("list")
+def circuits_list(url: Url = DEFAULT_URL) -> None:
+    """List the registered circom circuits."""
+    with errors(), Client(url) as client:
+        for info in client.circuits():
+            print(
+                f"{info.name}  {info.curve}  {info.constraints} constraints  priority {info.priority.value}"
+            )
