@@ -98,7 +98,9 @@ def test_a_key_corrupted_on_disk_after_registration_fails_its_partition_with_a_n
             assert view.state == "failed" and view.error is not None
             said = {  # what is wrong, in the reader's words (naming the file) or the synthesis's
                 "truncated": f"partition 0 failed: synthesis failed: {registered}: truncated section",
-                "replaced": "partition 0 failed: synthesis failed: this witness has 742 wires, the circuit 1,723",
+                "replaced": (
+                    "partition 0 failed: synthesis failed: this witness has 742 wires, the circuit 1,723"
+                ),
             }
             assert view.error.startswith(said[damage])
             retries = [
