@@ -26,12 +26,14 @@ __all__ = [
     "RaySettings",
     "coerce_value",
     "default_data_dir",
+    "visible_gpus",
 ]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9821
 DEFAULT_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
 _GIB = 1 << 30
+DEVICE_KINDS = ("cpu", "cuda")
 
 
 def default_data_dir() -> Path:
@@ -79,6 +81,8 @@ class Config:
     token: str = ""
     devices: tuple[str, ...] = ()
     workers_per_device: int = 1
+    # Each cuda device's memory for its budget; 0: what the device reports (docs/config.md).
+    device_memory_bytes: int = 0
     synthesis_workers: int = 1
     synthesis_workers_max: int = 0
     worker_niceness: int = 5
@@ -118,6 +122,7 @@ class Config:
             "memory_budget_bytes",
             "memory_margin_bytes",
             "prefetch_partitions",
+            "device_memory_bytes",
         ):
             _check(getattr(self, key) >= 0, key, "expected 0 (automatic) or a positive number")
         _check(0 <= self.worker_niceness <= 19, "worker_niceness", "expected 0..19")
@@ -132,7 +137,12 @@ class Config:
         for root in self.allowed_roots:
             _check(Path(root).is_absolute(), "allowed_roots", f"{str(root)!r}: expected an absolute folder")
         for device in self.devices:
-            _check(device.split(":")[0] == "cpu", "devices", f"unknown device {device!r}: expected 'cpu[:N]'")
+            kind, colon, index = device.partition(":")
+            _check(
+                kind in DEVICE_KINDS and (not colon or index.isdigit()),
+                "devices",
+                f"unknown device {device!r}: expected 'cpu[:N]' or 'cuda[:N]'",
+            )
 
     @classmethod
     def load(cls, path: Path | None = None, **overrides: Any) -> Config:
@@ -173,7 +183,10 @@ class Config:
     def resolved(self) -> Config:
         """A copy with every automatic (0 / empty) value replaced by what this machine gives."""
         cores = os.cpu_count() or 1
-        devices = self.devices or tuple(f"cpu:{i}" for i in range(cores))
+        gpus = 0 if self.devices else visible_gpus(simulator=False)
+        devices = (
+            self.devices or tuple(f"cuda:{i}" for i in range(gpus)) or tuple(f"cpu:{i}" for i in range(cores))
+        )
         devices = tuple(d if ":" in d else f"{d}:{i}" for i, d in enumerate(devices))
         budget = self.memory_budget_bytes
         if budget == 0:
@@ -194,6 +207,21 @@ class Config:
     def url(self) -> str:
         """The daemon's base URL."""
         return f"http://{self.host}:{self.port}"
+
+
+def visible_gpus(*, simulator: bool = True) -> int:
+    """How many devices the ``cuda`` extra can use here: the NVIDIA GPUs its driver shows, or the one device
+    of numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) unless ``simulator`` is False; 0 without the
+    extra or a driver."""
+    from .groth16 import cuda
+
+    if cuda.simulated() and not simulator:
+        return 0
+    if cuda.unavailable_reason() is not None:
+        return 0
+    from numba import cuda as numba_cuda
+
+    return len(numba_cuda.gpus)
 
 
 def _check(ok: bool, key: str, problem: str) -> None:

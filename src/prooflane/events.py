@@ -30,7 +30,9 @@ Failure, cancellation and retry: :class:`PartitionFailed`, :class:`JobFailed`,
 :class:`JobCancelled`, :class:`WorkerDied`, :class:`WorkerLost`, :class:`PartitionRetried`. The tracker emits
 :class:`JobExpired` when an ended job leaves the live view. Memory: :class:`BudgetSet`,
 :class:`ReservationMade`, :class:`ReservationShrunk`, :class:`ReservationReleased`, and the cached proving
-keys :class:`AllocationCached`, :class:`AllocationUsed`, :class:`AllocationEvicted`.
+keys :class:`AllocationCached`, :class:`AllocationUsed`, :class:`AllocationEvicted`. Each memory event names
+the budget it is about: ``device`` None for the host's, a device's name (``cuda:0``) for that device's memory
+(its resident keys as allocations, each partition's device section as a reservation).
 """
 
 from __future__ import annotations
@@ -301,6 +303,7 @@ class BudgetSet(EventBase):
     """The memory budget is ``total_bytes``."""
 
     total_bytes: int
+    device: str | None = None  # the budget: None the host's, else a device's ("cuda:0")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -309,6 +312,7 @@ class ReservationMade(EventBase):
 
     name: str
     nbytes: int
+    device: str | None = None  # the budget: None the host's, else a device's ("cuda:0")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -317,6 +321,7 @@ class ReservationShrunk(EventBase):
 
     name: str
     nbytes: int
+    device: str | None = None  # the budget: None the host's, else a device's ("cuda:0")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -324,6 +329,7 @@ class ReservationReleased(EventBase):
     """What was left of the reservation was given back; the name may be used again."""
 
     name: str
+    device: str | None = None  # the budget: None the host's, else a device's ("cuda:0")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -333,6 +339,7 @@ class AllocationCached(EventBase):
     name: str
     nbytes: int
     evictable: bool = True
+    device: str | None = None  # the budget: None the host's, else a device's ("cuda:0")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -340,6 +347,7 @@ class AllocationUsed(EventBase):
     """The cached allocation was used (its idle time starts again)."""
 
     name: str
+    device: str | None = None  # the budget: None the host's, else a device's ("cuda:0")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -347,6 +355,7 @@ class AllocationEvicted(EventBase):
     """The cached allocation was dropped and its bytes returned to the budget."""
 
     name: str
+    device: str | None = None  # the budget: None the host's, else a device's ("cuda:0")
 
 
 Event: TypeAlias = (

@@ -7,6 +7,10 @@ Two kinds of holders share one byte budget:
 - a *cached allocation* is a proving key a worker keeps loaded. It is idle while no partition uses it; an
   idle one is evicted (least recently used first) when a reservation or another allocation needs its bytes.
 
+The same class budgets a device's memory (a ``cuda`` device: its capacity, the key bases resident in it as
+cached allocations, each partition's device section as a reservation); such a budget names its device
+(``device``) in every event it posts, so the tracker keeps it apart from the host's.
+
 Invariant (checked by ``check()``): ``reserved + cached == sum of live holders`` and ``<= total``. Only the
 event loop touches a budget, so admission is atomic without a lock: there is no ``await`` between the check
 that bytes are free and taking them.
@@ -72,7 +76,11 @@ class Reservation:
         nbytes = min(nbytes, self.nbytes)
         self.nbytes -= nbytes
         self.budget._reserved -= nbytes
-        self.budget._emit(ReservationShrunk(at=self.budget._clock(), name=self.name, nbytes=nbytes))
+        self.budget._emit(
+            ReservationShrunk(
+                at=self.budget._clock(), name=self.name, nbytes=nbytes, device=self.budget.device
+            )
+        )
         self.budget._wake()
 
     def release(self) -> None:
@@ -82,7 +90,9 @@ class Reservation:
         del self.budget._reservations[self.name]
         self.budget._reserved -= self.nbytes
         self.nbytes = 0
-        self.budget._emit(ReservationReleased(at=self.budget._clock(), name=self.name))
+        self.budget._emit(
+            ReservationReleased(at=self.budget._clock(), name=self.name, device=self.budget.device)
+        )
         self.budget._wake()
 
 
@@ -106,7 +116,7 @@ class CachedAllocation:
         """Mark it in use by one more partition (not evictable until ``done``)."""
         self.busy += 1
         self.last_used = time.monotonic()
-        self.budget._emit(AllocationUsed(at=self.budget._clock(), name=self.name))
+        self.budget._emit(AllocationUsed(at=self.budget._clock(), name=self.name, device=self.budget.device))
 
     def done(self) -> None:
         """One partition stopped using it."""
@@ -120,12 +130,20 @@ class CachedAllocation:
 
 
 class MemoryBudget:
-    """A byte budget shared by reservations and cached allocations. Event-loop only (see module doc)."""
+    """A byte budget shared by reservations and cached allocations. Event-loop only (see module doc).
+
+    ``device``: the device whose memory it budgets (None: the host's), named in every event it posts."""
 
     def __init__(
-        self, total_bytes: int, *, emit: Emit | None = None, clock: Callable[[], float] = time.monotonic
+        self,
+        total_bytes: int,
+        *,
+        emit: Emit | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        device: str | None = None,
     ):
         self.total = total_bytes
+        self.device = device
         self._emit: Emit = emit or (lambda event: None)
         self._clock = clock
         # Invariant: _reserved == sum of nbytes of _reservations; _cached == sum over _allocations;
@@ -136,7 +154,7 @@ class MemoryBudget:
         self._cached = 0
         self._peak = 0
         self._changed = asyncio.Event()
-        self._emit(BudgetSet(at=clock(), total_bytes=total_bytes))
+        self._emit(BudgetSet(at=clock(), total_bytes=total_bytes, device=device))
 
     # -- queries --------------------------------------------------------------------------------------
 
@@ -191,7 +209,7 @@ class MemoryBudget:
         self._reservations[name] = reservation
         self._reserved += nbytes
         self._note_peak()
-        self._emit(ReservationMade(at=self._clock(), name=name, nbytes=nbytes))
+        self._emit(ReservationMade(at=self._clock(), name=name, nbytes=nbytes, device=self.device))
         return reservation
 
     async def reserve(self, name: str, nbytes: int, *, headroom: int = 0) -> Reservation:
@@ -210,7 +228,7 @@ class MemoryBudget:
         self._allocations[name] = allocation
         self._cached += nbytes
         self._note_peak()
-        self._emit(AllocationCached(at=self._clock(), name=name, nbytes=nbytes))
+        self._emit(AllocationCached(at=self._clock(), name=name, nbytes=nbytes, device=self.device))
         return allocation
 
     async def cache(self, name: str, nbytes: int, on_evict: Callable[[], None]) -> CachedAllocation:
@@ -246,7 +264,7 @@ class MemoryBudget:
             return
         del self._allocations[allocation.name]
         self._cached -= allocation.nbytes
-        self._emit(AllocationEvicted(at=self._clock(), name=allocation.name))
+        self._emit(AllocationEvicted(at=self._clock(), name=allocation.name, device=self.device))
         if call_back:
             allocation._on_evict()
         self._wake()

@@ -90,7 +90,7 @@ def test_device_busy_fraction_counts_overlapping_workers_once() -> None:
     s.prove_end(a1)
     status = s.status()
     device = {"device": "cpu0", "kind": "cpu", "busy_fraction_1m": 0.5, "workers": 2}
-    assert status["devices"] == [device | {"workers_down": 0, "node": None}]
+    assert status["devices"] == [device | {"workers_down": 0, "node": None, "memory": None}]
     assert status["history"]["busy_fraction_per_minute"][-2:] == [0.5, 0.0]  # a new minute began
     assert len(status["history"]["busy_fraction_per_minute"]) == 60
 

@@ -24,7 +24,7 @@ ADDED: dict[str, tuple[str, ...]] = {
     "": ("health", "live_jobs", "recent_failures", "machine"),
     "memory": ("used_bytes", "tree_rss_bytes"),
     "workers": ("last_error", "restarts", "node", "last_restart_secs_ago", "stuck"),
-    "devices": ("workers_down", "node"),
+    "devices": ("workers_down", "node", "memory"),
     "history": (
         "proofs_per_hour_1m",
         "proofs_per_hour_10m",

@@ -4,7 +4,7 @@
 // worker that was restarted says so on its card once it is back too: how often, when last and why.
 import { $, byTestId, h, setAttr, setText, syncKeyed } from "./dom.js";
 import { feed, isStale, liveExtra } from "./feed.js";
-import { clock, fmtPct, fmtSecs } from "./format.js";
+import { clock, fmtBytes, fmtPct, fmtSecs } from "./format.js";
 
 // Worker states whose processes died: restarting (being replaced) and lost (cannot come back).
 const DOWN_STATES = new Set(["restarting", "lost"]);
@@ -26,6 +26,7 @@ export function renderDevices(s) {
       h("div", { class: "minibar" }, [h("div", { class: "minibar-fill busy-fill" })]),
       h("span", { class: "num device-busy" }),
     ]),
+    h("div", { class: "device-memory num", "data-testid": "device-memory", hidden: true }),
   ]), (el, d) => {
     const frac = Math.min(1, Math.max(0, Number(d.busy_fraction_1m) || 0));
     setText($(".device-name", el), d.device);
@@ -34,6 +35,13 @@ export function renderDevices(s) {
     setText($(".device-meta", el), `${d.kind ?? ""}${workers}${down}`);
     $(".busy-fill", el).style.width = `${(frac * 100).toFixed(1)}%`;
     setText($(".device-busy", el), `${fmtPct(frac)} busy (1 min)`);
+    // A device with memory of its own (cuda): what its budget holds, in the snapshot's own terms.
+    const memory = $(".device-memory", el), m = d.memory;
+    memory.hidden = !m;
+    if (m) {
+      const keys = `${fmtBytes(m.keys_bytes)} resident key bases (${m.keys})`;
+      setText(memory, `device memory: ${fmtBytes(m.in_use_bytes)} in use + ${keys} of ${fmtBytes(m.total_bytes)}`);
+    }
   });
 }
 

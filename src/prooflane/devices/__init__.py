@@ -3,7 +3,9 @@
 Holds the interface (:mod:`.backend`), the device-section and finalizer steps every backend runs, the key
 cache of a worker's process, and one module per backend: local processes (``process``, the default),
 in-process (``inprocess``, for tests) and Ray actors (``ray``); :func:`backend_for` picks one from the
-config.
+config. Devices are ``cpu`` or ``cuda`` (a GPU: the device section on ``groth16.cuda``'s kernels,
+:mod:`.cuda`) on the process and in-process backends alike; :func:`check_devices` refuses one that cannot
+work here.
 
 May import: the leaves and ``groth16``. It knows nothing of jobs' meaning. See docs/architecture.md and
 docs/engine.md ("Device backends").
@@ -12,6 +14,7 @@ docs/engine.md ("Device backends").
 from .backend import (
     Device,
     DeviceBackend,
+    DeviceFault,
     DeviceWorker,
     Finished,
     PoolProcessDied,
@@ -21,6 +24,7 @@ from .backend import (
     WorkerInfo,
 )
 from .choose import backend_for
+from .cuda import check_devices
 from .inprocess import InProcessBackend, Step
 from .process import ProcessBackend
 from .ray import RayBackend
@@ -28,6 +32,7 @@ from .ray import RayBackend
 __all__ = [
     "Device",
     "DeviceBackend",
+    "DeviceFault",
     "DeviceWorker",
     "Finished",
     "InProcessBackend",
@@ -40,4 +45,5 @@ __all__ = [
     "WorkerDied",
     "WorkerInfo",
     "backend_for",
+    "check_devices",
 ]

@@ -21,7 +21,12 @@ held and asks the backend for a new worker. Backends:
 - ``inprocess`` (:class:`InProcessBackend`): everything in the daemon's own process, one step at a time on the
   event loop, deterministic: for fast tests, with hooks to pause steps and kill workers.
 
-A new backend (CUDA devices, ...) subclasses :class:`DeviceBackend` and :class:`DeviceWorker`; the
+Devices are of two kinds, on the same backends: ``cpu`` (a core's worth of proving) and ``cuda`` (a GPU: the
+prover runs the device section on the kernels, :mod:`.cuda`). A worker of a device with memory of its own
+says how much (``memory_bytes``, once started) and what a key needs of it (:meth:`DeviceWorker.device_need`),
+so the engine budgets each such device's memory as it budgets the host's.
+
+A new backend subclasses :class:`DeviceBackend` and :class:`DeviceWorker`; the
 engine does not change. See docs/engine.md.
 """
 
@@ -38,6 +43,7 @@ from ..errors import ProoflaneError, WorkerDied
 __all__ = [
     "Device",
     "DeviceBackend",
+    "DeviceFault",
     "DeviceWorker",
     "Finished",
     "PoolProcessDied",
@@ -52,6 +58,11 @@ T = TypeVar("T")
 
 class RemoteError(ProoflaneError):
     """Raised when work failed inside a worker (the worker itself is fine); carries the failure's text."""
+
+
+class DeviceFault(RemoteError):
+    """Raised when the device itself failed in a worker (a CUDA error): the worker is replaced, since its
+    device context may be lost, and the partition is tried again."""
 
 
 class PoolProcessDied(ProoflaneError):
@@ -111,6 +122,9 @@ class DeviceWorker(ABC):
         # Called once, with the reason, the moment the worker dies (on the event loop, where its backend
         # notices): the engine reports the death at once, so no view shows it alive in between.
         self.on_death: Callable[[str], None] | None = None
+        # The device's own memory in bytes, as the worker found it when it started (None: a device without
+        # memory of its own to budget, a cpu one).
+        self.memory_bytes: int | None = None
 
     @property
     def dead(self) -> bool:
@@ -145,6 +159,11 @@ class DeviceWorker(ABC):
     @abstractmethod
     async def drop_key(self, key_path: str) -> None:
         """Forget a proving key (its memory was evicted from the budget)."""
+
+    async def device_need(self, key_path: str) -> tuple[int, int] | None:
+        """(device bytes of the key's resident bases, device bytes one device section needs beside them),
+        for a device whose memory is budgeted (``memory_bytes`` set); None for any other."""
+        return None
 
     async def wait_dead(self) -> str:
         """Return, with the reason, once the worker has died."""

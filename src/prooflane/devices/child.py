@@ -20,7 +20,7 @@ from multiprocessing.context import ForkServerContext
 from typing import Any
 
 from ..errors import WorkerDied
-from .backend import RemoteError
+from .backend import DeviceFault, RemoteError
 from .cores import CoreBudget
 from .in_child import below_this_process
 
@@ -108,6 +108,8 @@ class ChildProcess:
                 raise
             self.working_on = None
         status, payload = reply
+        if status == "fault":
+            raise DeviceFault(payload)
         if status == "error":
             raise RemoteError(payload)
         return payload

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..config import Config
+from ..errors import ConfigError
 from .backend import DeviceBackend
 
 __all__ = ["backend_for"]
@@ -10,9 +11,12 @@ __all__ = ["backend_for"]
 
 def backend_for(config: Config) -> DeviceBackend:
     """The backend ``config`` asks for: Ray actors when ``[ray] address`` is set, else local processes
-    sized by the (resolved) config's devices, workers and synthesis processes."""
+    sized by the (resolved) config's devices (``cpu`` or ``cuda``), workers and synthesis processes."""
     if config.ray.address:
         from .ray import RayBackend
+
+        if any(d.startswith("cuda") for d in config.devices):
+            raise ConfigError("key 'devices': cuda devices run on local processes only, not on a Ray cluster")
 
         return RayBackend.from_config(config)
     from .process import ProcessBackend

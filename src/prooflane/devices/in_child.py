@@ -2,7 +2,8 @@
 to the daemon, one native thread, a lower priority, its name, exit with the daemon) and the two request
 servers, the prover's and the finalizer's.
 
-A request is ``(operation, *arguments)``; the reply is ``("ok", value)`` or ``("error", text)``. The
+A request is ``(operation, *arguments)``; the reply is ``("ok", value)``, ``("error", text)``, or
+``("fault", text)`` when the device itself failed (a CUDA error: :class:`~.backend.DeviceFault`). The
 operations a process serves are the public methods of its side (:class:`ProverSide`,
 :class:`FinalizerSide`), and nothing else.
 """
@@ -18,8 +19,9 @@ import threading
 from collections.abc import MutableMapping
 from typing import Any
 
-from .backend import Finished
-from .keys import drop_key, load_key
+from .backend import DeviceFault, Finished
+from .cuda import CudaDevice
+from .keys import drop_key, load_key, loaded_key
 from .roles import Role
 from .steps import DEVICE_SECTION_BASES, FINALIZE_BASES, device_section, early_b2, finalize
 
@@ -123,22 +125,48 @@ class _Side:
 
 
 class ProverSide(_Side):
-    """The prover: stage a partition outside the device lock, run its device section under it."""
+    """The prover: stage a partition outside the device lock, run its device section under it, on the
+    device it was told of (a ``cpu`` one unless :meth:`device` said otherwise)."""
 
-    bases = DEVICE_SECTION_BASES
+    bases: tuple[str, ...] = DEVICE_SECTION_BASES
 
     def __init__(self) -> None:
         self._staged: tuple[Any, Any] | None = None  # (key, synthesized) for the next ``start``
+        self._cuda: CudaDevice | None = None  # the GPU, on a cuda device
+
+    def device(self, kind: str, index: int) -> int | None:
+        """Use device ``kind:index`` from now on (asked once, before any partition); its memory in bytes, or
+        None for a ``cpu`` device, which has none of its own."""
+        if kind != "cuda":
+            return None
+        self._cuda = CudaDevice(index)
+        self.bases = ()  # the kernels read the key's rows: no library points for the cpu path's MSMs
+        return self._cuda.capacity()
+
+    def need(self, key_path: str) -> tuple[int, int]:
+        """Device bytes of the key's resident bases and of one device section (a cuda device only)."""
+        if self._cuda is None:
+            raise RuntimeError("need on a device without memory of its own")
+        return self._cuda.need(self._key(key_path))
 
     def stage(self, key_path: str, synthesized: Any) -> None:
-        self._staged = (self._key(key_path), synthesized)
+        key = self._key(key_path)
+        if self._cuda is not None:
+            self._cuda.upload(key)  # once per key: the bases stay resident until dropped
+        self._staged = (key, synthesized)
 
     def start(self) -> tuple[dict[str, Any], float]:
         if self._staged is None:
             raise RuntimeError("start without a staged partition")
         key, synthesized = self._staged
         self._staged = None
-        return device_section(key, synthesized)
+        return device_section(key, synthesized, "cpu" if self._cuda is None else "cuda")
+
+    def drop(self, key_path: str) -> None:
+        key = loaded_key(key_path)
+        if self._cuda is not None and key is not None:
+            self._cuda.release(key)
+        drop_key(key_path)
 
 
 class FinalizerSide(_Side):
@@ -174,6 +202,8 @@ def serve(conn: Connection, side: _Side) -> None:
             if op.startswith("_") or not callable(method := getattr(side, op, None)):
                 raise ValueError(f"unknown request {op!r}")
             reply: tuple[str, Any] = ("ok", method(*args))
+        except DeviceFault as exc:  # the device failed, not the work: the parent replaces the worker
+            reply = ("fault", str(exc))
         except Exception as exc:
             reply = ("error", f"{type(exc).__name__}: {exc}")
         conn.send(reply)

@@ -1,10 +1,11 @@
 """The ``inprocess`` backend: the whole pipeline in the daemon's own process, one step at a time.
 
 No processes and no threads: synthesis, the device section and finalization run on the event loop, with
-real Groth16 on whatever keys the engine uses. Deterministic, so the engine's scheduling, retries,
-cancellation and failure handling are tested fast and exactly. A ``hook`` sees every step before it runs
-and may wait (to hold a partition at a stage), kill a worker (:meth:`InProcessBackend.kill`) or raise (the
-step fails as it would in a worker process).
+real Groth16 on whatever keys the engine uses; on a ``cuda`` device the device section runs on the GPU
+kernels (in numba's CUDA simulator where there is no GPU), as in a prover process. Deterministic, so the
+engine's scheduling, retries, cancellation and failure handling are tested fast and exactly. A ``hook``
+sees every step before it runs and may wait (to hold a partition at a stage), kill a worker
+(:meth:`InProcessBackend.kill`) or raise (the step fails as it would in a worker process).
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ..errors import WorkerDied
 from .backend import Device, DeviceBackend, DeviceWorker, Finished, RemoteError, WorkerInfo
-from .keys import drop_key, load_key
+from .cuda import CudaDevice, device_index
+from .keys import drop_key, load_key, loaded_key
 from .steps import device_section, finalize
 
 __all__ = ["InProcessBackend", "InProcessWorker", "Step"]
@@ -84,24 +87,39 @@ class InProcessWorker(DeviceWorker):
         self._staged: tuple[Any, Any] | None = None
         self.keys: set[str] = set()  # the keys it holds (for tests of eviction)
         self.working_on: str | None = None  # the partition whose step runs now (from its hook to its end)
+        self._cuda: CudaDevice | None = None  # its GPU, on a cuda device (selected in this process)
 
     def info(self) -> WorkerInfo:
         return WorkerInfo(self.worker_id, self.device.name, None, None)
 
     async def start(self) -> None:
         self.check_alive()
+        index = device_index(self.device.name)
+        if index is not None:
+            try:
+                self._cuda = CudaDevice(index)
+                self.memory_bytes = self._cuda.capacity()
+            except Exception as exc:
+                raise WorkerDied(f"{self.worker_id}: device {self.device.name} cannot work: {exc}") from None
+
+    async def device_need(self, key_path: str) -> tuple[int, int] | None:
+        return None if self._cuda is None else self._cuda.need(load_key(key_path))
 
     async def _stage(self, key_path: str, synthesized: Any, label: str) -> None:
         async with self._working("stage", label):
             self.keys.add(key_path)
-            self._staged = (load_key(key_path), synthesized)
+            key = load_key(key_path)
+            if (cuda := self._cuda) is not None:
+                _remote(lambda: cuda.upload(key))
+            self._staged = (key, synthesized)
 
     async def _prove_start(self, label: str) -> tuple[Any, float]:
         async with self._working("prove_start", label):
             assert self._staged is not None, "prove_start without a staged partition"
             key, synthesized = self._staged
             self._staged = None
-            fields, ms = _remote(lambda: device_section(key, synthesized))
+            kind = "cpu" if self._cuda is None else "cuda"
+            fields, ms = _remote(lambda: device_section(key, synthesized, kind))
             self.check_alive()
         return fields, ms
 
@@ -126,6 +144,9 @@ class InProcessWorker(DeviceWorker):
         self.check_alive()
         self.keys.discard(key_path)
         if not any(key_path in w.keys for w in self._backend.workers.values() if w is not self):
+            key = loaded_key(key_path)
+            if self._cuda is not None and key is not None:
+                self._cuda.release(key)  # so are their resident bases (one device cache per process)
             drop_key(key_path)  # keys are shared by every worker of this process
 
     async def _step(self, name: str, label: str) -> None:
@@ -146,5 +167,7 @@ def _remote(call: Callable[[], T]) -> T:
     """Run a proving step; its failure reads as a worker process's would (RemoteError, the text kept)."""
     try:
         return call()
+    except RemoteError:  # a DeviceFault among them: kept as it is
+        raise
     except Exception as exc:
         raise RemoteError(f"{type(exc).__name__}: {exc}") from exc

@@ -11,7 +11,7 @@ import ctypes
 import dataclasses
 from typing import Any
 
-__all__ = ["drop_key", "give_back_free_memory", "load_key"]
+__all__ = ["drop_key", "give_back_free_memory", "load_key", "loaded_key"]
 
 _KEYS: dict[str, Any] = {}  # key path -> ProvingKey, in this process
 
@@ -64,6 +64,11 @@ def _no_coefficients() -> Any:
 
     empty = np.empty(0, dtype=np.int64)
     return Coefficients(np.empty(0, dtype=np.uint32), empty, empty, np.empty((0, 4), dtype=np.uint64))
+
+
+def loaded_key(path: str) -> Any | None:
+    """The key at ``path`` if this process has read it, else None."""
+    return _KEYS.get(path)
 
 
 def drop_key(path: str) -> None:

@@ -1,7 +1,9 @@
 """The ``process`` backend: a prover and a finalizer process per worker, and a process pool for synthesis.
 
-A ``cpu`` device is one core's worth of proving. Each device has ``workers_per_device`` workers that share
-its lock; the lock covers only ``prove_start`` (the device section). A worker is two processes:
+A ``cpu`` device is one core's worth of proving; on a ``cuda`` device the prover runs the device section on
+the GPU it is told of (:mod:`.cuda`), with everything else the same. Each device has ``workers_per_device``
+workers that share its lock; the lock covers only ``prove_start`` (the device section). A worker is two
+processes:
 
 - the *prover* stages the next partition (unpickles it, loads its key) outside the lock, then runs
   ``prove_start`` under it;
@@ -35,9 +37,10 @@ from multiprocessing.context import ForkServerContext
 from typing import Any, TypeVar
 
 from ..errors import WorkerDied
-from .backend import Device, DeviceBackend, DeviceWorker, Finished, WorkerInfo
+from .backend import Device, DeviceBackend, DeviceWorker, Finished, RemoteError, WorkerInfo
 from .child import ChildProcess
 from .cores import CoreBudget
+from .cuda import device_index
 from .in_child import finalizer_main, prover_main
 from .pool import SynthesisPool
 
@@ -120,6 +123,7 @@ class ProcessWorker(DeviceWorker):
         # The keys each process has loaded: a key is loaded by a request of its own, so that a death while
         # it loads (most of a fresh worker's first partition of a kind) blames no partition.
         self._loaded: dict[ChildProcess, set[str]] = {self.prover: set(), self.finalizer: set()}
+        self._needs: dict[str, tuple[int, int]] = {}  # key path -> its device bytes (a cuda device)
 
     def info(self) -> WorkerInfo:
         return WorkerInfo(self.worker_id, self.device.name, self.prover.pid, self.finalizer.pid)
@@ -129,6 +133,7 @@ class ProcessWorker(DeviceWorker):
         try:
             await asyncio.gather(self.prover.start(self._starter), self.finalizer.start(self._starter))
             await asyncio.gather(self.prover.ping(), self.finalizer.ping())
+            self.memory_bytes = await self._device()
         except WorkerDied as exc:
             self.die(str(exc))
             raise
@@ -146,6 +151,27 @@ class ProcessWorker(DeviceWorker):
                 return None
             self._early_b2(key_path, synthesized, label)
             return await self._prove_start(label)
+
+    async def _device(self) -> int | None:
+        """Tell the prover its device (a ``cuda`` one selects its GPU); the device's memory, if it has any.
+        A device that cannot work here (no GPU, no such index) makes the start fail, saying why."""
+        index = device_index(self.device.name)
+        if index is None:
+            return None
+        try:
+            memory: int | None = await self._call(self.prover, "device", self.device.kind, index)
+        except RemoteError as exc:
+            raise WorkerDied(f"{self.worker_id}: device {self.device.name} cannot work: {exc}") from None
+        return memory
+
+    async def device_need(self, key_path: str) -> tuple[int, int] | None:
+        if self.memory_bytes is None:
+            return None
+        if key_path not in self._needs:
+            await self._load(self.prover, key_path)
+            need = await self._call(self.prover, "need", key_path)
+            self._needs[key_path] = (int(need[0]), int(need[1]))
+        return self._needs[key_path]
 
     def _early_b2(self, key_path: str, synthesized: Any, label: str) -> None:
         """Have the finalizer compute the partition's G2 MSM during the device section: it needs only the

@@ -3,7 +3,9 @@ actors or the daemon itself): one body each, so every backend proves the same wa
 
 - :func:`device_section`: ``prove_start`` (H by NTT, the G1 MSMs) on a staged partition, timed, and the
   proving state without its key (the finalizer holds its own copy of the key; a state with its key would
-  carry the key's arrays across every process boundary).
+  carry the key's arrays across every process boundary). On a ``cuda`` device it is
+  ``groth16.cuda.prove_start``, the same section on the GPU kernels (a CUDA error raised as
+  :class:`~.backend.DeviceFault`).
 - :func:`early_b2`: the G2 MSM alone, which needs only the witness: a finalizer computes it during the
   device section, so finishing afterwards is only assembly and verification.
 - :func:`finalize`: ``prove_finish`` and verification, timed, as a :class:`~.backend.Finished`.
@@ -20,16 +22,23 @@ from typing import Any
 
 from ..groth16.prover import DEVICE_SECTION_BASES, FINALIZE_BASES
 from .backend import Finished
+from .cuda import on_device
 
 __all__ = ["DEVICE_SECTION_BASES", "FINALIZE_BASES", "device_section", "early_b2", "finalize"]
 
 
-def device_section(key: Any, synthesized: Any) -> tuple[dict[str, Any], float]:
-    """``prove_start`` on ``synthesized``: the proving state's fields without its key, and milliseconds."""
+def device_section(key: Any, synthesized: Any, kind: str = "cpu") -> tuple[dict[str, Any], float]:
+    """``prove_start`` on ``synthesized`` on a device of ``kind``: the proving state's fields without its key,
+    and milliseconds."""
     from ..groth16 import prove_start
 
     started = time.perf_counter()
-    state = prove_start(key, synthesized)
+    if kind == "cuda":
+        from ..groth16 import cuda
+
+        state = on_device(lambda: cuda.prove_start(key, synthesized))
+    else:
+        state = prove_start(key, synthesized)
     ms = (time.perf_counter() - started) * 1000
     return {f.name: getattr(state, f.name) for f in dataclasses.fields(state) if f.name != "key"}, ms
 

@@ -7,6 +7,13 @@ that cannot be brought back is reported lost and tried again later; the engine i
 
 Every lease the engine grants carries a token; a finalizer's result is applied only while its partition
 still holds the lease it was proven under, so a late result of a retried partition changes nothing.
+
+A device with memory of its own (a ``cuda`` device) has a budget of its own, a :class:`MemoryBudget` that
+names the device: each worker's resident key bases are cached allocations in it, and each partition's
+device section a reservation, admitted before the partition is staged (so before its lease) and released
+the moment its device section ends. A partition that could never fit the device fails, naming both sizes.
+A device that fails in a device section (a CUDA error) is treated as a dead worker: it is replaced, and
+the partition is tried again, blamed.
 """
 
 from __future__ import annotations
@@ -23,13 +30,14 @@ from .. import events as ev
 from ..devices.backend import (
     Device,
     DeviceBackend,
+    DeviceFault,
     DeviceWorker,
     RemoteError,
     WorkerDied,
     WorkerInfo,
 )
 from ..kinds import CircuitMeta
-from ..memory import CachedAllocation
+from ..memory import CachedAllocation, MemoryBudget, Reservation
 from ..states import JobState, PartitionState
 from . import logbook
 from .pipeline import Pipeline
@@ -54,6 +62,9 @@ class DeviceLoop:
         self._keys: dict[tuple[DeviceWorker, str], CachedAllocation] = {}  # (worker, key path) -> allocation
         self._staging: dict[str, tuple[str, float]] = {}  # worker id -> (partition, since): not yet leased
         self._reported: weakref.WeakSet[DeviceWorker] = weakref.WeakSet()  # deaths already posted
+        self.device_budgets: dict[str, MemoryBudget] = {}  # device -> its memory (devices that have some)
+        self._device_keys: dict[tuple[DeviceWorker, str], CachedAllocation] = {}  # resident bases
+        self._admitting: dict[str, asyncio.Lock] = {}  # device -> one admission at a time (no deadlock)
 
     async def supervise(self, worker_id: str, device: Device, registered: asyncio.Event) -> None:
         """Keep one worker slot filled: start a worker, run it, replace it when it dies."""
@@ -94,6 +105,7 @@ class DeviceLoop:
                     node=device.node,
                 )
             )
+            self._budget_device(worker)
             registered.set()
             worker.on_death = functools.partial(self._report_death, worker)
             self._worker_died(worker, await self._run(worker))
@@ -183,10 +195,23 @@ class DeviceLoop:
             part.worker_id = worker.worker_id
             allocation = await self._key_for(worker, part.job.meta)
             allocation.use()
+            try:
+                on_device = await self._admit(worker, part)
+            except _NeverFits as exc:
+                held.discard(part)
+                allocation.done()
+                pipeline.fail_partition(part, str(exc))
+                continue
             grant = functools.partial(self._grant, worker, part)
             self._staging[worker.worker_id] = (part.name, pipeline.clock())  # until the lease is granted
             try:
                 result = await worker.prove(part.job.meta.key_path, part.synthesized, grant, part.name)
+            except (
+                DeviceFault
+            ) as exc:  # its context may be lost: replaced as if it died, the partition blamed
+                reason = f"device {worker.device.name} failed in the device section of {part.name}: {exc}"
+                worker.die(reason, frozenset([part.name]))
+                raise WorkerDied(reason) from None
             except RemoteError as exc:
                 held.discard(part)
                 allocation.done()
@@ -194,6 +219,9 @@ class DeviceLoop:
                 continue
             finally:
                 self._staging.pop(worker.worker_id, None)
+                if on_device is not None:  # the device section is over (or never ran): its memory is free
+                    on_device[0].done()
+                    on_device[1].release()
             part.synthesized = None
             if result is None or not part.live:  # the job ended meanwhile
                 worker.check_alive()
@@ -278,16 +306,64 @@ class DeviceLoop:
         allocation = self._keys.get(slot)
         if allocation is not None and allocation.live:
             return allocation
-
-        def evict() -> None:
-            self._keys.pop(slot, None)
-            if not worker.dead and self._pipeline.tg is not None:
-                self._pipeline.spawn(_quietly(worker.drop_key(meta.key_path)), "drop key")
-
         name = f"key:{meta.key_name}@{worker.worker_id}"
+        evict = functools.partial(self._forget_key, worker, meta.key_path)
         allocation = await self._pipeline.budget.cache(name, meta.key_alloc_bytes, evict)
         self._keys[slot] = allocation
         return allocation
+
+    def _forget_key(self, worker: DeviceWorker, key_path: str) -> None:
+        """A budget evicted the worker's key (host or device memory): it leaves both, and the worker drops
+        it (its processes' copies and its resident bases alike)."""
+        for held in (
+            self._keys.pop((worker, key_path), None),
+            self._device_keys.pop((worker, key_path), None),
+        ):
+            if held is not None:
+                held.release()  # the one being evicted is gone already: this frees only the other
+        if not worker.dead and self._pipeline.tg is not None:
+            self._pipeline.spawn(_quietly(worker.drop_key(key_path)), "drop key")
+
+    def _budget_device(self, worker: DeviceWorker) -> None:
+        """The device's memory budget, made when its first worker says how much memory it has (the config's
+        ``device_memory_bytes`` instead, when set)."""
+        name = worker.device.name
+        if worker.memory_bytes is None or name in self.device_budgets:
+            return
+        pipeline = self._pipeline
+        total = pipeline.config.device_memory_bytes or worker.memory_bytes
+        self.device_budgets[name] = MemoryBudget(total, emit=pipeline.post, clock=pipeline.clock, device=name)
+
+    async def _admit(
+        self, worker: DeviceWorker, part: PartitionRun
+    ) -> tuple[CachedAllocation, Reservation] | None:
+        """On a device with a memory budget: the worker's key bases resident (cached, in use) and the
+        partition's device section reserved, waiting for room (one admission per device at a time, so two
+        never hold half of what each needs). None on a device without one. Raises ``_NeverFits``."""
+        budget = self.device_budgets.get(worker.device.name)
+        meta = part.job.meta
+        if budget is None or (need := await worker.device_need(meta.key_path)) is None:
+            return None
+        key_bytes, section_bytes = need
+        if not budget.could_ever_fit(key_bytes + section_bytes):
+            raise _NeverFits(
+                f"it needs {key_bytes + section_bytes:,} bytes of device memory ({key_bytes:,} for the key's "
+                f"bases, {section_bytes:,} for the device section); device {worker.device.name} has "
+                f"{budget.total:,}"
+            )
+        async with self._admitting.setdefault(worker.device.name, asyncio.Lock()):
+            slot = (worker, meta.key_path)
+            resident = self._device_keys.get(slot)
+            if resident is None or not resident.live:
+                name = f"key:{meta.key_name}@{worker.worker_id}"
+                evict = functools.partial(self._forget_key, worker, meta.key_path)
+                resident = self._device_keys[slot] = await budget.cache(name, key_bytes, evict)
+            resident.use()
+            try:
+                return resident, await budget.reserve(part.name, section_bytes)
+            except BaseException:
+                resident.done()
+                raise
 
     def _report_death(self, worker: DeviceWorker, reason: str) -> None:
         """Say (log and tracker) that a registered worker died: once, as soon as its backend knows."""
@@ -302,8 +378,9 @@ class DeviceLoop:
         """The worker is gone: free its keys, retry every partition it held (blaming only those whose own
         work ran where it died, when its backend can tell)."""
         worker.kill()
-        for slot in [s for s in self._keys if s[0] is worker]:
-            self._keys.pop(slot).release()
+        for keys in (self._keys, self._device_keys):
+            for slot in [s for s in keys if s[0] is worker]:
+                keys.pop(slot).release()
         held = self._held.get(worker, set())
         if registered:
             self._report_death(worker, reason)
@@ -316,6 +393,10 @@ class DeviceLoop:
                 pipeline.retry(part, f"worker {worker.worker_id} died: {reason}", blame=blame)
             else:
                 pipeline.release(part)
+
+
+class _NeverFits(Exception):
+    """Raised when a partition needs more of a device's memory than the device has."""
 
 
 async def _quietly(call: Awaitable[None]) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 from .. import events as ev
 from ..config import Config
-from ..devices import DeviceBackend, PoolProcessDied, WorkerInfo, backend_for
+from ..devices import DeviceBackend, PoolProcessDied, WorkerInfo, backend_for, check_devices
 from ..errors import Conflict, Invalid, NotFound, StorageFull, Unavailable
 from ..memory import MemoryBudget
 from ..models import CircuitInfo, JobProof, JobRequest, JobView, KindInfo, PartitionProof
@@ -118,6 +118,7 @@ class Engine:
 
     async def _start(self) -> None:
         cfg, pipeline = self.config, self._pipeline
+        check_devices(cfg.devices)  # a cuda device with no GPU (and no simulator) here: one line, why
         try:
             cfg.data_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -55,6 +55,15 @@ def render_totals(t: TrackerTotals) -> str:
             "Share of the last minute each device was busy (0 to 1).",
             [("prooflane_device_busy_ratio", (("device", d),), f)
              for d, f in sorted(t.device_busy_fraction.items())])  # fmt: skip
+    for field, help_text in (
+        ("total", "Memory of each device with its own (a cuda device), as budgeted."),
+        ("keys", "Device memory held by the proving keys' resident G1 bases."),
+        ("in_use", "Device memory the partitions in each device's section need now."),
+    ):
+        name = f"prooflane_device_memory_{field}_bytes"
+        _family(out, name, "gauge", help_text,
+                [(name, (("device", d),), getattr(m, f"{field}_bytes"))
+                 for d, m in sorted(t.device_memory.items())])  # fmt: skip
     for name, kind, help_text, value in (
         ("prooflane_memory_reserved_bytes", "gauge", "Bytes held by live reservations.",
          t.memory_reserved_bytes),

@@ -12,7 +12,7 @@ from the records, trusting no count the fold keeps:
   is in proving (the same for finalizing and finalizing leases);
 - no partition outside proving/finalizing holds a lease;
 - active synthesis equals the partitions synthesizing, and every per-state count equals a recount;
-- reserved memory equals the sum of live reservations;
+- reserved memory equals the sum of live reservations (the host's, and each device's);
 - every terminal job has an end time and is counted exactly once (the counters equal the terminal jobs, those
   gone from the live view included), and has no live partition.
 
@@ -100,9 +100,15 @@ def _broken(records: Records, facts_of: Callable[[Job], JobFacts]) -> list[str]:
         )
     if +states != +counted:
         problems.append(f"partition state counts {dict(+counted)} != recount {dict(+states)}")
-    live = records.memory.live_reservation_bytes()
-    if records.memory.reserved_bytes != live:
-        problems.append(f"reserved {records.memory.reserved_bytes} bytes != sum of live reservations {live}")
+    for where, ledger in (
+        ("", records.memory),
+        *((f"device {d}: ", m) for d, m in records.device_memory.items()),
+    ):
+        live = ledger.live_reservation_bytes()
+        if ledger.reserved_bytes != live:
+            problems.append(
+                f"{where}reserved {ledger.reserved_bytes} bytes != sum of live reservations {live}"
+            )
     for outcome in (JobState.DONE, JobState.FAILED, JobState.CANCELLED):
         jobs = sum(n for (_, o), n in records.jobs_total.items() if o == outcome.value)
         if jobs != terminal[outcome]:

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from ..states import JobState, PartitionState, WorkerState
 from .encode import json_frame, to_json_text
-from .records import Job, JobViews, Records, Worker
+from .records import Job, JobViews, MemoryLedger, Records, Worker
 from .rss import this_machine
 from .snapshot import (
     CountersStatus,
+    DeviceMemoryStatus,
     DeviceStatus,
     FinalizingLease,
     Health,
@@ -81,6 +82,8 @@ class TrackerTotals:
     invariant_violations: int
     retries: int
     health: Health
+    # device -> its memory (cuda devices with a budget): total, resident keys' and in-use bytes
+    device_memory: Mapping[str, DeviceMemoryStatus] = field(default_factory=lambda: MappingProxyType({}))
 
 
 def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
@@ -164,6 +167,7 @@ def totals(
         invariant_violations=invariant_violations,
         retries=r.retries,
         health=health(r, now, health_reasons),
+        device_memory=MappingProxyType({d: _device_memory(m) for d, m in r.device_memory.items()}),
     )
 
 
@@ -271,7 +275,17 @@ def _device(r: Records, device: DeviceBusy, now: float) -> DeviceStatus:
     workers = [w for w in r.workers.values() if w.device is device]
     live = sum(w.live for w in workers)
     node = next((w.node for w in reversed(workers) if w.node is not None), None)
-    return DeviceStatus(device.name, device.kind, device.fraction(now), live, len(workers) - live, node)
+    ledger = r.device_memory.get(device.name)
+    memory = None if ledger is None else _device_memory(ledger)
+    return DeviceStatus(
+        device.name, device.kind, device.fraction(now), live, len(workers) - live, node, memory
+    )
+
+
+def _device_memory(ledger: MemoryLedger) -> DeviceMemoryStatus:
+    return DeviceMemoryStatus(
+        ledger.total_bytes, ledger.cached_bytes, ledger.allocated, ledger.reserved_bytes
+    )
 
 
 def _memory(r: Records, head: SnapshotHead) -> MemoryStatus:

@@ -228,6 +228,8 @@ class Records:
     ended: deque[Job] = field(default_factory=deque)  # terminal jobs still in the live view, by end
     workers: dict[str, Worker] = field(default_factory=dict)  # every worker ever listed, never removed
     devices: dict[str, DeviceBusy] = field(default_factory=dict)
+    # Each budgeted device's memory (a cuda device), by device name: made by its BudgetSet, never removed.
+    device_memory: dict[str, MemoryLedger] = field(default_factory=dict)
     leases: dict[ev.LeaseToken, Lease] = field(default_factory=dict)  # live leases: current or finalizing
     max_token: int = 0  # tokens are granted in increasing order: one not above this is old
     states: Counter[PartitionState] = field(default_factory=Counter)  # == live-view partitions per state
@@ -257,6 +259,18 @@ class Records:
             stall_secs=config.stall_secs,
             machine=config.machine or this_machine(),
         )
+
+    def ledger_for(self, event: MemoryEvent) -> MemoryLedger:
+        """The ledger a memory event is about: the host's (``device`` None) or its device's, which its
+        ``BudgetSet`` makes; an event about a device with no budget yet is illegal."""
+        if event.device is None:
+            return self.memory
+        ledger = self.device_memory.get(event.device)
+        if ledger is None:
+            if not isinstance(event, ev.BudgetSet):
+                raise IllegalEvent(f"device {event.device}: expected its budget_set first, got {event}")
+            ledger = self.device_memory[event.device] = MemoryLedger(event.total_bytes)
+        return ledger
 
     def count_end(self, job: Job) -> None:
         """``job`` just ended (its outcome and end set): counted once, in the ended jobs of the live view and
@@ -306,6 +320,11 @@ class MemoryLedger:
     def reservations(self) -> int:
         """How many reservations are live."""
         return len(self._reservations)
+
+    @property
+    def allocated(self) -> int:
+        """How many cached allocations are held."""
+        return len(self._allocations)
 
     @property
     def cached_bytes(self) -> int:

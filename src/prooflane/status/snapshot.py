@@ -21,6 +21,7 @@ from .encode import JSON_FRAME, NOT_JSON, VARIES, json_text_in, number_text, to_
 __all__ = [
     "AllocationStatus",
     "CountersStatus",
+    "DeviceMemoryStatus",
     "DeviceStatus",
     "FinalizingLease",
     "Health",
@@ -236,10 +237,25 @@ class WorkerStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class DeviceMemoryStatus:
+    """A device's own memory (a ``cuda`` device), as the engine budgets it.
+
+    ``total_bytes``: its capacity; ``keys_bytes``: the proving keys' G1 bases resident in it (``keys`` of
+    them, one copy per worker process); ``in_use_bytes``: what the partitions in its device section need now.
+    """
+
+    total_bytes: int
+    keys_bytes: int
+    keys: int
+    in_use_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceStatus:
     """A device with workers listed: busy while any of them holds a current lease.
 
     ``workers``: its live workers (idle, proving, finalizing); ``workers_down``: its restarting or lost ones.
+    ``memory``: the device's own memory (None for a device without any, a ``cpu`` one).
     """
 
     device: str
@@ -248,6 +264,7 @@ class DeviceStatus:
     workers: int
     workers_down: int = 0
     node: str | None = None
+    memory: DeviceMemoryStatus | None = None
 
 
 @dataclass(frozen=True, slots=True)

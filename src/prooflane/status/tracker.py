@@ -245,7 +245,7 @@ class StatusTracker:
                 | ev.AllocationUsed()
                 | ev.AllocationEvicted()
             ):
-                self._r.memory.apply(event)
+                self._r.ledger_for(event).apply(event)
                 return {}
             case _:
                 assert_never(event)
