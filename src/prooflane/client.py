@@ -4,6 +4,10 @@
         job_id = client.submit("porep-c2", sector="s1")  # <data_dir>/sectors/s1 on the daemon's machine
         proof = client.proof(job_id, wait=600)
 
+Files on this machine travel in the request (:meth:`Client.upload_circuit`, :meth:`Client.submit_witnesses`),
+streamed from disk a chunk at a time, for a daemon anywhere; :meth:`Client.register_circuit` and ``submit``'s
+``witnesses`` name paths on the daemon's own machine instead.
+
 A daemon answer with an error status raises `DaemonError` (its ``status`` and the daemon's ``detail``);
 a daemon that cannot be reached raises `DaemonUnreachable`. The URL may also be given as ``host:port``,
 ``:port`` (this machine) or ``host`` (the default port): :func:`normalize_url`.
@@ -11,9 +15,11 @@ a daemon that cannot be reached raises `DaemonUnreachable`. The URL may also be 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
-from collections.abc import Generator, Iterator
+import uuid
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,9 +31,14 @@ from .config import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_URL
 from .errors import DaemonError, DaemonUnreachable
 from .models import CircuitInfo, CircuitRegistration, InlineSector, JobProof, JobRequest, JobView, KindInfo
 
-__all__ = ["DEFAULT_URL", "Client", "ServerEvent", "normalize_url"]
+__all__ = ["DEFAULT_URL", "Client", "Progress", "ServerEvent", "circuit_digest", "normalize_url"]
 
 _LONG_POLL_SLICE = 60.0  # one long-poll request waits at most this long; longer waits take several
+_UPLOAD_CHUNK = 1 << 20  # what one read of an uploaded file takes
+_UPLOAD_ANSWER_SECS = 180.0  # beyond the timeout: the daemon checks an upload before it answers
+
+Progress = Callable[[int, int], None]
+"""Called as an upload goes: (bytes sent, bytes in all)."""
 _URL_FORMS = "expected http://HOST:PORT, https://HOST:PORT, HOST:PORT, HOST or :PORT"
 
 
@@ -171,9 +182,10 @@ class Client:
         """The proof kinds the daemon proves."""
         return [KindInfo.model_validate(item) for item in self._call("GET", "/v1/kinds")]
 
-    def verification_key(self, kind: str) -> dict[str, Any]:
-        """The kind's verification key (snarkjs verification_key.json)."""
-        key: dict[str, Any] = self._call("GET", f"/v1/kinds/{kind}/verification_key")
+    def verification_key(self, kind: str, circuit: str | None = None) -> dict[str, Any]:
+        """The kind's verification key (snarkjs verification_key.json); for ``circom``, ``circuit``'s."""
+        params = {"circuit": circuit} if circuit is not None else {}
+        key: dict[str, Any] = self._call("GET", f"/v1/kinds/{kind}/verification_key", params=params)
         return key
 
     def register_circuit(
@@ -194,6 +206,44 @@ class Client:
     def circuits(self) -> list[CircuitInfo]:
         """The registered circom circuits."""
         return [CircuitInfo.model_validate(item) for item in self._call("GET", "/v1/circuits")]
+
+    def upload_circuit(
+        self,
+        name: str,
+        zkey: str | Path,
+        *,
+        wasm: str | Path | None = None,
+        priority: str = "normal",
+        progress: Progress | None = None,
+    ) -> CircuitInfo:
+        """Register a circom circuit from files on this machine: they are sent in the request, streamed
+        (``PUT /v1/circuits/{name}``), with their SHA-256 for the daemon to check. When the daemon holds the
+        circuit under ``name`` with that digest already, nothing is sent."""
+        files = [("zkey", Path(zkey))] + ([("wasm", Path(wasm))] if wasm is not None else [])
+        digest = circuit_digest(zkey, wasm)
+        for known in self.circuits():
+            if known.name == name and known.digest == digest:
+                return known
+        params = {"digest": digest, "priority": priority}
+        answer = self._upload("PUT", f"/v1/circuits/{name}", files, params, progress)
+        return CircuitInfo.model_validate(answer)
+
+    def submit_witnesses(
+        self,
+        circuit: str,
+        witnesses: Iterable[str | Path],
+        *,
+        job_id: str | None = None,
+        priority: str | None = None,
+        progress: Progress | None = None,
+    ) -> str:
+        """Submit a job on a registered circuit whose ``.wtns`` files, on this machine, are sent in the
+        request (one partition each, in order; ``POST /v1/circuits/{circuit}/jobs``); its id."""
+        files = [("wtns", Path(w)) for w in witnesses]
+        params = {k: v for k, v in (("job_id", job_id), ("priority", priority)) if v is not None}
+        answer = self._upload("POST", f"/v1/circuits/{circuit}/jobs", files, params, progress)
+        job: str = answer["job_id"]
+        return job
 
     # --- status -------------------------------------------------------------------------------
 
@@ -246,6 +296,31 @@ class Client:
 
     # --- plumbing -----------------------------------------------------------------------------
 
+    def _upload(
+        self,
+        method: str,
+        path: str,
+        files: list[tuple[str, Path]],
+        params: dict[str, str],
+        progress: Progress | None,
+    ) -> Any:
+        """Send ``files`` as one multipart body, read from disk as it is sent; the daemon's answer."""
+        boundary = uuid.uuid4().hex
+        heads = [_part_head(boundary, field, path, first=i == 0) for i, (field, path) in enumerate(files)]
+        tail = f"\r\n--{boundary}--\r\n".encode()
+        try:
+            total = sum(len(h) for h in heads) + sum(p.stat().st_size for _, p in files) + len(tail)
+        except OSError as exc:
+            raise FileNotFoundError(f"{exc.filename}: {exc.strerror}") from None
+        headers = {
+            "Content-Type": f"multipart/form-data; boundary={boundary}",
+            "Content-Length": str(total),
+        }
+        body = _multipart_body(heads, [p for _, p in files], tail, total, progress)
+        return self._call(
+            method, path, params=params, content=body, headers=headers, extra=_UPLOAD_ANSWER_SECS
+        )
+
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         return self._request(method, path, **kwargs).json()
 
@@ -258,6 +333,48 @@ class Client:
         if response.status_code >= 400:
             raise _error(response)
         return response
+
+
+def circuit_digest(zkey: str | Path, wasm: str | Path | None = None) -> str:
+    """The SHA-256 (hex) by which a daemon knows a circuit's files: of the .zkey followed by the .wasm, or
+    by ``-`` without one (``CircuitInfo.digest``, ``PUT /v1/circuits/{name}?digest=``)."""
+    digest = hashlib.sha256()
+    for path in (zkey, wasm):
+        if path is None:
+            digest.update(b"-")
+            continue
+        with open(path, "rb") as file:
+            while chunk := file.read(_UPLOAD_CHUNK):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _part_head(boundary: str, field: str, path: Path, *, first: bool) -> bytes:
+    filename = path.name.replace('"', "%22").replace("\r", "").replace("\n", "")
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{field}"; filename="{filename}"\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n"
+    )
+    return (b"" if first else b"\r\n") + head.encode()
+
+
+def _multipart_body(
+    heads: list[bytes], paths: list[Path], tail: bytes, total: int, progress: Progress | None
+) -> Iterator[bytes]:
+    """The body, a chunk at a time: each part's head, then its file read from disk; the closing tail."""
+    sent = 0
+    for head, path in zip(heads, paths, strict=True):
+        yield head
+        sent += len(head)
+        with open(path, "rb") as file:
+            while chunk := file.read(_UPLOAD_CHUNK):
+                yield chunk
+                sent += len(chunk)
+                if progress is not None:
+                    progress(sent, total)
+    yield tail
+    if progress is not None:
+        progress(total, total)
 
 
 def _error(response: httpx.Response) -> DaemonError:

@@ -237,3 +237,8 @@ class CircuitInfo(_Frozen):
     has_witness_generator: bool
     priority: Priority
     memory_per_partition_bytes: int
+    digest: str = Field(
+        default="",
+        description="SHA-256 (hex) of the circuit's .zkey followed by its .wasm (or by '-' without one): the "
+        "same files under the same name are the same circuit (`PUT /v1/circuits/{name}?digest=`).",
+    )

@@ -1,26 +1,39 @@
 """Job commands of the `prooflane` CLI: submit, and circuits register / list.
 
 Each talks to a running daemon over HTTP (`--url`, or $PROOFLANE_URL), with the bearer token from `--token`
-or $PROOFLANE_TOKEN when the daemon needs one. A request the models refuse is one line naming the option
+or $PROOFLANE_TOKEN when the daemon needs one. Files (`--zkey`, `--wasm`, `--witness`) are on this machine and
+uploaded, with a progress bar on standard error for large ones; with `--on-daemon` they are paths on the
+daemon's machine instead. A request the models refuse is one line naming the option
 (exit 2), a request the daemon refuses one line with its answer (exit 1).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TransferSpeedColumn,
+)
 
 from ..client import Client
+from ..client import Progress as UploadProgress
 from ..config import DEFAULT_URL
 from ..kinds import CIRCOM
-from ..models import JobView
+from ..models import CircuitRegistration, JobView
 from .app import app
-from .options import Token, Url
+from .options import OnDaemon, Token, Url
 from .output import REFUSED, console, errors, print_error, usage_error
 
 circuits_app = typer.Typer(
@@ -40,6 +53,8 @@ SUBMIT_OPTIONS = {
 }
 """The option that sets each field of a job request (errors name the option, not the field)."""
 REGISTER_OPTIONS = {"name": "NAME", "zkey": "--zkey", "wasm": "--wasm", "priority": "--priority"}
+PROGRESS_FROM_BYTES = 8 << 20
+"""Uploads of at least this many bytes show a progress bar on standard error."""
 
 
 # --- submit -----------------------------------------------------------------------------------
@@ -95,10 +110,11 @@ def submit(
         typer.Option(
             "--witness",
             metavar="FILE",
-            help="A .wtns file on the daemon's machine, inside its allowed folders: one partition each "
-            "(kind circom; repeat it).",
+            help="A .wtns file, one partition each (kind circom; repeat it): on this machine, uploaded; "
+            "with --on-daemon, on the daemon's machine inside its allowed folders.",
         ),
     ] = None,
+    on_daemon: OnDaemon = False,
 ) -> None:
     """Submit a job; print its id alone on the first line (with --wait, then the proof as JSON)."""
     with errors(SUBMIT_OPTIONS):
@@ -106,9 +122,19 @@ def submit(
         witnesses: list[str | dict[str, Any]] | None = None
         if inputs:
             witnesses = list[str | dict[str, Any]](_read_inputs(inputs))
-        elif witness:
+        elif witness and on_daemon:
             witnesses = [str(Path(w).resolve()) for w in witness]
         with Client(url, token) as client:
+            if witness and not on_daemon:
+                local = [_local_file("--witness", w) for w in witness]
+                with _upload_progress("witnesses", local) as progress:
+                    new_id = client.submit_witnesses(
+                        circuit or "", local, job_id=job_id, priority=priority, progress=progress
+                    )
+                print(new_id, flush=True)
+                if wait:
+                    _wait_and_print(client, new_id)
+                return
             new_id = client.submit(
                 kind,
                 sector=sector,
@@ -210,33 +236,70 @@ def _follow(client: Client, job_id: str) -> JobView:
 @circuits_app.command("register")
 def circuits_register(
     name: Annotated[str, typer.Argument(metavar="NAME", hidden=True)],
-    zkey: Annotated[
-        Path, typer.Option("--zkey", metavar="FILE", help="snarkjs Groth16 .zkey, on the daemon's machine.")
-    ],
+    zkey: Annotated[Path, typer.Option("--zkey", metavar="FILE", help="snarkjs Groth16 .zkey (uploaded).")],
     wasm: Annotated[
         Path | None,
-        typer.Option(
-            "--wasm", metavar="FILE", help="circom witness generator (.wasm), on the daemon's machine."
-        ),
+        typer.Option("--wasm", metavar="FILE", help="circom witness generator (.wasm) (uploaded)."),
     ] = None,
     priority: Annotated[
         str, typer.Option("--priority", metavar=PRIORITY_METAVAR, help="The circuit's jobs' priority.")
     ] = "normal",
+    on_daemon: OnDaemon = False,
     url: Url = DEFAULT_URL,
     token: Token = None,
 ) -> None:
-    """Register a circom circuit with the daemon as NAME, the name jobs give as --circuit (its files must be
-    inside the daemon's allowed folders)."""
+    """Register a circom circuit with the daemon as NAME, the name jobs give as --circuit: its files are
+    uploaded from this machine (with --on-daemon: read on the daemon's machine, inside its allowed
+    folders)."""
     with errors(REGISTER_OPTIONS), Client(url, token) as client:
-        info = client.register_circuit(name, zkey, wasm=wasm, priority=priority)
+        if on_daemon:
+            info = client.register_circuit(name, zkey, wasm=wasm, priority=priority)
+        else:
+            CircuitRegistration.model_validate({"name": name, "zkey": str(zkey), "priority": priority})
+            files = [_local_file("--zkey", zkey)] + ([_local_file("--wasm", wasm)] if wasm else [])
+            with _upload_progress(name, files) as progress:
+                info = client.upload_circuit(
+                    name, files[0], wasm=files[1] if wasm else None, priority=priority, progress=progress
+                )
         print(json.dumps(info.model_dump(mode="json"), indent=2))
+
+
+def _local_file(option: str, path: str | Path) -> Path:
+    """A file of this machine to upload; a usage error when there is none (it may be the daemon's)."""
+    local = Path(path).expanduser()
+    if not local.is_file():
+        usage_error(
+            f"{option} {path}: no such file on this machine (to name a file on the daemon's machine, add "
+            "--on-daemon)"
+        )
+    return local
+
+
+@contextlib.contextmanager
+def _upload_progress(what: str, files: list[Path]) -> Iterator[UploadProgress | None]:
+    """A progress bar on standard error for an upload of at least ``PROGRESS_FROM_BYTES``; None for less."""
+    if sum(f.stat().st_size for f in files) < PROGRESS_FROM_BYTES:
+        yield None
+        return
+    columns = (
+        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+        TimeElapsedColumn(),
+    )  # fmt: skip
+    with Progress(*columns, console=console(stderr=True), transient=False) as progress:
+        task = progress.add_task(f"uploading {what}", total=None)
+
+        def advance(sent: int, total: int) -> None:
+            progress.update(task, completed=sent, total=total)
+
+        yield advance
 
 
 @circuits_app.command("list")
 def circuits_list(url: Url = DEFAULT_URL) -> None:
-    """List the registered circom circuits."""
+    """List the registered circom circuits (the digest: SHA-256 of the .zkey then the .wasm)."""
     with errors(), Client(url) as client:
         for info in client.circuits():
             print(
                 f"{info.name}  {info.curve}  {info.constraints} constraints  priority {info.priority.value}"
+                f"  sha256 {info.digest}"
             )

@@ -14,7 +14,7 @@ from ..client import normalize_url
 from ..errors import ProoflaneError
 from .workload import parse_mix
 
-__all__ = ["Mix", "OptionalUrl", "Token", "Url", "check_mix", "check_url"]
+__all__ = ["Mix", "OnDaemon", "OptionalUrl", "Token", "Url", "check_mix", "check_url"]
 
 
 def check_url(value: str | None) -> str | None:
@@ -66,5 +66,13 @@ Mix = Annotated[
         metavar="KIND=WEIGHT,...",
         callback=check_mix,
         help="Kinds and weights, e.g. porep-c2=2,snap-update=1.",
+    ),
+]
+OnDaemon = Annotated[
+    bool,
+    typer.Option(
+        "--on-daemon",
+        help="FILEs are paths on the daemon's machine, inside its allowed folders (read there, not sent). "
+        "Without it, FILEs are on this machine and are uploaded.",
     ),
 ]

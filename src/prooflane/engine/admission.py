@@ -3,14 +3,16 @@
 Idempotent on the client's ``job_id``; checks that a partition can ever fit the memory budget before
 anything is created; resolves sectors and witnesses to paths on this machine, inside the allowed roots
 (:mod:`prooflane.files`), with every file checked off the event loop (inline sectors are built on the
-backend's pool); on restart, queues again every unfinished job of the journal without proving again what
-was proven.
+backend's pool); takes a job's .wtns files from an upload (:meth:`Admission.submit_upload`: streamed into
+``<data_dir>/witnesses/``, checked like named files, removed once no unfinished job names them); on
+restart, queues again every unfinished job of the journal without proving again what was proven.
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import hashlib
 import os
 import shutil
 import time
@@ -42,7 +44,7 @@ from ..store import JobRecord
 from . import logbook
 from .pipeline import Pipeline
 from .records import JobRun, PartitionRun
-from .registry import CircuitRegistry
+from .registry import CircuitRegistry, UploadParts, receive_file
 
 __all__ = ["Admission", "check_witnesses"]
 
@@ -101,6 +103,96 @@ class Admission:
         self.admit(record, meta, done={})
         return job_id
 
+    async def submit_upload(
+        self, circuit: str, parts: UploadParts, *, job_id: str | None = None, priority: str | None = None
+    ) -> str:
+        """A job on the registered ``circuit`` whose witnesses come in the upload: one part ``wtns`` per
+        partition, in order (see ``Engine.submit_upload``)."""
+        meta = self._circuits.circuit(circuit).meta  # 404 before anything is written
+        folder = self._pipeline.config.data_dir / "witnesses"
+        incoming = folder / f".incoming-{uuid.uuid4().hex}"
+        kept: list[str] = []
+        try:
+            received = await self._receive_witnesses(parts, incoming, wtns_limit(meta.wires))
+            named = {i: str(path) for i, (path, _) in enumerate(received)}
+            await self._io(check_witnesses, (incoming,), named, wtns_limit(meta.wires), meta.wires)
+            kept = await asyncio.to_thread(_keep_witnesses, received, folder)
+            try:
+                fields = {"kind": CIRCOM, "circuit": circuit, "witnesses": kept, "job_id": job_id}
+                req = JobRequest.model_validate(fields | ({"priority": priority} if priority else {}))
+            except ValueError as exc:
+                raise Invalid(f"invalid request: {exc}") from None
+            job_id = await self.submit(req)
+        except BaseException:
+            await asyncio.to_thread(_unlink, self._unreferenced(kept))
+            raise
+        finally:
+            await asyncio.to_thread(shutil.rmtree, incoming, True)
+        self._prune_when_ended(job_id, kept)
+        return job_id
+
+    async def _receive_witnesses(
+        self, parts: UploadParts, incoming: Path, limit: int
+    ) -> list[tuple[Path, str]]:
+        """Each part ``wtns`` streamed into ``incoming``: (its file, its SHA-256). Each at most ``limit``
+        bytes, all together at most ``max_circuit_bytes``."""
+        total_limit = self._pipeline.config.max_circuit_bytes
+        await asyncio.to_thread(incoming.mkdir, parents=True)
+        received: list[tuple[Path, str]] = []
+        total = 0
+        async for field, chunks in parts:
+            if field != "wtns":
+                raise Invalid(f"upload part {field!r}: expected parts 'wtns', one .wtns file per partition")
+            index, digest = len(received), hashlib.sha256()
+            target = incoming / f"{index}.wtns"
+            label = f"witnesses[{index}]"
+            size = await receive_file(chunks, target, min(limit, total_limit - total), label, digest)
+            total += size
+            received.append((target, digest.hexdigest()))
+        if not received:
+            raise Invalid("the upload holds no part 'wtns': send one .wtns file per partition")
+        return received
+
+    def _prune_when_ended(self, job_id: str, paths: list[str]) -> None:
+        """Remove the job's uploaded witnesses once it ends (unless another unfinished job names them)."""
+        job = self._pipeline.jobs.get(job_id)
+        if job is None or job.state.terminal:
+            _unlink(self._unreferenced(paths))
+            return
+
+        async def prune() -> None:
+            await job.ended.wait()
+            await asyncio.to_thread(_unlink, self._unreferenced(paths))
+
+        self._pipeline.spawn(prune(), name=f"witnesses of {job_id}")
+
+    def _unreferenced(self, paths: list[str]) -> list[str]:
+        """The uploaded witnesses of ``paths`` that no unfinished job names (event loop only: it reads the
+        pipeline's jobs)."""
+        named = {
+            w
+            for job in self._pipeline.jobs.values()
+            if not job.state.terminal
+            for w in job.record.request.get("witnesses", ())
+            if isinstance(w, str)
+        }
+        return [p for p in paths if p not in named]
+
+    def _sweep_witnesses(self) -> None:
+        """At start: the uploaded witnesses of resumed jobs are removed when those end; the others now."""
+        folder = self._pipeline.config.data_dir / "witnesses"
+        if not folder.is_dir():
+            return
+        for entry in folder.iterdir():
+            if entry.name.startswith(".incoming-"):  # an upload cut short by a crash
+                shutil.rmtree(entry, ignore_errors=True)
+        uploaded = {str(p) for p in folder.glob("*.wtns")}
+        for job in list(self._pipeline.jobs.values()):
+            mine = [w for w in job.record.request.get("witnesses", ()) if w in uploaded]
+            if mine and not job.state.terminal:
+                self._prune_when_ended(job.job_id, mine)
+        _unlink(self._unreferenced(sorted(uploaded)))
+
     def resume(self) -> None:
         """Queue again every job the journal holds unfinished; proven partitions stay proven."""
         journal = self._pipeline.journal
@@ -120,6 +212,7 @@ class Admission:
             resumed += 1
             to_prove += sum(p.state is P.PENDING for p in job.partitions)
         logbook.jobs_resumed(resumed, to_prove, not_resumed)
+        self._sweep_witnesses()
 
     def admit(
         self, record: JobRecord, meta: CircuitMeta, done: dict[int, bool], *, resumed: bool = False
@@ -305,3 +398,19 @@ def check_witnesses(
         os.close(fd)
         out[i] = str(path)
     return out
+
+
+def _keep_witnesses(received: list[tuple[Path, str]], folder: Path) -> list[str]:
+    """Each checked upload moved to ``folder/<sha256>.wtns`` (the same bytes uploaded again are one file);
+    their paths, in order. Blocks: run it off the loop."""
+    kept = []
+    for path, digest in received:
+        target = folder / f"{digest}.wtns"
+        path.replace(target)  # atomic; an equal file already there is replaced by its equal
+        kept.append(str(target))
+    return kept
+
+
+def _unlink(paths: list[str]) -> None:
+    for path in paths:
+        Path(path).unlink(missing_ok=True)

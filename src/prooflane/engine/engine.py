@@ -43,7 +43,7 @@ from .dispatch import Dispatcher
 from .logbook import HealthLog
 from .pipeline import Pipeline
 from .records import journal_view, live_view
-from .registry import CircuitRegistry
+from .registry import CircuitRegistry, UploadParts
 
 __all__ = ["MAX_JOBS_PAGE", "Engine"]
 
@@ -228,6 +228,27 @@ class Engine:
             self._pipeline.journal_failed(exc)
             raise StorageFull(f"no job is accepted: {exc}") from None
 
+    async def submit_upload(
+        self, circuit: str, parts: UploadParts, *, job_id: str | None = None, priority: str | None = None
+    ) -> str:
+        """Journal a job of kind ``circom`` on the registered ``circuit`` whose witnesses come in ``parts``
+        (an upload: one part ``wtns`` per partition, in order), and queue it; return its id.
+
+        Each .wtns is streamed into ``<data_dir>/witnesses/`` and checked as a named file is (at most 32
+        bytes a wire plus 4 KiB, its header's wire count the circuit's), all together at most
+        ``max_circuit_bytes``; the files are removed once no unfinished job names them, and a refused
+        upload leaves none. Idempotent on ``job_id`` (the same witnesses again are the same job). Raises
+        what :meth:`submit` raises, and ``TooLarge`` past a limit, ``StorageFull`` on a full disk.
+        """
+        if not self.ready:
+            raise Unavailable("the engine is not running: start it first")
+        self._refuse_without_journal("no job is accepted")
+        try:
+            return await self._admission.submit_upload(circuit, parts, job_id=job_id, priority=priority)
+        except JournalUnwritable as exc:
+            self._pipeline.journal_failed(exc)
+            raise StorageFull(f"no job is accepted: {exc}") from None
+
     def _refuse_without_journal(self, what: str) -> None:
         """507 while the journal cannot be written (a disk that is full)."""
         if (problem := self._pipeline.journal_problem) is not None:
@@ -350,6 +371,28 @@ class Engine:
                     f"no circuit is registered: the disk is full ({exc.strerror}): nothing was kept"
                 ) from None
             raise
+
+    async def register_upload(
+        self, name: str, parts: UploadParts, *, digest: str | None = None, priority: str = "normal"
+    ) -> CircuitInfo:
+        """Register a circom circuit from an upload: ``parts`` holds a part ``zkey`` and optionally then a
+        part ``wasm``, streamed into a new folder of the data folder (never held whole), checked as
+        :meth:`register_circuit` checks files (the same limits, the key inspected, the .wasm against it).
+
+        ``digest``: the SHA-256 (hex) the client computed of the .zkey followed by the .wasm (or by ``-``
+        without one); a mismatch is ``Invalid``. Both files together are at most ``max_circuit_bytes``
+        (``TooLarge``). The same name and digest again are the circuit registered; other files under a
+        taken name are ``Conflict``. A cut, refused or failed upload leaves nothing; a full disk is
+        ``StorageFull``.
+        """
+        if not self.ready:
+            raise Unavailable("the engine is not running: start it first")
+        self._refuse_without_journal("no circuit is registered")
+        try:
+            return await self._circuits.register_upload(name, parts, digest=digest, priority=priority)
+        except JournalUnwritable as exc:
+            self._pipeline.journal_failed(exc)
+            raise StorageFull(f"no circuit is registered: {exc}") from None
 
     def circuits(self) -> list[CircuitInfo]:
         """The registered circom circuits."""

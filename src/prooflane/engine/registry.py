@@ -3,25 +3,30 @@
 A registered circuit's files are copied into the data folder and journalled, so registrations survive
 restarts. The files a registration names must lie inside the allowed roots and be regular files no larger
 than the memory budget; they are copied (and hashed) in a thread, and the copy is inspected on the
-backend's CPU pool: nothing of it runs on the event loop. A refused or failed registration leaves nothing
-in the data folder.
+backend's CPU pool: nothing of it runs on the event loop. Or they come in the request (an upload): streamed
+into the same new folder a chunk at a time (:func:`receive_file`), then checked like a copy. A refused or
+failed registration leaves nothing in the data folder.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import hashlib
 import json
 import logging
+import os
 import shutil
 import threading
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from ..devices.backend import DeviceBackend, PoolProcessDied
-from ..errors import Conflict, Invalid, NotFound, ProoflaneError, Unavailable
-from ..files import Roots, copy_limited, off_loop, refusal
+from ..errors import Conflict, Invalid, NotFound, ProoflaneError, StorageFull, TooLarge, Unavailable
+from ..files import CHUNK_BYTES, Hasher, Roots, copy_limited, off_loop, refusal
 from ..groth16 import curve_by_name, curve_by_prime
 from ..kinds import (
     BUILTIN_KINDS,
@@ -37,11 +42,16 @@ from ..models import CircuitInfo, KindInfo
 from ..states import Priority
 from ..store import CircuitRecord
 from .pipeline import Pipeline
-from .records import CircuitEntry, circuit_info
+from .records import CircuitEntry
+from .records import circuit_info as _described
 
-__all__ = ["CircuitRegistry", "copy_circuit_files"]
+__all__ = ["CircuitRegistry", "UploadParts", "copy_circuit_files", "receive_file"]
 
 log = logging.getLogger("prooflane.engine")
+
+UploadParts = AsyncIterator[tuple[str, AsyncIterator[bytes]]]
+"""An upload as it arrives: its parts in order, each its field name and its bytes, a chunk at a time (each
+part's chunks are taken before the next part is asked for)."""
 
 
 class CircuitRegistry:
@@ -108,21 +118,68 @@ class CircuitRegistry:
 
     def infos(self) -> list[CircuitInfo]:
         """The registered circom circuits."""
-        return [circuit_info(c) for c in self._circuits.values()]
+        return [_info(c) for c in self._circuits.values()]
 
     async def register(
         self, name: str, zkey_path: Path, *, wasm_path: Path | None = None, priority: str = "normal"
     ) -> CircuitInfo:
         """Register a circom circuit (see :meth:`prooflane.engine.Engine.register_circuit`)."""
+        prio = _priority(priority)
+        async with self._one_at_a_time(name):
+            return await self._register(name, str(zkey_path), str(wasm_path) if wasm_path else None, prio)
+
+    async def register_upload(
+        self, name: str, parts: UploadParts, *, digest: str | None = None, priority: str = "normal"
+    ) -> CircuitInfo:
+        """Register a circom circuit from an upload (see :meth:`prooflane.engine.Engine.register_upload`)."""
+        prio = _priority(priority)
+        incoming = self._incoming()
         try:
-            prio = Priority(priority)
-        except ValueError:
-            raise Invalid(f"priority {priority!r}: expected critical, high or normal") from None
+            got, has_wasm = await self._receive_circuit(parts, incoming)
+            if digest is not None and digest.lower() != got:
+                raise Invalid(
+                    f"digest {digest!r}: the upload's SHA-256 (of the .zkey, then the .wasm) is {got}: the "
+                    "files were changed or cut on the way; nothing kept"
+                )
+            async with self._one_at_a_time(name):
+                wasm = "uploaded" if has_wasm else None
+                return await self._settle(name, incoming, "uploaded", wasm, got, prio)
+        finally:
+            await asyncio.to_thread(shutil.rmtree, incoming, True)
+
+    async def _receive_circuit(self, parts: UploadParts, incoming: Path) -> tuple[str, bool]:
+        """An upload's .zkey (then .wasm) streamed into ``incoming``; their digest, and whether a .wasm came.
+        Each file at most the memory budget, both together at most ``max_circuit_bytes``."""
+        cfg = self._pipeline.config
+        await asyncio.to_thread(incoming.mkdir, parents=True)
+        digest, seen, total = hashlib.sha256(), list[str](), 0
+        async for field, chunks in parts:
+            if field not in ("zkey", "wasm") or field in seen or (field == "wasm" and not seen):
+                raise Invalid(
+                    f"upload part {field!r}: expected a part 'zkey' and then, optionally, one 'wasm'"
+                )
+            seen.append(field)
+            limit = min(cfg.memory_budget_bytes, cfg.max_circuit_bytes - total)
+            target = incoming / f"circuit.{field}"
+            total += await receive_file(chunks, target, limit, f"the uploaded {field}", digest)
+        if not seen:
+            raise Invalid("the upload holds no part 'zkey': send the .zkey (and optionally the .wasm)")
+        if seen == ["zkey"]:
+            digest.update(b"-")
+        return digest.hexdigest(), "wasm" in seen
+
+    def _incoming(self) -> Path:
+        """A new folder for a registration's files (renamed into place once checked; swept at start)."""
+        return self._pipeline.config.data_dir / "circuits" / f".incoming-{uuid.uuid4().hex}"
+
+    @contextlib.asynccontextmanager
+    async def _one_at_a_time(self, name: str) -> AsyncIterator[None]:
+        """One registration of ``name`` at a time: another waits for it, then answers as it left things."""
         while (earlier := self._registering.get(name)) is not None:
             await asyncio.wait({earlier})
         registering = self._registering[name] = asyncio.get_running_loop().create_future()
         try:
-            return await self._register(name, str(zkey_path), str(wasm_path) if wasm_path else None, prio)
+            yield
         finally:
             del self._registering[name]
             registering.set_result(None)
@@ -131,7 +188,7 @@ class CircuitRegistry:
         self, name: str, zkey_path: str, wasm_path: str | None, prio: Priority
     ) -> CircuitInfo:
         cfg = self._pipeline.config
-        incoming = cfg.data_dir / "circuits" / f".incoming-{uuid.uuid4().hex}"
+        incoming = self._incoming()
         given_up = threading.Event()  # set when the request stops waiting for the copy
         try:
             try:
@@ -143,20 +200,29 @@ class CircuitRegistry:
                 raise refusal(exc) from None
             finally:
                 given_up.set()
-            if (known := self._circuits.get(name)) is not None:
-                if known.record.digest != digest:
-                    taken = f"circuit {name!r} is registered with other files; pick another name"
-                    raise Conflict(taken)
-                return circuit_info(known)
-            folder = cfg.data_dir / "circuits" / name
-            await asyncio.to_thread(_move_folder, incoming, folder)
-            try:
-                return await self._inspect_and_journal(name, folder, zkey_path, wasm_path, digest, prio)
-            except BaseException:
-                await asyncio.to_thread(shutil.rmtree, folder, True)  # a failed registration keeps nothing
-                raise
+            return await self._settle(name, incoming, zkey_path, wasm_path, digest, prio)
         finally:
             await asyncio.to_thread(shutil.rmtree, incoming, True)
+
+    async def _settle(
+        self, name: str, incoming: Path, zkey_path: str, wasm_path: str | None, digest: str, prio: Priority
+    ) -> CircuitInfo:
+        """The files in ``incoming`` (of ``digest``) become circuit ``name``: the same again is the circuit
+        registered; others under a taken name are refused; new ones are moved into place, inspected and
+        journalled (removed again when refused). Called one registration of ``name`` at a time."""
+        cfg = self._pipeline.config
+        if (known := self._circuits.get(name)) is not None:
+            if known.record.digest != digest:
+                taken = f"circuit {name!r} is registered with other files; pick another name"
+                raise Conflict(taken)
+            return _info(known)
+        folder = cfg.data_dir / "circuits" / name
+        await asyncio.to_thread(_move_folder, incoming, folder)
+        try:
+            return await self._inspect_and_journal(name, folder, zkey_path, wasm_path, digest, prio)
+        except BaseException:
+            await asyncio.to_thread(shutil.rmtree, folder, True)  # a failed registration keeps nothing
+            raise
 
     async def _inspect_and_journal(
         self, name: str, folder: Path, zkey_path: str, wasm_path: str | None, digest: str, prio: Priority
@@ -181,7 +247,7 @@ class CircuitRegistry:
         )  # fmt: skip
         self._pipeline.journal.add_circuit(record)
         self._circuits[name] = CircuitEntry(record, meta)
-        return circuit_info(self._circuits[name])
+        return _info(self._circuits[name])
 
     async def _check_generator(self, wasm: str, named: str | None, meta: CircuitMeta) -> None:
         """Refuse (422) a witness generator of another circuit than the key: its wire count, or its field,
@@ -209,6 +275,18 @@ class CircuitRegistry:
             mismatch = f"the .wasm computes {generator.wires:,} wires, the key has {meta.wires:,}"
         if mismatch is not None:
             raise Invalid(f"wasm {named!r} and zkey are not of one circuit: {mismatch}")
+
+
+def _info(circuit: CircuitEntry) -> CircuitInfo:
+    """A registered circuit as the API shows it, with its digest (what ``PUT /v1/circuits/{name}`` takes)."""
+    return _described(circuit).model_copy(update={"digest": circuit.record.digest})
+
+
+def _priority(priority: str) -> Priority:
+    try:
+        return Priority(priority)
+    except ValueError:
+        raise Invalid(f"priority {priority!r}: expected critical, high or normal") from None
 
 
 def _field(prime: int) -> str:
@@ -276,3 +354,47 @@ def _move_folder(source: Path, target: Path) -> None:
     """``source`` becomes ``target`` (a folder left by an earlier, interrupted registration is replaced)."""
     shutil.rmtree(target, ignore_errors=True)
     source.rename(target)
+
+
+async def receive_file(
+    chunks: AsyncIterator[bytes], target: Path, limit: int, label: str, hasher: Hasher
+) -> int:
+    """Write the uploaded ``chunks`` to the new file ``target`` (never overwritten), feeding ``hasher``; the
+    bytes written. Held at most ``CHUNK_BYTES`` at a time, written in a thread. Past ``limit`` bytes:
+    ``TooLarge``; a full disk: ``StorageFull``. The caller removes ``target`` on failure."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = await asyncio.to_thread(os.open, target, flags, 0o644)
+    except OSError as exc:
+        raise _unwritten(exc, label) from None
+    size, pending = 0, bytearray()
+    try:
+        async for chunk in chunks:
+            size += len(chunk)
+            if size > limit:
+                raise TooLarge(f"{label}: more than the {limit:,} bytes accepted; nothing kept")
+            pending += chunk
+            if len(pending) >= CHUNK_BYTES:
+                full, pending = pending, bytearray()
+                await asyncio.to_thread(_write, fd, full, hasher)
+        if pending:
+            await asyncio.to_thread(_write, fd, pending, hasher)
+    except OSError as exc:
+        raise _unwritten(exc, label) from None
+    finally:
+        os.close(fd)
+    return size
+
+
+def _write(fd: int, data: bytearray, hasher: Hasher) -> None:
+    hasher.update(bytes(data))  # a copy of one chunk: the protocol takes bytes
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _unwritten(exc: OSError, label: str) -> ProoflaneError:
+    """The refusal of an upload the data folder could not take."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StorageFull(f"{label}: the data folder's disk is full ({exc.strerror}); nothing kept")
+    return Unavailable(f"{label}: cannot write it into the data folder ({exc.strerror or exc}); nothing kept")

@@ -1,5 +1,7 @@
 """The fleet's HTTP side: ``GET /fleet/status``, ``GET /fleet/metrics``, ``GET /healthz``,
-``POST /fleet/daemons``, ``DELETE /fleet/daemons/{name}`` (both behind the fleet's token), ``GET /`` (the
+``POST /fleet/daemons``, ``DELETE /fleet/daemons/{name}``, ``PUT /fleet/circuits/{name}`` (behind the fleet's
+token; the last registers an uploaded circuit on every daemon, :mod:`.circuits`), ``GET /fleet/circuits``
+(which daemon holds which circuit, by digest), ``GET /`` (the
 fleet page) and ``/d/{name}/`` (a daemon's own dashboard, served by the fleet from its cached snapshot, with
 its event stream relayed).
 """
@@ -8,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
@@ -17,6 +20,7 @@ from urllib.parse import quote
 from fastapi import FastAPI, Header, HTTPException, Request, Response
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.requests import ClientDisconnect
 
 from .._version import __version__
 from ..errors import ConfigError
@@ -24,6 +28,7 @@ from ..server.auth import check_bearer
 from ..server.docs_page import add_docs_route
 from ..server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from ..server.sse import HEARTBEAT_SECS
+from .circuits import UploadRefused, circuit_holdings, register_everywhere, spooled
 from .config import DaemonSpec, FleetConfig
 from .follower import FETCH_ERRORS, DaemonFollower, describe_failure
 from .service import Fleet, FleetConflict
@@ -46,6 +51,7 @@ def create_fleet_app(fleet: Fleet) -> FastAPI:
     app = FastAPI(title="prooflane fleet", version=__version__, docs_url=None, redoc_url=None)
     app.state.fleet = fleet
     _add_fleet_routes(app, fleet)
+    _add_circuit_routes(app, fleet)
     _add_panel_routes(app, fleet)
     add_docs_route(app)
     app.mount("/", StaticFiles(directory=PAGE, html=True), name="fleet-page")
@@ -106,6 +112,53 @@ def _add_fleet_routes(app: FastAPI, fleet: Fleet) -> None:
         if not removed:
             raise HTTPException(404, f"no daemon named {name!r} in the fleet")
         return JSONResponse({"removed": name})
+
+
+_CIRCUIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def _add_circuit_routes(app: FastAPI, fleet: Fleet) -> None:
+    @app.get("/fleet/circuits")
+    async def circuits() -> JSONResponse:
+        """Each circuit a daemon holds (name and digest) and, per daemon, `holds`, `other` (other files
+        under the name), `missing` or `unknown` (the daemon could not be asked: `errors` says why)."""
+        return JSONResponse(await circuit_holdings(fleet))
+
+    @app.put("/fleet/circuits/{name}")
+    async def register(
+        name: str,
+        request: Request,
+        authorization: Annotated[str | None, Header()] = None,
+        daemons: str | None = None,
+        digest: str | None = None,
+        priority: str | None = None,
+    ) -> JSONResponse:
+        """Register a circuit on every daemon followed (or `?daemons=a,b`) from one upload: the body a
+        daemon's `PUT /v1/circuits/{name}` takes. 200 when every daemon registered it, else 502; each
+        daemon's outcome in `daemons`."""
+        if not fleet.config.token:
+            raise HTTPException(403, "the fleet config sets no token: set `token` to register circuits here")
+        check_bearer(authorization, fleet.config.token, whose="the fleet's")
+        if not _CIRCUIT_NAME.fullmatch(name):
+            raise HTTPException(422, "name: expected 1-64 characters of A-Z a-z 0-9 . _ - starting with a "
+                                     "letter or digit")  # fmt: skip
+        kind = request.headers.get("content-type", "")
+        if not kind.lower().startswith("multipart/form-data"):
+            raise HTTPException(415, "a circuit upload is a multipart/form-data body: parts zkey, then wasm")
+        declared = request.headers.get("content-length", "")
+        limit = fleet.config.max_upload_bytes
+        if declared.isdigit() and int(declared) > limit:
+            raise HTTPException(413, f"upload too large: at most {limit:,} bytes (max_upload_bytes)")
+        chosen = [d.strip() for d in (daemons or "").split(",") if d.strip()]
+        params = {k: v for k, v in (("digest", digest), ("priority", priority)) if v}
+        try:
+            async with spooled(request.stream(), limit) as body:
+                done = await register_everywhere(fleet, name, body, {"content-type": kind}, params, chosen)
+        except UploadRefused as exc:
+            raise HTTPException(exc.status, exc.detail) from None
+        except ClientDisconnect:
+            raise HTTPException(400, "the upload was cut short; nothing was sent to any daemon") from None
+        return JSONResponse(done, status_code=200 if done["ok"] else 502)
 
 
 def _add_panel_routes(app: FastAPI, fleet: Fleet) -> None:

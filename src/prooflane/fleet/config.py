@@ -113,6 +113,7 @@ class FleetConfig:
     backoff_max_secs: float = 10.0
     events_idle_secs: float = 30.0
     max_answer_bytes: int = 64 << 20  # the most the fleet reads of one answer of a daemon (/status, relayed)
+    max_upload_bytes: int = 4 << 30  # the largest circuit upload the fleet spools to pass on to its daemons
     daemons: tuple[DaemonSpec, ...] = field(default=())
 
     def __post_init__(self) -> None:
@@ -121,6 +122,7 @@ class FleetConfig:
             _check(getattr(self, key) > 0, key, "expected a number of seconds > 0")
         _check(self.backoff_max_secs >= self.poll_secs, "backoff_max_secs", "expected at least poll_secs")
         _check(self.max_answer_bytes >= 1 << 16, "max_answer_bytes", "expected at least 65536")
+        _check(self.max_upload_bytes >= 1024, "max_upload_bytes", "expected at least 1024")
         names = [d.name for d in self.daemons]
         dupes = sorted({n for n in names if names.count(n) > 1})
         _check(not dupes, "daemons", f"names must be unique; repeated: {', '.join(dupes)}")

@@ -107,7 +107,7 @@ class DaemonFollower:
         """``GET path`` on the daemon, bounded by ``timeout_secs`` as a whole (connect to last byte) and by
         ``max_answer_bytes`` (:class:`AnswerTooLarge`: a daemon, or whatever answers at its address, cannot
         make the fleet hold more)."""
-        client = await self._http()
+        client = await self.http()
         limit = self.config.max_answer_bytes
         async with asyncio.timeout(self.config.timeout_secs):
             async with client.stream("GET", path, params=params) as answer:
@@ -147,7 +147,7 @@ class DaemonFollower:
         while True:
             got_events = False
             try:
-                client = await self._http()
+                client = await self.http()
                 timeout = httpx.Timeout(self.config.timeout_secs, read=self.config.events_idle_secs)
                 async with client.stream("GET", "/v1/events", timeout=timeout) as answer:
                     if answer.status_code != 200:
@@ -183,7 +183,7 @@ class DaemonFollower:
             raise ValueError("/status did not answer a prooflane snapshot (no integer 'seq')")
         return snapshot
 
-    async def _http(self) -> httpx.AsyncClient:
+    async def http(self) -> httpx.AsyncClient:
         """The HTTP client for this daemon; over SSH, through the host's tunnel (reopened when needed)."""
         if self.spec.ssh:
             socket = await self.tunnels.socket_for(self.spec)

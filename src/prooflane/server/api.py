@@ -43,6 +43,7 @@ from .docs_page import add_docs_route
 from .errors import ErrorBody, install_error_handlers
 from .limits import BodyLimit
 from .sse import HEARTBEAT_SECS, event_stream, parse_event_id
+from .upload import UploadEngine, add_upload_routes, streamed, upload_refusal
 
 __all__ = ["ApiSettings", "EngineApi", "close_streams", "create_app"]
 
@@ -68,7 +69,7 @@ class SnapshotText(Protocol):
     def bounded(self, jobs: int) -> SnapshotText: ...
 
 
-class EngineApi(Protocol):
+class EngineApi(UploadEngine, Protocol):
     """The engine methods the API uses (the real `prooflane.engine.Engine` has them all)."""
 
     @property
@@ -120,6 +121,8 @@ class ApiSettings:
     max_wait_secs: float = MAX_WAIT_SECS
     heartbeat_secs: float = HEARTBEAT_SECS
     allowed_hosts: frozenset[str] = frozenset()  # Host names besides IPs, localhost and the machine's own
+    max_upload_bytes: int = 4 << 30  # config.max_circuit_bytes
+    upload_refusal: str | None = None  # why uploads are refused (beyond loopback without a token)
 
     @classmethod
     def from_config(cls, config: Config) -> ApiSettings:
@@ -128,6 +131,8 @@ class ApiSettings:
             token=config.token or None,
             max_body_bytes=config.max_request_bytes,
             allowed_hosts=frozenset(config.allowed_hosts) | _bound_name(config.host),
+            max_upload_bytes=config.max_circuit_bytes,
+            upload_refusal=upload_refusal(config.host, config.token or None),
         )
 
 
@@ -157,11 +162,14 @@ def create_app(engine: EngineApi, config: Config, *, settings: ApiSettings | Non
     install_error_handlers(app)
     _add_job_routes(app, engine, settings)
     _add_kind_routes(app, engine, settings)
+    add_upload_routes(
+        app, engine, _require_token(settings), settings.max_upload_bytes, settings.upload_refusal
+    )
     _add_status_routes(app, engine, settings)
     add_docs_route(app)
     if DASHBOARD.is_dir():
         app.mount("/", StaticFiles(directory=DASHBOARD, html=True), name="dashboard")
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, streamed=streamed)
     app.add_middleware(HostAndOrigin, allowed_hosts=settings.allowed_hosts)  # outermost: before any body
     return app
 

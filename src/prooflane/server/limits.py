@@ -14,7 +14,9 @@
 - :func:`raise_fd_limit`: the open-files soft limit raised to the hard limit, at start; and
   :func:`quiet_accept_errors`: asyncio's "accept() out of system resource" logged once a minute, not for
   every attempt.
-- :class:`BodyLimit`: request bodies over ``max_bytes`` are 413, whether sized or chunked.
+- :class:`BodyLimit`: request bodies over ``max_bytes`` are 413, whether sized or chunked; an upload
+  (``streamed``) passes unread, to a route that streams it under its own limit. While an upload's body
+  streams, the connection's deadline counts from the last bytes received, not from the request's start.
 - :func:`bind`: the listening socket, with a clear error when the port is taken.
 """
 
@@ -41,6 +43,7 @@ __all__ = [
     "FD_RESERVE",
     "LINGER_SECS",
     "MAX_HEADER_BYTES",
+    "STREAMED",
     "BodyLimit",
     "Server",
     "bind",
@@ -54,6 +57,9 @@ MAX_HEADER_BYTES = 64 * 1024
 """The longest request line plus headers accepted (h11's limit on an incomplete event)."""
 LINGER_SECS = 2.0
 """How long a refused connection keeps reading (and dropping) what its client still sends before closing."""
+
+STREAMED = "prooflane.streamed"
+"""The scope key :class:`BodyLimit` sets on an upload: its connection then waits on progress, not in total."""
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -157,6 +163,8 @@ class _Connection(H11Protocol):
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE and self.conn.their_state is not h11.SEND_BODY:
             self._disarm()  # the request is fully received: the app has it
+        elif self.conn.their_state is h11.SEND_BODY and getattr(self, "scope", {}).get(STREAMED):
+            self._arm()  # an upload streams: it has request_timeout from its last bytes
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -289,14 +297,20 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 class BodyLimit:
-    """Refuse request bodies larger than `max_bytes` with 413, whether sized or chunked."""
+    """Refuse request bodies larger than `max_bytes` with 413, whether sized or chunked; a request that
+    ``streamed`` says is an upload goes to its route unread (marked :data:`STREAMED`)."""
 
-    def __init__(self, app: Asgi, max_bytes: int) -> None:
+    def __init__(self, app: Asgi, max_bytes: int, streamed: Callable[[Scope], bool] | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.streamed = streamed
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.streamed is not None and self.streamed(scope):
+            scope[STREAMED] = True
             await self.app(scope, receive, send)
             return
         declared = dict(scope.get("headers", ())).get(b"content-length")

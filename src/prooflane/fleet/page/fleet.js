@@ -19,7 +19,7 @@ const FETCH_TIMEOUT_MS = 3000;
 const STALE_AFTER_MS = 3000;
 const TICK_MS = 250;
 
-const state = { status: null, receivedAt: 0, fetching: false, selected: null };
+const state = { status: null, receivedAt: 0, fetching: false, selected: null, circuits: null };
 
 function fmtRate(x) { return x === null || x === undefined ? "–" : x >= 100 ? x.toFixed(0) : x.toFixed(1); }
 function fmtMoney(x) {
@@ -248,8 +248,45 @@ byTestId("detail-close").addEventListener("click", () => {
   for (const tr of document.querySelectorAll("tr.daemon")) tr.classList.remove("selected");
 });
 
+// ---------------------------------------------------------------- circuits, by digest
+
+const CIRCUITS_URL = "fleet/circuits";
+const CIRCUITS_MS = 5000;
+const WHY = { holds: "holds", other: "other files under the name", missing: "missing", unknown: "not answering" };
+
+async function refreshCircuits() {
+  const ctrl = new AbortController();
+  const timer = setTimeout(() => ctrl.abort(), FETCH_TIMEOUT_MS);
+  try {
+    const resp = await fetch(CIRCUITS_URL, { cache: "no-store", signal: ctrl.signal });
+    if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+    state.circuits = await resp.json();
+    renderCircuits(state.circuits.circuits || []);
+  } catch (_) {
+    // the daemons' own rows say what is unreachable; the table keeps its last answer
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function renderCircuits(list) {
+  const tbody = byTestId("circuits").querySelector("tbody");
+  tbody.replaceChildren(...list.map((c) => {
+    const held = Object.entries(c.daemons).filter(([, s]) => s === "holds").map(([d]) => d);
+    const not = Object.entries(c.daemons).filter(([, s]) => s !== "holds").map(([d, s]) => `${d} (${WHY[s] || s})`);
+    const tr = h("tr", { "data-circuit": c.name, "data-digest": c.digest }, [
+      h("td", { text: c.name }), h("td", { class: "mono", text: c.digest }),
+      h("td", { "data-testid": "held-by", text: held.join(", ") || "–" }),
+      h("td", { "data-testid": "not-held-by", text: not.join(", ") || "–" }),
+    ]);
+    return tr;
+  }));
+  byTestId("circuits-empty").hidden = list.length > 0;
+}
+
 window.prooflaneFleet = {
   get status() { return state.status; },
+  get circuits() { return state.circuits; },
   get stale() { return isStale(); },
   select,
   refresh,
@@ -259,3 +296,5 @@ renderFreshness();
 refresh().then(() => { if (location.hash.length > 1) select(decodeURIComponent(location.hash.slice(1))); });
 setInterval(refresh, POLL_MS);
 setInterval(tick, TICK_MS);
+refreshCircuits();
+setInterval(refreshCircuits, CIRCUITS_MS);

@@ -1,0 +1,252 @@
+"""Uploads: a circuit's files, or a job's witnesses, sent in the request body and streamed to the engine.
+
+- ``PUT /v1/circuits/{name}?digest=&priority=``: a ``multipart/form-data`` body with a part ``zkey`` and
+  optionally then a part ``wasm`` (``curl -F zkey=@c.zkey -F wasm=@c.wasm``); 201 with the circuit.
+- ``POST /v1/circuits/{name}/jobs?job_id=&priority=``: a ``multipart/form-data`` body with one part ``wtns``
+  per partition, in order; 202 with the job id.
+
+The body is parsed as it arrives (:class:`MultipartReader`) and each part's bytes go to the engine a chunk
+at a time, which writes them into its data folder: nothing holds a whole file in memory. These routes pass
+``BodyLimit`` (:func:`streamed`) and have their own limit, ``max_circuit_bytes`` (413, from the declared
+length before anything is read, or once the body grows past it). A daemon that listens beyond loopback
+without a token refuses uploads (403, saying why): anyone who reached it could fill its disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import re
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, MutableMapping
+from typing import Annotated, Any, Protocol
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Path as PathParam
+from starlette.requests import ClientDisconnect
+
+from ..errors import Invalid, TooLarge
+from ..models import JOB_ID_SCHEMA, CircuitInfo, JobAccepted, Priority
+
+__all__ = ["MultipartReader", "UploadEngine", "add_upload_routes", "streamed", "upload_refusal"]
+
+Scope = MutableMapping[str, Any]
+Parts = AsyncIterator[tuple[str, AsyncIterator[bytes]]]  # the engine's UploadParts
+
+_UPLOADS = (("PUT", re.compile(r"/v1/circuits/[^/]+")), ("POST", re.compile(r"/v1/circuits/[^/]+/jobs")))
+MAX_PART_HEAD_BYTES = 16 * 1024
+"""The longest head (its headers) of one part of a multipart body."""
+_NAME = re.compile(r"""(?:^|;)\s*name\s*=\s*(?:"([^"]*)"|([^;\s]+))""", re.IGNORECASE)
+_DIGEST = "^[0-9a-fA-F]{64}$"
+_CUT = "the upload was cut short (the body ended before its last part did); nothing kept"
+
+
+class UploadEngine(Protocol):
+    """The engine methods the upload routes use."""
+
+    @property
+    def ready(self) -> bool: ...
+
+    async def register_upload(
+        self,
+        name: str,
+        parts: AsyncIterator[tuple[str, AsyncIterator[bytes]]],
+        *,
+        digest: str | None = None,
+        priority: str = "normal",
+    ) -> CircuitInfo: ...
+
+    async def submit_upload(
+        self,
+        circuit: str,
+        parts: AsyncIterator[tuple[str, AsyncIterator[bytes]]],
+        *,
+        job_id: str | None = None,
+        priority: str | None = None,
+    ) -> str: ...
+
+
+def streamed(scope: Scope) -> bool:
+    """Whether a request is an upload: its body streams past ``BodyLimit`` to the route, which limits it."""
+    method, path = scope.get("method"), scope.get("path", "")
+    return any(method == m and pattern.fullmatch(path) for m, pattern in _UPLOADS)
+
+
+def upload_refusal(host: str, token: str | None) -> str | None:
+    """Why this daemon refuses uploads (None: it takes them): it listens beyond loopback without a token."""
+    if token:
+        return None
+    try:
+        loopback = ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if loopback:
+        return None
+    return (
+        f"uploads are refused: this daemon listens on {host or 'every address'!r} without a token, so "
+        "anyone who reaches it could fill its disk; set `token` in its config (or listen on 127.0.0.1)"
+    )
+
+
+class MultipartReader:
+    """A ``multipart/form-data`` body read as it arrives: :meth:`parts` yields each part's field name and
+    its bytes, a chunk at a time (held: one received chunk and a delimiter's length)."""
+
+    def __init__(self, chunks: AsyncIterator[bytes], boundary: str) -> None:
+        self._chunks = chunks
+        self._delimiter = b"\r\n--" + boundary.encode("latin-1")
+        self._buffer = bytearray(b"\r\n")  # the first delimiter then reads like every later one
+
+    async def parts(self) -> AsyncGenerator[tuple[str, AsyncIterator[bytes]], None]:
+        """Each part in order: (its field name, its bytes); the closing delimiter ends them."""
+        async for _ in self._until_delimiter():  # the preamble
+            pass
+        while True:
+            await self._need(2)
+            if self._buffer[:2] == b"--":
+                return
+            name = await self._head()
+            data = self._until_delimiter()
+            yield name, data
+            async for _ in data:  # what the consumer left of this part
+                pass
+
+    async def _fill(self) -> None:
+        try:
+            self._buffer += await anext(self._chunks)
+        except StopAsyncIteration:
+            raise Invalid(_CUT) from None
+
+    async def _need(self, n: int) -> None:
+        while len(self._buffer) < n:
+            await self._fill()
+
+    async def _head(self) -> str:
+        """A part's headers (after its delimiter line): the field name its Content-Disposition gives."""
+        while (end := self._buffer.find(b"\r\n\r\n")) < 0:
+            if len(self._buffer) > MAX_PART_HEAD_BYTES:
+                raise Invalid(f"a part's headers exceed {MAX_PART_HEAD_BYTES} bytes")
+            await self._fill()
+        lines = bytes(self._buffer[:end]).decode("latin-1").split("\r\n")[1:]
+        del self._buffer[: end + 4]
+        for line in lines:
+            key, _, value = line.partition(":")
+            if key.strip().lower() == "content-disposition" and (found := _NAME.search(value)):
+                return found.group(1) if found.group(1) is not None else found.group(2)
+        raise Invalid("a part of the upload has no Content-Disposition naming its field (name=...)")
+
+    async def _until_delimiter(self) -> AsyncIterator[bytes]:
+        """The bytes up to the next delimiter (which is consumed)."""
+        keep = len(self._delimiter) - 1  # a delimiter may be cut between two chunks
+        while True:
+            at = self._buffer.find(self._delimiter)
+            if at >= 0:
+                if at:
+                    yield bytes(self._buffer[:at])
+                del self._buffer[: at + len(self._delimiter)]
+                return
+            if len(self._buffer) > keep:
+                out = bytes(self._buffer[:-keep])
+                del self._buffer[:-keep]
+                yield out
+            await self._fill()
+
+
+async def _limited(request: Request, max_bytes: int) -> AsyncIterator[bytes]:
+    """The request's body as it arrives, at most ``max_bytes`` (``TooLarge`` past it)."""
+    received = 0
+    try:
+        async for chunk in request.stream():
+            received += len(chunk)
+            if received > max_bytes:
+                raise TooLarge(_too_large(max_bytes))
+            if chunk:
+                yield chunk
+    except ClientDisconnect:
+        raise Invalid(_CUT) from None
+
+
+def _too_large(max_bytes: int) -> str:
+    return f"upload too large: at most {max_bytes:,} bytes (max_circuit_bytes) are accepted; nothing kept"
+
+
+def _reader(request: Request, max_bytes: int, refusal: str | None) -> MultipartReader:
+    """The upload's body, once the request may send one: refused before anything is read otherwise."""
+    if refusal is not None:
+        raise HTTPException(403, refusal)
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise TooLarge(_too_large(max_bytes))
+    kind, _, params = request.headers.get("content-type", "").partition(";")
+    boundary = re.search(r"""boundary\s*=\s*(?:"([^"]+)"|([^;\s]+))""", params)
+    if kind.strip().lower() != "multipart/form-data" or boundary is None:
+        raise HTTPException(
+            415, "an upload is a multipart/form-data body (curl -F zkey=@FILE ...), with its boundary"
+        )
+    return MultipartReader(_limited(request, max_bytes), boundary.group(1) or boundary.group(2))
+
+
+def _multipart(required: str, fields: dict[str, str]) -> dict[str, Any]:
+    """The request body of an upload route in /openapi.json."""
+    properties = {n: {"type": "string", "format": "binary", "description": d} for n, d in fields.items()}
+    schema = {"type": "object", "required": [required], "properties": properties}
+    return {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema}}}}
+
+
+CircuitName = Annotated[
+    str, PathParam(description="The circuit's name.", pattern=str(JOB_ID_SCHEMA["pattern"]))
+]
+"""A circuit's name in a route's path (1-64 of A-Z a-z 0-9 . _ -, a letter or digit first)."""
+_JOB_ID = Query(
+    description="Client-chosen job id; resubmitting it is idempotent.", pattern=str(JOB_ID_SCHEMA["pattern"])
+)
+
+
+def add_upload_routes(
+    app: FastAPI, engine: UploadEngine, auth: Callable[..., None], max_bytes: int, refusal: str | None
+) -> None:
+    """``PUT /v1/circuits/{name}`` and ``POST /v1/circuits/{name}/jobs`` (see the module's docstring)."""
+
+    def ready() -> None:
+        if not engine.ready:
+            raise HTTPException(503, "the daemon is starting and does not accept uploads yet; retry shortly")
+
+    checks = [Depends(auth), Depends(ready)]
+
+    @app.put(
+        "/v1/circuits/{name}", status_code=201, response_model=CircuitInfo, dependencies=checks,
+        tags=["kinds"], openapi_extra=_multipart(
+            "zkey", {"zkey": "The snarkjs Groth16 .zkey.", "wasm": "circom's witness generator (after zkey)."}
+        ),
+    )  # fmt: skip
+    async def upload_circuit(
+        request: Request,
+        name: CircuitName,
+        digest: Annotated[
+            str | None,
+            Query(description="SHA-256 (hex) of the .zkey then the .wasm (or '-'); checked", pattern=_DIGEST),
+        ] = None,
+        priority: Priority = Priority.NORMAL,
+    ) -> CircuitInfo:
+        """Register a circom circuit from files sent in the body (multipart: `zkey`, then optionally
+        `wasm`), streamed to the data folder and checked as a path registration is; the same name and
+        digest again are the circuit registered, other files under a taken name 409."""
+        reader = _reader(request, max_bytes, refusal)
+        async with contextlib.aclosing(reader.parts()) as parts:
+            return await engine.register_upload(name, parts, digest=digest, priority=priority.value)
+
+    @app.post(
+        "/v1/circuits/{name}/jobs", status_code=202, response_model=JobAccepted, dependencies=checks,
+        tags=["jobs"], openapi_extra=_multipart("wtns", {"wtns": "A .wtns witness: one part per partition."}),
+    )  # fmt: skip
+    async def upload_job(
+        request: Request,
+        name: CircuitName,
+        job_id: Annotated[str | None, _JOB_ID] = None,
+        priority: Priority | None = None,
+    ) -> JobAccepted:
+        """A job on the registered circuit whose `.wtns` witnesses are sent in the body (multipart: one part
+        `wtns` per partition, in order), checked as named files are."""
+        reader = _reader(request, max_bytes, refusal)
+        prio = priority.value if priority is not None else None
+        async with contextlib.aclosing(reader.parts()) as parts:
+            return JobAccepted(job_id=await engine.submit_upload(name, parts, job_id=job_id, priority=prio))
