@@ -10,8 +10,7 @@ import asyncio
 import contextlib
 import errno
 import json
-import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -27,22 +26,6 @@ from tests.support.daemons import KEYS_CACHE, TIMEOUT, wait_done, wait_until
 from tests.support.engine import WAIT, Harness, running, tiny_config
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(120)]
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MiB tmpfs mounted for this test (skipped where mounting is not allowed)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def fill(disk: Path) -> Path:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import socket
-import subprocess
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -208,22 +207,6 @@ def test_uploads_beyond_loopback_need_a_token(engine_config: Callable[..., Confi
         answer = httpx.put(f"{daemon.url}/v1/circuits/c", content=b"--x--\r\n", headers=headers)
         assert answer.status_code == 403, answer.text
         assert "without a token" in answer.json()["detail"]
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MiB tmpfs for the data folder (skipped where mounting is not allowed)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_a_full_disk_is_507_and_leaves_nothing(small_disk: Path, tmp_path: Path, keys_dir: Path) -> None:

@@ -221,12 +221,8 @@ class Engine:
         """
         if not self.ready:
             raise Unavailable("the engine is not running: start it first")
-        self._refuse_without_journal("no job is accepted")
-        try:
+        with self._journalling("no job is accepted"):
             return await self._admission.submit(req)
-        except JournalUnwritable as exc:
-            self._pipeline.journal_failed(exc)
-            raise StorageFull(f"no job is accepted: {exc}") from None
 
     async def submit_upload(
         self, circuit: str, parts: UploadParts, *, job_id: str | None = None, priority: str | None = None
@@ -242,17 +238,24 @@ class Engine:
         """
         if not self.ready:
             raise Unavailable("the engine is not running: start it first")
-        self._refuse_without_journal("no job is accepted")
-        try:
+        with self._journalling("no job is accepted"):
             return await self._admission.submit_upload(circuit, parts, job_id=job_id, priority=priority)
-        except JournalUnwritable as exc:
-            self._pipeline.journal_failed(exc)
-            raise StorageFull(f"no job is accepted: {exc}") from None
 
     def _refuse_without_journal(self, what: str) -> None:
         """507 while the journal cannot be written (a disk that is full)."""
         if (problem := self._pipeline.journal_problem) is not None:
             raise StorageFull(f"{what}: {problem}")
+
+    @contextlib.contextmanager
+    def _journalling(self, what: str) -> Iterator[None]:
+        """A change the journal must record: refused (507) while it cannot be written; a write that fails
+        is remembered, so health says so from then on, and answered 507 (``what``: what did not happen)."""
+        self._refuse_without_journal(what)
+        try:
+            yield
+        except JournalUnwritable as exc:
+            self._pipeline.journal_failed(exc)
+            raise StorageFull(f"{what}: {exc}") from None
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[None]:
@@ -359,18 +362,15 @@ class Engine:
         same files is a no-op; with different files it is refused (``Conflict``). Raises ``Invalid`` for a
         file that is missing or not a Groth16 .zkey, ``Forbidden`` for one outside the allowed roots.
         """
-        self._refuse_without_journal("no circuit is registered")
-        try:
-            return await self._circuits.register(name, zkey_path, wasm_path=wasm_path, priority=priority)
-        except JournalUnwritable as exc:
-            self._pipeline.journal_failed(exc)
-            raise StorageFull(f"no circuit is registered: {exc}") from None
-        except OSError as exc:  # copying its files into the data folder (nothing of it is kept)
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise StorageFull(
-                    f"no circuit is registered: the disk is full ({exc.strerror}): nothing was kept"
-                ) from None
-            raise
+        with self._journalling("no circuit is registered"):
+            try:
+                return await self._circuits.register(name, zkey_path, wasm_path=wasm_path, priority=priority)
+            except OSError as exc:  # copying its files into the data folder (nothing of it is kept)
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise StorageFull(
+                        f"no circuit is registered: the disk is full ({exc.strerror}): nothing was kept"
+                    ) from None
+                raise
 
     async def register_upload(
         self, name: str, parts: UploadParts, *, digest: str | None = None, priority: str = "normal"
@@ -387,12 +387,8 @@ class Engine:
         """
         if not self.ready:
             raise Unavailable("the engine is not running: start it first")
-        self._refuse_without_journal("no circuit is registered")
-        try:
+        with self._journalling("no circuit is registered"):
             return await self._circuits.register_upload(name, parts, digest=digest, priority=priority)
-        except JournalUnwritable as exc:
-            self._pipeline.journal_failed(exc)
-            raise StorageFull(f"no circuit is registered: {exc}") from None
 
     def circuits(self) -> list[CircuitInfo]:
         """The registered circom circuits."""
