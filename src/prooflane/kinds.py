@@ -168,8 +168,8 @@ def prepare_builtin(kind: str, profile: str, curve: str, keys_dir: str) -> Circu
     """Compile kind's circuit and make its dev proving key, cached in ``keys_dir`` (reused when present)."""
     base = Path(keys_dir) / f"{kind}-{profile}-{curve}"
     meta_path = base.with_suffix(".json")
-    if meta_path.exists() and base.with_suffix(".zkey").exists():
-        return CircuitMeta(**json.loads(meta_path.read_text()))
+    if meta_path.exists() and base.with_suffix(".zkey").exists():  # the key where it is now (a folder moved)
+        return CircuitMeta(**json.loads(meta_path.read_text()) | {"key_path": str(base.with_suffix(".zkey"))})
     from .circuits import storage_circuit
     from .groth16 import curve_by_name, setup, write_zkey
 

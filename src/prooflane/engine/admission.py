@@ -80,6 +80,7 @@ class Admission:
         job_id = req.job_id or uuid.uuid4().hex
         meta = self._circuits.meta(req.kind, req.circuit)
         self._check_fits(req.kind, meta)  # before anything is created for the job
+        await self._circuits.keys.ensure(meta)  # a key file deleted: made again, or the job refused
         admitting = self._admitting[job_id] = asyncio.get_running_loop().create_future()
         try:
             priority, resolved = await self._resolve(req, job_id, meta)
@@ -109,6 +110,7 @@ class Admission:
         """A job on the registered ``circuit`` whose witnesses come in the upload: one part ``wtns`` per
         partition, in order (see ``Engine.submit_upload``)."""
         meta = self._circuits.circuit(circuit).meta  # 404 before anything is written
+        await self._circuits.keys.ensure(meta)  # 503 before anything is written when its key is gone
         folder = self._pipeline.config.data_dir / "witnesses"
         incoming = folder / f".incoming-{uuid.uuid4().hex}"
         kept: list[str] = []

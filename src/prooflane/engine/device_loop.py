@@ -36,10 +36,12 @@ from ..devices.backend import (
     WorkerDied,
     WorkerInfo,
 )
+from ..errors import Unavailable
 from ..kinds import CircuitMeta
 from ..memory import CachedAllocation, MemoryBudget, Reservation
 from ..states import JobState, PartitionState
 from . import logbook
+from .keyfiles import KeyFiles
 from .pipeline import Pipeline
 from .records import PartitionRun
 
@@ -53,9 +55,10 @@ MAX_BACKOFF_SECS = 30.0
 class DeviceLoop:
     """The configured workers and what each holds."""
 
-    def __init__(self, pipeline: Pipeline, backend: DeviceBackend) -> None:
+    def __init__(self, pipeline: Pipeline, backend: DeviceBackend, key_files: KeyFiles) -> None:
         self._pipeline = pipeline
         self._backend = backend
+        self._key_files = key_files
         self._minter = ev.LeaseMinter()
         self.workers: dict[str, DeviceWorker] = {}  # worker id -> its current worker
         self._held: dict[DeviceWorker, set[PartitionRun]] = {}  # staged..finalizing, per worker
@@ -193,6 +196,13 @@ class DeviceLoop:
             held = self._held[worker]
             held.add(part)
             part.worker_id = worker.worker_id
+            if not self._holds_key(worker, part.job.meta):  # it reads the key's file: is it there?
+                try:
+                    await self._key_files.ensure(part.job.meta)
+                except Unavailable as exc:
+                    held.discard(part)
+                    pipeline.fail_partition(part, str(exc))
+                    continue
             allocation = await self._key_for(worker, part.job.meta)
             allocation.use()
             try:
@@ -299,6 +309,10 @@ class DeviceLoop:
         pipeline.post(ev.FinalizeFinished(at=pipeline.clock(), token=token, finalize_ms=finished.ms))
         if all(p.state is P.DONE for p in part.job.partitions):
             pipeline.end_job(part.job, JobState.DONE, None)
+
+    def _holds_key(self, worker: DeviceWorker, meta: CircuitMeta) -> bool:
+        allocation = self._keys.get((worker, meta.key_path))
+        return allocation is not None and allocation.live
 
     async def _key_for(self, worker: DeviceWorker, meta: CircuitMeta) -> CachedAllocation:
         """The worker's cached allocation for ``meta``'s proving key, taking budget for it when new."""

@@ -85,7 +85,7 @@ class Engine:
         self._circuits = CircuitRegistry(self._pipeline, self._backend)
         self._admission = Admission(self._pipeline, self._circuits)
         self._dispatcher = Dispatcher(self._pipeline, self._backend)
-        self._devices = DeviceLoop(self._pipeline, self._backend)
+        self._devices = DeviceLoop(self._pipeline, self._backend, self._circuits.keys)
         self._health_log = HealthLog(self._health_to_log, clock)
         self._pipeline.watch = self._health_log.saw
         self._runner: asyncio.Task[None] | None = None
@@ -185,6 +185,7 @@ class Engine:
                     await event.wait()
                 tg.create_task(self._dispatcher.run(), name="dispatcher")
                 tg.create_task(self._health_log.run(), name="health log")
+                tg.create_task(self._circuits.keys.run(), name="key files")
                 started.set_result(None)
         except BaseException as exc:
             self.ready = False
@@ -429,6 +430,7 @@ class Engine:
             if name not in self._pipeline.tracker.health().devices_down  # not yet posted: said here
         ]
         reasons += self._devices.hung()
+        reasons += self._circuits.keys.problems()
         stalled = self._pipeline.stalled(*self._devices.busy())
         return (*reasons, stalled) if stalled else tuple(reasons)
 

@@ -41,6 +41,7 @@ from ..kinds import (
 from ..models import CircuitInfo, KindInfo
 from ..states import Priority
 from ..store import CircuitRecord
+from .keyfiles import KeyFiles
 from .pipeline import Pipeline
 from .records import CircuitEntry
 from .records import circuit_info as _described
@@ -64,6 +65,8 @@ class CircuitRegistry:
         self._circuits: dict[str, CircuitEntry] = {}
         # name -> its registration in progress; another one of the name waits for it (event loop only).
         self._registering: dict[str, asyncio.Future[None]] = {}
+        self.keys = KeyFiles(self._metas, self._registered_metas, self._remake)
+        """The key files watched (made again, or their circuit refused, when deleted)."""
 
     @property
     def backend(self) -> DeviceBackend:
@@ -91,6 +94,18 @@ class CircuitRegistry:
             self._circuits[record.name] = CircuitEntry(
                 record, CircuitMeta(**json.loads(meta_path.read_text()))
             )
+
+    def _registered_metas(self) -> dict[str, CircuitMeta]:
+        return {name: entry.meta for name, entry in self._circuits.items()}
+
+    async def _remake(self, kind: str) -> CircuitMeta:
+        """A built-in kind's key made again in the keys folder (see :mod:`.keyfiles`)."""
+        cfg = self._pipeline.config
+        meta: CircuitMeta = await self._backend.run(
+            prepare_builtin, kind, cfg.profile, cfg.curve, str(cfg.keys_dir)
+        )
+        self._metas[kind] = meta
+        return meta
 
     def circuit(self, name: str) -> CircuitEntry:
         """A registered circuit, or 404 naming the registered ones."""
@@ -215,6 +230,12 @@ class CircuitRegistry:
             if known.record.digest != digest:
                 taken = f"circuit {name!r} is registered with other files; pick another name"
                 raise Conflict(taken)
+            if not await asyncio.to_thread(_files_present, known.record):  # deleted: these put them back
+                await asyncio.to_thread(_move_folder, incoming, Path(known.record.zkey).parent)
+                meta_file = Path(known.meta.key_path).with_suffix(".json")
+                await asyncio.to_thread(meta_file.write_text, json.dumps(known.meta.to_json()))
+                self.keys.found(name)
+                log.warning("circuit %r: its files were missing and are back (registered again)", name)
             return _info(known)
         folder = cfg.data_dir / "circuits" / name
         await asyncio.to_thread(_move_folder, incoming, folder)
@@ -348,6 +369,11 @@ def copy_circuit_files(
     else:
         digest.update(b"-")
     return digest.hexdigest()
+
+
+def _files_present(record: CircuitRecord) -> bool:
+    """Whether a registered circuit's files are all in the data folder."""
+    return all(os.path.exists(p) for p in (record.zkey, record.wasm) if p is not None)
 
 
 def _move_folder(source: Path, target: Path) -> None:
