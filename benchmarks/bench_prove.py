@@ -6,10 +6,12 @@ BLS12-381: a square chain of --constraints with a development key (made once, ca
 benchmarks/results/). For each:
 
 - whole processes, cold, as a user runs them, in turns (one of each per round): `prooflane prove` (its own
-  --json timings too), `snarkjs groth16 prove`, and groth16py (BN254, when installed: a fresh interpreter that
-  imports the .zkey and proves the .wtns); wall and CPU seconds; `prooflane prove` once more with an empty
-  memory of checked points (the first time a key is ever seen: its subgroup checks run); and a fresh process
-  that only reads the key and builds all its library points in one process (the key load);
+  --json timings too), `prooflane prove` with an empty memory of checked points (a key never seen before:
+  every check runs), `snarkjs groth16 prove`, rapidsnark's standalone prover (BN254, when
+  ../shared/peers/rapidsnark/prover or $RAPIDSNARK is an executable; its first run is reported apart as
+  "cold", the rest as "warm": it has no in-process mode) and groth16py (BN254, when installed: a fresh
+  interpreter that imports the .zkey and proves the .wtns); wall and CPU seconds, each run's kept for the
+  spread; and a fresh process that only reads the key and builds all its library points (the key load);
 - in this process: key read, cold load of the library points (both processes of the two-core path, side
   by side), synthesize, prove_start and prove_finish (one process, warm), prove with two processes (warm),
   verify, peak RSS.
@@ -42,6 +44,7 @@ from _common import RESULTS, claim_cpu, print_table, write_json
 from prooflane.groth16 import (
     R1CS,
     Curve,
+    Proof,
     SparseMatrix,
     Witness,
     curve_by_name,
@@ -64,6 +67,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED_CONSTRAINTS = 65000
 SHARED = ROOT.parent / "shared" / "bench" / f"square_chain-{SHARED_CONSTRAINTS}-bn128"
 SNARKJS = ROOT / "node_modules" / ".bin" / "snarkjs"
+SHARED_RAPIDSNARK = ROOT.parent / "shared" / "peers" / "rapidsnark" / "prover"
 PROOFLANE = Path(sys.executable).parent / "prooflane"
 
 # A fresh interpreter that reads a key and builds all its library points in one process.
@@ -88,6 +92,14 @@ imported = groth16py.import_zkey(sys.argv[1])
 pk = imported[0] if isinstance(imported, tuple) else imported
 groth16py.prove_wtns(pk, sys.argv[2])
 """
+
+
+def rapidsnark_binary() -> Path | None:
+    """rapidsnark's prover: ``$RAPIDSNARK`` when set (empty: none), else the shared peer; None when it is not
+    an executable file."""
+    configured = os.environ.get("RAPIDSNARK")
+    path = SHARED_RAPIDSNARK if configured is None else Path(configured) if configured else None
+    return path if path is not None and path.is_file() and os.access(path, os.X_OK) else None
 
 
 def square_chain(curve: Curve, n: int, x: int = 3, y: int = 5) -> tuple[R1CS, Witness]:
@@ -165,29 +177,48 @@ def timed_process(cmd: list[str], env: dict[str, str] | None = None) -> tuple[fl
     return wall, cpu, done.stdout
 
 
+def verifies(zkey: Path, proof: Path, public: Path) -> bool:
+    """Whether the proof.json and public.json a peer wrote verify against ``zkey`` here."""
+    vk = read_zkey(zkey).verification_key
+    values = tuple(int(v) for v in json.loads(public.read_text()))
+    return verify(vk, values, Proof.from_json(json.loads(proof.read_text()), curve=vk.curve, public=values))
+
+
 def whole_processes(zkey: Path, wtns: Path, curve: Curve, repeat: int) -> dict[str, Any]:
     """Cold whole-process times of prooflane's CLI, snarkjs and groth16py, taken in turns (one of each per
     round, so that other load on the machine falls on all of them alike), and of a fresh key load."""
     proof, public = RESULTS / "proof.json", RESULTS / "public.json"
     cli = [str(PROOFLANE), "prove", str(zkey), str(wtns), "--proof", str(proof), "--public", str(public)]
-    provers = {"cli": [*cli, "--json"]}
+    provers = {"cli": [*cli, "--json"], "cli_unseen": cli}
     if SNARKJS.exists():
         provers["snarkjs"] = [str(SNARKJS), "groth16", "prove", str(zkey), str(wtns), str(proof), str(public)]
+    rapidsnark = rapidsnark_binary()
+    if curve.name == "bn128" and rapidsnark is not None:
+        provers["rapidsnark"] = [str(rapidsnark), str(zkey), str(wtns), str(proof), str(public)]
     if curve.name == "bn128" and importlib.util.find_spec("groth16py") is not None:
         provers["groth16py"] = [sys.executable, "-c", GROTH16PY, str(zkey), str(wtns)]
     out: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="prooflane-point-checks-") as unseen:
-        # The first time this key is ever seen: its subgroup checks run (once).
-        wall, cpu, _ = timed_process(provers["cli"], dict(os.environ, PROOFLANE_POINT_CHECKS=unseen))
-        out.update(cli_unseen_key_s=wall, cli_unseen_key_cpu_s=cpu)
     runs: dict[str, list[tuple[float, float, str]]] = {name: [] for name in provers}
-    for _ in range(repeat):
+    for round_ in range(repeat + ("rapidsnark" in provers)):  # one more round: rapidsnark's cold run
         for name, cmd in provers.items():
-            runs[name].append(timed_process(cmd))
+            if round_ == repeat and name != "rapidsnark":
+                continue
+            if name == "cli_unseen":  # a key never seen before: an empty memory of checked points
+                with tempfile.TemporaryDirectory(prefix="prooflane-point-checks-") as unseen:
+                    runs[name].append(timed_process(cmd, dict(os.environ, PROOFLANE_POINT_CHECKS=unseen)))
+            else:
+                runs[name].append(timed_process(cmd))
+    if "rapidsnark" in runs:
+        (cold_wall, cold_cpu, _), *warm = runs["rapidsnark"]
+        out.update(rapidsnark_cold_s=cold_wall, rapidsnark_cold_cpu_s=cold_cpu)
+        runs["rapidsnark"] = warm
+        out["rapidsnark_proof_verifies"] = verifies(zkey, proof, public)  # it ran last: its files
+    names = {"cli": "cli_cold", "cli_unseen": "cli_unseen_key", "rapidsnark": "rapidsnark_warm"}
     for name, results in runs.items():
-        key = "cli_cold" if name == "cli" else f"{name}_prove"
+        key = names.get(name, f"{name}_prove")
         out[f"{key}_s"] = statistics.median(r[0] for r in results)
         out[f"{key}_cpu_s"] = statistics.median(r[1] for r in results)
+        out[f"{key}_runs_s"] = [round(r[0], 3) for r in results]
     middle = sorted(runs["cli"])[len(runs["cli"]) // 2]
     out["cli_cold_stages_s"] = json.loads(middle[2])["timings_s"]
     loads = [json.loads(run([sys.executable, "-c", KEY_LOAD, str(zkey)]).stdout) for _ in range(repeat)]
@@ -217,11 +248,13 @@ def bench(curve: Curve, constraints: int, repeat: int) -> dict[str, Any]:
     row["verify_s"] = median(repeat, lambda: verify(vk, proof.public, proof))
     row.update(read_zkey_s=read_s, load_cold_2proc_s=cold2_s, load_cold_1proc_extra_s=cold1_s)
     row.update(whole_processes(zkey_path, wtns_path, curve, repeat))
-    for peer in ("snarkjs_prove_s", "groth16py_prove_s"):
+    for peer in ("snarkjs_prove_s", "groth16py_prove_s", "rapidsnark_warm_s"):
         if row.get(peer):
-            name = peer.removesuffix("_prove_s")
+            name = peer.removesuffix("_prove_s").removesuffix("_warm_s")
             row[f"{name}_ratio"] = row[peer] / row["prove_2proc_s"]
             row[f"{name}_cold_ratio"] = row[peer] / row["cli_cold_s"]
+    if row.get("snarkjs_prove_s"):
+        row["unseen_key_snarkjs_ratio"] = row["snarkjs_prove_s"] / row["cli_unseen_key_s"]
     row["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     row["children_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     return row
@@ -233,11 +266,17 @@ COLD_COLUMNS = [
     ("cli_cold_s", "prooflane prove"),
     ("cli_cold_cpu_s", "CPU-s"),
     ("cli_unseen_key_s", "unseen key"),
+    ("cli_unseen_key_cpu_s", "CPU-s"),
     ("snarkjs_prove_s", "snarkjs"),
     ("snarkjs_prove_cpu_s", "CPU-s"),
+    ("rapidsnark_cold_s", "rapidsnark cold"),
+    ("rapidsnark_warm_s", "rapidsnark"),
+    ("rapidsnark_warm_cpu_s", "CPU-s"),
     ("groth16py_prove_s", "groth16py"),
     ("groth16py_prove_cpu_s", "CPU-s"),
     ("snarkjs_cold_ratio", "x snarkjs"),
+    ("unseen_key_snarkjs_ratio", "unseen x snarkjs"),
+    ("rapidsnark_cold_ratio", "x rapidsnark"),
     ("groth16py_cold_ratio", "x g16py"),
 ]
 WARM_COLUMNS = [
@@ -250,6 +289,7 @@ WARM_COLUMNS = [
     ("prove_2proc_s", "prove 2p"),
     ("verify_s", "verify"),
     ("snarkjs_ratio", "x snarkjs"),
+    ("rapidsnark_ratio", "x rapidsnark"),
     ("groth16py_ratio", "x g16py"),
     ("peak_rss_mib", "RSS MiB"),
 ]
@@ -271,9 +311,10 @@ def main() -> None:
         )
     print(
         "seconds, medians. cold: whole processes as a user runs them (key load: read + build all points in a "
-        "fresh process; unseen key: one run with an empty memory of checked points; CPU-s: user+system of "
-        "the whole process tree; the provers run in turns); warm: prove 2p = "
-        "synthesize + two-core prove; x = peer time / prooflane time"
+        "fresh process; unseen key: `prooflane prove` with an empty memory of checked points; CPU-s: "
+        "user+system of the whole process tree; the provers run in turns; rapidsnark cold: its first run, "
+        "rapidsnark: the median of the later ones); warm: prove 2p = synthesize + two-core prove; "
+        "x = peer time / prooflane time (x rapidsnark in the warm table: rapidsnark's whole process)"
     )
     write_json("bench_prove", {"repeat": args.repeat, "results": rows})
 

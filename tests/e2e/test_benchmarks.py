@@ -74,3 +74,22 @@ def test_the_autogroup_nice_value_is_read_where_there_is_one(
     autogroup.write_text(text)
     assert _autogroup_nice(autogroup) == nice
     assert _autogroup_nice(tmp_path / "absent") is None
+
+
+def test_the_rapidsnark_row_needs_an_executable_prover(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import bench_prove
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    prover = tmp_path / "prover"
+    monkeypatch.setenv("RAPIDSNARK", str(prover))
+    assert bench_prove.rapidsnark_binary() is None  # absent: the row is skipped
+    prover.write_text("#!/bin/sh\n")
+    assert bench_prove.rapidsnark_binary() is None  # not executable
+    prover.chmod(0o755)
+    assert bench_prove.rapidsnark_binary() == prover
+    monkeypatch.setenv("RAPIDSNARK", "")
+    assert bench_prove.rapidsnark_binary() is None  # switched off

@@ -44,6 +44,8 @@ __all__ = [
     "blinding",
     "check_fit",
     "check_points",
+    "check_subgroup",
+    "first_off_curve_row",
     "loaded",
     "msm",
     "msm_scalars",
@@ -53,6 +55,7 @@ __all__ = [
     "prove_start",
     "proving_state",
     "release",
+    "release_digest",
     "section_rows",
     "synthesize",
 ]
@@ -188,46 +191,83 @@ def section_rows(key: ProvingKey, name: str) -> NDArray[np.uint8]:
     return rows
 
 
-def base_points(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8] | None) -> SectionPoints:
-    """The cached points of one base section; ``rows=None`` means "must be cached" (else LookupError)."""
+def base_points(
+    curve: Curve,
+    digest: str,
+    name: str,
+    rows: NDArray[np.uint8] | None,
+    *,
+    subgroup_rounds: int | None = None,
+) -> SectionPoints:
+    """The cached points of one base section; ``rows=None`` means "must be cached" (else LookupError).
+
+    ``subgroup_rounds`` (two processes sharing a key's checks): another process checks these rows on the
+    curve (``first_off_curve_row``), runs the other rounds of the subgroup test (``check_subgroup``) and
+    remembers the section once everything passed; here only this many rounds of the subgroup test run (a
+    failure raises) and nothing is remembered. Points cached this way passed those rounds."""
 
     def build(rows: NDArray[np.uint8]) -> SectionPoints:
         index = np.flatnonzero(rows.any(axis=1))
-        return SectionPoints(index, _checked_points(curve, digest, name, rows, index))
+        return SectionPoints(index, _checked_points(curve, digest, name, rows, index, subgroup_rounds))
 
     return _CACHE.get(digest, name, None if rows is None else functools.partial(build, rows))
 
 
 def _checked_points(
-    curve: Curve, digest: str, name: str, rows: NDArray[np.uint8], index: NDArray[np.int64]
+    curve: Curve,
+    digest: str,
+    name: str,
+    rows: NDArray[np.uint8],
+    index: NDArray[np.int64],
+    subgroup_rounds: int | None = None,
 ) -> list[Any]:
-    """Library points of ``rows[index]``, validated (see the module's docstring); FormatError names the
-    first bad point by its row in the key's section."""
+    """Library points of ``rows[index]``, validated (see the module's docstring; ``subgroup_rounds``: see
+    ``base_points``); FormatError names the first bad point by its row in the key's section."""
     group = 2 if name.startswith("b2") else 1
     be, picked = backend(curve), rows[index]
     remembered = _pointcheck.known(digest, name)
-
-    def bad(i: int, problem: str) -> FormatError:
-        row = int(index[i]) + (int(name.split("[")[1].split(":")[0]) if "[" in name else 0)
-        return FormatError(
-            f"proving key {digest[:12]}", f"section {name.split('[')[0]}: point {row} {problem}"
-        )
-
-    if not remembered:
+    shared = subgroup_rounds is not None  # another process does the rest of the checks
+    if not remembered and not shared:
         off = _pointcheck.first_off_curve(curve, picked, group)
         if off is not None:
-            raise bad(off, "is not on the curve")
+            raise _bad_point(digest, name, index, off, "is not on the curve")
     try:
         points = be.bases(picked, group)
     except ValueError as exc:  # the validating fallback names the row in its message
         raise FormatError(f"proving key {digest[:12]}", f"section {name}: {exc}") from None
     if not remembered:
         cofactor_one = group == 1 and curve.name == "bn128"  # on the curve is in the group
-        outside = None if cofactor_one else be.outside_subgroup(points, group)
+        outside = None if cofactor_one else be.outside_subgroup(points, group, subgroup_rounds)
         if outside is not None:
-            raise bad(outside, f"is not in the subgroup of order r of G{group}")
-        _pointcheck.remember(digest, name)
+            raise _bad_point(digest, name, index, outside, f"is not in the subgroup of order r of G{group}")
+        if not shared:
+            _pointcheck.remember(digest, name)
     return points
+
+
+def _bad_point(digest: str, name: str, index: NDArray[np.int64], i: int, problem: str) -> FormatError:
+    row = int(index[i]) + (int(name.split("[")[1].split(":")[0]) if "[" in name else 0)
+    return FormatError(f"proving key {digest[:12]}", f"section {name.split('[')[0]}: point {row} {problem}")
+
+
+def check_subgroup(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8], rounds: int) -> None:
+    """Raise FormatError (as a load would) when ``rounds`` rounds of the subgroup test find a point of the
+    section slice ``name`` (on the curve, checked first) outside the subgroup; builds its points for that
+    only, without keeping them."""
+    index = np.flatnonzero(rows.any(axis=1))
+    group = 2 if name.startswith("b2") else 1
+    be = backend(curve)
+    outside = be.outside_subgroup(be.bases(rows[index], group), group, rounds)
+    if outside is not None:
+        raise _bad_point(digest, name, index, outside, f"is not in the subgroup of order r of G{group}")
+
+
+def first_off_curve_row(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8]) -> None:
+    """Raise FormatError (as a load would) when a point of the section slice ``name`` is off the curve."""
+    index = np.flatnonzero(rows.any(axis=1))
+    off = _pointcheck.first_off_curve(curve, rows[index], 2 if name.startswith("b2") else 1)
+    if off is not None:
+        raise _bad_point(digest, name, index, off, "is not on the curve")
 
 
 def check_points(key: ProvingKey) -> None:
@@ -247,7 +287,12 @@ def preload(key: ProvingKey, parts: tuple[str, ...] = BASES) -> None:
 
 def release(key: ProvingKey) -> None:
     """Drop this process's library points for ``key``."""
-    _CACHE.release(key.digest)
+    release_digest(key.digest)
+
+
+def release_digest(digest: str) -> None:
+    """Drop this process's library points of the key with ``digest``."""
+    _CACHE.release(digest)
 
 
 def msm(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8] | None, scalars: FieldVector) -> Any:

@@ -1,0 +1,198 @@
+"""Subgroup checks of a key's points: BN254 G2 by random linear combinations, BLS12-381 by the library's
+per-point test, each cross-checked against ``[r]P = 0`` and plain-Python arithmetic."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from prooflane.errors import FormatError
+from prooflane.groth16 import BLS12381, BN128, Curve, _parallel, _pointcheck, prove, setup, verify
+from prooflane.groth16._native import backend, mont_row
+from tests.support import curve_reference as ref
+from tests.support.groth16_samples import square_chain
+
+BN_B2 = _pointcheck._B2["bn128"]
+BN_COFACTOR = 2 * BN128.q - BN128.r
+SEED = 20261201
+
+
+@pytest.fixture
+def memo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty memory of checked points, in this process and on disk."""
+    folder = tmp_path / "point-checks"
+    monkeypatch.setenv(_pointcheck.ENV, str(folder))
+    monkeypatch.setattr(_pointcheck, "_KNOWN", set())
+    return folder
+
+
+def _probably_prime(n: int) -> bool:
+    """Miller-Rabin with 20 fixed bases (a composite passes with probability below 4^-20)."""
+    if n < 2 or any(n % p == 0 for p in (2, 3, 5, 7)):
+        return n in (2, 3, 5, 7)
+    d, s = n - 1, 0
+    while d % 2 == 0:
+        d, s = d // 2, s + 1
+    for a in random.Random(n).sample(range(2, min(n - 1, 10**6)), 20):
+        x = pow(a, d, n)
+        if x in (1, n - 1):
+            continue
+        for _ in range(s - 1):
+            x = x * x % n
+            if x == n - 1:
+                break
+        else:
+            return False
+    return True
+
+
+def _library_points(curve: Curve, coords: list[tuple[int, ...]], group: int) -> list[Any]:
+    """Library points written raw from plain coordinates (no validation: points outside G2 included)."""
+    be = backend(curve)
+    assert be.loader(group) == "raw"
+    return be.bases(np.stack([mont_row(curve, c) for c in coords]), group)
+
+
+def _bn_outsiders(rng: random.Random, count: int) -> list[tuple[ref.Fq2, ref.Fq2]]:
+    return [ref.random_point(rng, BN128.q, BN_B2, extension=True) for _ in range(count)]
+
+
+def _bn_insiders(rng: random.Random, count: int) -> list[Any]:
+    be = backend(BN128)
+    gen = be.g2(be.g2_gen)
+    return [gen * rng.randrange(1, BN128.r) for _ in range(count)]
+
+
+def _to_ref(be: Any, point: Any) -> tuple[ref.Fq2, ref.Fq2]:
+    c = be.g2_xy(point)
+    return ((c[0], c[1]), (c[2], c[3]))
+
+
+def test_the_bn254_g2_cofactor_is_the_product_of_the_primes_named() -> None:
+    primes = _pointcheck.BN254_G2_COFACTOR_PRIMES
+    assert math.prod(primes) == BN_COFACTOR and all(_probably_prime(p) for p in primes)
+    assert len(set(primes)) == len(primes) and math.gcd(BN_COFACTOR, BN128.r) == 1  # cyclic, r^2 absent
+    rounds, bits = _pointcheck.combination_plan(min(primes))
+    assert rounds * bits >= _pointcheck.SECURITY_BITS and 2**bits < min(primes)
+    point = ref.random_point(random.Random(SEED), BN128.q, BN_B2, extension=True)
+    assert ref.mul(point, BN128.r, BN128.q) is not None  # outside G2
+    assert ref.mul(point, BN128.r * BN_COFACTOR, BN128.q) is None  # the twist's group has order r·h
+
+
+def test_the_library_s_arithmetic_outside_g2_is_the_group_law() -> None:
+    rng, be, q = random.Random(SEED + 1), backend(BN128), BN128.q
+    outsiders = _bn_outsiders(rng, 4)
+    points = _library_points(BN128, [ref.flat(p, extension=True) for p in outsiders], 2)
+    for plain, point in zip(outsiders, points, strict=True):
+        k = rng.randrange(BN128.r)
+        assert _to_ref(be, point * k) == ref.mul(plain, k, q)
+        assert (point * (BN128.r - 1) + point).is_zero() is False
+    scalars = _pointcheck.random_scalars(len(points), _pointcheck.MAX_SCALAR_BITS)
+    expected = None
+    for plain, k in zip(outsiders, scalars, strict=True):
+        expected = ref.add(expected, ref.mul(plain, k, q), q)
+    assert _to_ref(be, be._ec.multiscalar_mul_g2(points, scalars)) == expected  # type: ignore[attr-defined]
+
+
+def test_the_combination_check_agrees_with_r_times_p_on_random_points() -> None:
+    rng, be = random.Random(SEED + 2), backend(BN128)
+    outsiders = _bn_outsiders(rng, 150)
+    cases = [(p, False) for p in _library_points(BN128, [ref.flat(p, extension=True) for p in outsiders], 2)]
+    cases += [(p, True) for p in _bn_insiders(rng, 150)]
+    for point, inside in cases:
+        assert (be.outside_subgroup([point], 2) is None) is inside
+        assert (be.first_outside_each([point]) is None) is inside  # type: ignore[attr-defined]
+    for point, inside in cases[:3] + cases[-3:]:  # and the slow check against plain Python
+        assert (ref.mul(_to_ref(be, point), BN128.r, BN128.q) is None) is inside
+
+
+def _small_order_point(rng: random.Random, prime: int) -> tuple[ref.Fq2, ref.Fq2]:
+    """A twist point of order ``prime`` (a prime of the cofactor)."""
+    while True:
+        point = ref.mul(_bn_outsiders(rng, 1)[0], BN128.r * BN_COFACTOR // prime, BN128.q)
+        if point is not None:
+            assert ref.mul(point, prime, BN128.q) is None
+            return point
+
+
+@pytest.mark.parametrize("prime", _pointcheck.BN254_G2_COFACTOR_PRIMES[:2])
+def test_the_smallest_cofactor_components_are_caught_among_many_points(prime: int) -> None:
+    rng, be, q = random.Random(SEED + prime), backend(BN128), BN128.q
+    good = _bn_insiders(rng, 300)
+    assert be.outside_subgroup(good, 2) is None
+    torsion = _small_order_point(rng, prime)
+    minus = (torsion[0], ((-torsion[1][0]) % q, (-torsion[1][1]) % q))
+    bad = [
+        ref.flat(ref.add(_to_ref(be, good[i]), t, q), extension=True)  # type: ignore[arg-type]
+        for i, t in ((17, torsion), (250, minus))
+    ]
+    points = list(good)
+    points[17], points[250] = _library_points(BN128, bad, 2)  # their small components cancel in a plain sum
+    assert be.outside_subgroup(points, 2) == 17
+    points[17] = good[17]
+    assert be.outside_subgroup(points, 2) == 250
+
+
+@pytest.mark.parametrize("group", [1, 2])
+def test_bls12_381_s_subgroup_test_agrees_with_r_times_p_on_random_points(group: int) -> None:
+    rng, be, q = random.Random(SEED + group), backend(BLS12381), BLS12381.q
+    extension = group == 2
+    b = _pointcheck._B2["bls12381"] if extension else (_pointcheck._B1["bls12381"], 0)
+    outsiders = [ref.random_point(rng, q, b, extension=extension) for _ in range(64)]
+    gen = be.g1(be.g1_gen) if group == 1 else be.g2(be.g2_gen)
+    xy = be.g1_xy if group == 1 else be.g2_xy
+    insiders = [xy(be.mul(gen, rng.randrange(1, BLS12381.r))) for _ in range(64)]
+    coords = [ref.flat(p, extension=extension) for p in outsiders] + insiders
+    points = _library_points(BLS12381, coords, group)
+    for c, point in zip(coords, points, strict=True):
+        plain = ((c[0], c[1]), (c[2], c[3])) if extension else ((c[0], 0), (c[1], 0))
+        inside = ref.mul(plain, BLS12381.r, q) is None
+        assert (be.outside_subgroup([point], group) is None) is inside
+    assert [be.outside_subgroup([p], group) is None for p in points] == [False] * 64 + [True] * 64
+    assert be.outside_subgroup(points[64:100] + points[:1] + points[100:], group) == 36
+
+
+def _bad_key(curve: Curve, name: str, row: int, coords: tuple[int, ...], seed: bytes) -> Any:
+    key = setup(square_chain(curve, 12)[0], seed=seed)
+    rows = getattr(key, f"{name}_points").copy()
+    rows[row] = mont_row(curve, coords)
+    return dataclasses.replace(key, **{f"{name}_points": rows})
+
+
+def test_an_unseen_key_proves_on_two_cores_and_is_remembered(memo: Path) -> None:
+    _parallel.shutdown()  # a helper started with this test's memory
+    r1cs, witness = square_chain(BN128, 12)
+    key = setup(r1cs, seed=b"two cores, unseen")
+    for path in memo.glob("*"):
+        path.unlink()
+    _pointcheck._KNOWN.clear()
+    proof = prove(key, witness, processes=2)
+    assert verify(key.verification_key, proof.public, proof)
+    remembered = {path.name.split(".", 1)[1] for path in memo.glob(f"{key.digest}.*")}
+    assert {"a", "h", "b2", "c", "b1_0_3_", "b1_3_16_"} <= remembered  # the helper's sections too
+    assert verify(key.verification_key, proof.public, prove(key, witness, processes=2))
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [("b2", "is not in the subgroup"), ("b2", "is not on the curve"), ("c", "is not on the curve")],
+)
+def test_a_bad_key_is_refused_on_two_cores_every_time(memo: Path, name: str, problem: str) -> None:
+    _parallel.shutdown()
+    if "subgroup" in problem:
+        coords = ref.flat(_bn_outsiders(random.Random(SEED), 1)[0], extension=True)
+    else:
+        coords = (1, 2, 3, 4) if name == "b2" else (1, 3)
+    key = _bad_key(BN128, name, 1, coords, f"bad {name} {problem}".encode())
+    witness = square_chain(BN128, 12)[1]
+    for _ in range(2):  # the helper keeps what it built; the refusal stays
+        with pytest.raises(FormatError, match=f"section {name}: point 1 {problem}"):
+            prove(key, witness, processes=2)
+    assert not _pointcheck.known(key.digest, name)
+    assert not any(path.name.startswith(f"{key.digest}.{name}") for path in memo.glob("*"))
