@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 
 from .errors import ConfigError
-from .logs import LOG_FORMATS, LOG_LEVELS
+from .logs import LOG_FILE_NAME, LOG_FORMATS, LOG_LEVELS
 
 __all__ = [
     "DEFAULT_HOST",
@@ -105,6 +105,9 @@ class Config:
     allowed_roots: tuple[Path, ...] = ()
     log_format: str = "text"  # text for people, json for log shippers (docs/operations.md, "Logs")
     log_level: str = "info"
+    # The daemon's log file, data_dir/prooflane.log, rotated at this size (0: standard error only).
+    log_file_bytes: int = 16 << 20
+    log_file_backups: int = 3  # rotated files kept: prooflane.log.1 .. prooflane.log.N
 
     def __post_init__(self) -> None:
         # Profiles and curves have their homes in the circuits and the prover (imported here: heavy to load).
@@ -136,6 +139,9 @@ class Config:
         _check(self.max_connections >= 16, "max_connections", "expected at least 16")
         _check(self.log_format in LOG_FORMATS, "log_format", f"expected one of {', '.join(LOG_FORMATS)}")
         _check(self.log_level in LOG_LEVELS, "log_level", f"expected one of {', '.join(LOG_LEVELS)}")
+        _check(self.log_file_bytes == 0 or self.log_file_bytes >= 4096, "log_file_bytes",
+               "expected 0 (no log file) or at least 4096")  # fmt: skip
+        _check(self.log_file_backups >= 1, "log_file_backups", "expected at least 1")
         for root in self.allowed_roots:
             _check(Path(root).is_absolute(), "allowed_roots", f"{str(root)!r}: expected an absolute folder")
         for device in self.devices:
@@ -204,6 +210,11 @@ class Config:
             memory_budget_bytes=budget,
             prefetch_partitions=prefetch,
         )
+
+    @property
+    def log_file(self) -> Path | None:
+        """Where the daemon writes its log (besides standard error), or None when ``log_file_bytes`` is 0."""
+        return self.data_dir / LOG_FILE_NAME if self.log_file_bytes else None
 
     @property
     def url(self) -> str:

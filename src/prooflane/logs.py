@@ -1,5 +1,6 @@
 """The daemon's and the fleet's log: one line per record on standard error, as text for people or as JSON
-for log shippers.
+for log shippers; the daemon also writes it to ``prooflane.log`` in its data folder, rotated by size
+(:func:`tail` reads its last lines back, for ``GET /v1/logs``).
 
 Text: ``2026-12-01T15:04:05Z INFO prooflane.engine job ps-1 (snap-update, 16 partitions) accepted``; a
 message never spans lines (a line break inside it is written as `` | ``), a traceback follows its line.
@@ -13,11 +14,32 @@ from __future__ import annotations
 
 import json
 import logging
+import logging.handlers
+import os
 import sys
 import time
+from pathlib import Path
 from typing import Any, TextIO
 
-__all__ = ["LOG_FORMATS", "LOG_LEVELS", "JsonFormatter", "TextFormatter", "configure_logging", "one_line"]
+__all__ = [
+    "LOG_FILE_NAME",
+    "LOG_FORMATS",
+    "LOG_LEVELS",
+    "MAX_TAIL_LINES",
+    "JsonFormatter",
+    "LogFile",
+    "TextFormatter",
+    "configure_logging",
+    "one_line",
+    "tail",
+]
+
+LOG_FILE_NAME = "prooflane.log"
+"""The daemon's log file in its data folder; rotated copies are ``prooflane.log.1`` (the newest) and on."""
+
+MAX_TAIL_LINES = 2000
+"""The most lines :func:`tail` gives back (``GET /v1/logs?lines=``)."""
+_TAIL_READ_BYTES = 4 << 20  # the most read of each file to find them
 
 LOG_FORMATS = ("text", "json")
 """The values of the ``log_format`` key: text for people, json (one object per line) for log shippers."""
@@ -99,19 +121,72 @@ class _StandardError(logging.StreamHandler):  # type: ignore[type-arg]
         pass  # always the current sys.stderr
 
 
-def configure_logging(level: str = "info", log_format: str = "text", stream: TextIO | None = None) -> None:
+class LogFile:
+    """Where a log file goes and when it rotates: at ``max_bytes``, keeping ``backups`` older files."""
+
+    def __init__(self, path: Path, max_bytes: int, backups: int) -> None:
+        self.path = Path(path)
+        self.max_bytes = max_bytes
+        self.backups = backups
+
+    def handler(self) -> logging.Handler:
+        """A rotating handler on the file (its folder made if needed)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        return logging.handlers.RotatingFileHandler(
+            self.path, maxBytes=self.max_bytes, backupCount=self.backups, encoding="utf-8"
+        )
+
+
+def configure_logging(
+    level: str = "info", log_format: str = "text", stream: TextIO | None = None, file: LogFile | None = None
+) -> None:
     """Send every logger's records at ``level`` and above to ``stream`` (standard error) in
-    ``log_format``; replaces the handlers of any earlier call. Once, when a daemon or the fleet starts."""
+    ``log_format``, and to ``file`` when given (rotated); replaces the handlers of any earlier call. Once,
+    when a daemon or the fleet starts."""
     if level not in LOG_LEVELS:
         raise ValueError(f"log level {level!r}: expected one of {', '.join(LOG_LEVELS)}")
     if log_format not in LOG_FORMATS:
         raise ValueError(f"log format {log_format!r}: expected one of {', '.join(LOG_FORMATS)}")
-    handler = logging.StreamHandler(stream) if stream is not None else _StandardError()
-    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    console = logging.StreamHandler(stream) if stream is not None else _StandardError()
+    handlers: list[logging.Handler] = [console]
+    if file is not None:
+        handlers.append(file.handler())
     root = logging.getLogger()
     for old in root.handlers[:]:
         root.removeHandler(old)
-    root.addHandler(handler)
+        if isinstance(old, logging.handlers.RotatingFileHandler):
+            old.close()  # a log file an earlier call opened: its descriptor is not left open
+    for handler in handlers:
+        handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+        root.addHandler(handler)
     root.setLevel(level.upper())
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
+
+
+def tail(path: Path, lines: int) -> list[str]:
+    """The last ``lines`` lines (at most :data:`MAX_TAIL_LINES`) of the log file at ``path``, oldest first,
+    reaching into the newest rotated file (``path.1``) when the current one holds fewer. A missing file
+    holds none. Reads at most a few MiB of each file, from its end."""
+    wanted = max(0, min(lines, MAX_TAIL_LINES))
+    found: list[str] = []
+    for each in (Path(path), Path(f"{path}.1")):
+        if len(found) >= wanted:
+            break
+        found = _last_lines(each, wanted - len(found)) + found
+    return found
+
+
+def _last_lines(path: Path, count: int) -> list[str]:
+    try:
+        with path.open("rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            start = max(0, size - _TAIL_READ_BYTES)
+            handle.seek(start)
+            data = handle.read()
+    except FileNotFoundError:
+        return []
+    text = data.decode("utf-8", errors="replace").splitlines()
+    if start > 0 and text:
+        text = text[1:]  # the first line read may be cut
+    return text[-count:] if count else []

@@ -91,6 +91,15 @@ WRONG = [
     (["sector", "new", "--out", "s1"], USAGE, "Missing option '--size'"),
     (["sector", "new", "--size", "100", "--out", "s1"], USAGE, "expected a power of two"),
     (["no-such-command"], USAGE, "No such command 'no-such-command'"),
+    (["fleet"], USAGE, "Missing option '--config' (see 'prooflane fleet --help')"),
+    (["fleet", "logs"], USAGE, "Missing argument 'NAME'"),
+    (["fleet", "logs", "a", "--fleet", NOWHERE], REFUSED, f"cannot reach the fleet at {NOWHERE}"),
+    (["fleet", "deploy", "a", "--ssh", "h", "--fleet", NOWHERE], REFUSED, "cannot reach the fleet"),
+    (["fleet", "stop", "a", "--fleet", NOWHERE], REFUSED, "cannot reach the fleet"),
+    (["fleet", "deploy", "a", "--pip-args", "'unclosed"], USAGE, "--pip-args: No closing quotation"),
+    (["fleet", "deploy", "a", "--daemon-config", "/no/such.toml"], USAGE,
+     "--daemon-config /no/such.toml: cannot read it"),
+    (["service", "start", "--dir", "/no/such/folder"], REFUSED, "/no/such/folder/prooflane.toml"),
 ]  # fmt: skip
 
 
@@ -136,7 +145,8 @@ def test_a_bad_input_file_is_named(tmp_path: Path) -> None:
 COMMANDS = [
     ["serve"], ["submit"], ["status"], ["bench"], ["demo"], ["fleet"], ["setup"], ["export-vkey"],
     ["prove"], ["verify"], ["circuits"], ["circuits", "register"], ["circuits", "list"], ["sector"],
-    ["sector", "new"], ["sector", "info"], [],
+    ["sector", "new"], ["sector", "info"], ["fleet", "deploy"], ["fleet", "logs"], ["fleet", "stop"],
+    ["fleet", "restart"], ["service"], ["service", "start"], ["service", "stop"], [],
 ]  # fmt: skip
 
 

@@ -9,18 +9,13 @@ from __future__ import annotations
 import getpass
 import http.server
 import json
-import os
-import queue
-import shutil
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import Any, ClassVar
 
 import httpx
 import psutil
@@ -30,14 +25,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from prooflane.circuits.profiles import profile_by_name
 from prooflane.cli.daemon_process import DaemonProcess
-from prooflane.cli.fleet import FLEET_READY_PREFIX
 from tests.support.browser import chromium
 from tests.support.daemons import start_daemon, wait_until
+from tests.support.fleet import FleetProcess, Sshd, free_port, sshd_on_loopback
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-SSHD = Path("/usr/sbin/sshd")
 TOKEN = "fleet-e2e-token"
 SECTOR_BYTES = profile_by_name("tiny").sector_bytes
 LEAN = 'devices = ["cpu:0"]\nworkers_per_device = 1\nsynthesis_workers = 1\n'  # three daemons on two cores
@@ -48,19 +42,12 @@ MOMENT = {"taken_at", "uptime_secs", "process_rss_bytes", "available_bytes", "bu
           "elapsed_secs", "history", "busy_seconds_total"}  # fmt: skip
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 class Daemons:
     """The three daemons, each on a fixed port so that one can be killed and started again there."""
 
     def __init__(self, factory: pytest.TempPathFactory) -> None:
         self.factory = factory
-        self.ports = {name: _free_port() for name in NAMES}
+        self.ports = {name: free_port() for name in NAMES}
         self.data: dict[str, Path] = {}
         self.live: dict[str, DaemonProcess] = {}
 
@@ -90,55 +77,6 @@ class Daemons:
             code = daemon.stop()
             if code not in (0, None):
                 print(daemon.log())
-
-
-class FleetProcess:
-    """`prooflane fleet` as a child process; its URL from the line it prints when ready."""
-
-    def __init__(self, config: Path, log: Path) -> None:
-        command = [sys.executable, "-c", "from prooflane.cli import main; main()", "fleet"]
-        command += ["--config", str(config), "--port", "0"]
-        self.log_path = log
-        with log.open("ab") as err:
-            self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True,
-                                            env=dict(os.environ, PYTHONUNBUFFERED="1"))  # fmt: skip
-        lines: queue.Queue[str] = queue.Queue()
-        assert self.process.stdout is not None
-        self._pump = threading.Thread(target=_pump, args=(self.process.stdout, lines), daemon=True)
-        self._pump.start()
-        while True:
-            line = lines.get(timeout=120)
-            if line.startswith(FLEET_READY_PREFIX):
-                self.url = line.removeprefix(FLEET_READY_PREFIX).strip()
-                return
-            if line == "":
-                pytest.fail(f"the fleet exited before it was ready:\n{log.read_text()}")
-
-    def status(self) -> dict[str, Any]:
-        document: dict[str, Any] = httpx.get(f"{self.url}/fleet/status", timeout=10).json()
-        return document
-
-    def entry(self, name: str) -> dict[str, Any]:
-        (found,) = [e for e in self.status()["daemons"] if e["name"] == name]
-        entry: dict[str, Any] = found
-        return entry
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self._pump.join(10)
-        assert self.process.stdout is not None
-        self.process.stdout.close()
-
-
-def _pump(stream: IO[str], lines: queue.Queue[str]) -> None:
-    for line in stream:
-        lines.put(line)
-    lines.put("")
 
 
 @pytest.fixture(scope="module")
@@ -399,62 +337,10 @@ def test_fleet_page_at_1280_and_1920(
 # --- SSH -----------------------------------------------------------------------------------------
 
 
-class Sshd:
-    """Debian's sshd on a loopback port with a throwaway host key, user key and sshd_config."""
-
-    def __init__(self, home: Path) -> None:
-        self.home = home
-        self.port = _free_port()
-        keygen = shutil.which("ssh-keygen")
-        assert keygen is not None
-        for key in ("host", "user"):
-            subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(home / key)], check=True)
-        (home / "authorized_keys").write_text((home / "user.pub").read_text())
-        host_key = (home / "host.pub").read_text().split()
-        (home / "known_hosts").write_text(f"[127.0.0.1]:{self.port} {host_key[0]} {host_key[1]}\n")
-        (home / "sshd_config").write_text(
-            f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {home / 'host'}\n"
-            f"PidFile {home / 'sshd.pid'}\n"
-            f"AuthorizedKeysFile {home / 'authorized_keys'}\nStrictModes no\nUsePAM no\n"
-            "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
-            "AllowTcpForwarding yes\nAllowStreamLocalForwarding yes\nPermitRootLogin prohibit-password\n"
-        )  # fmt: skip
-        if os.geteuid() == 0:
-            Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation folder
-        self.log = (home / "sshd.log").open("ab")
-        self.process = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(home / "sshd_config")],
-                                        stdout=self.log, stderr=self.log)  # fmt: skip
-        wait_until("sshd to listen", self._listening, timeout=30)
-
-    def _listening(self) -> bool:
-        if self.process.poll() is not None:
-            pytest.fail(f"sshd exited: {(self.home / 'sshd.log').read_text()}")
-        with socket.socket() as sock:
-            return sock.connect_ex(("127.0.0.1", self.port)) == 0
-
-    def options(self) -> list[str]:
-        # Only options of the fleet's allowlist (a config file, -F, is refused: it could name a program).
-        return ["-p", str(self.port), "-i", str(self.home / "user"), "-o", "IdentitiesOnly=yes",
-                "-o", f"UserKnownHostsFile={self.home / 'known_hosts'}",
-                "-o", "StrictHostKeyChecking=yes"]  # fmt: skip
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(10)
-        self.log.close()
-
-
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    if not SSHD.exists() or shutil.which("ssh") is None:
-        pytest.skip(
-            "Debian's openssh-server (/usr/sbin/sshd) and openssh-client are missing: run `make setup`"
-        )
-    server = Sshd(tmp_path_factory.mktemp("sshd"))
-    try:
+    with sshd_on_loopback(tmp_path_factory) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_daemons_reached_through_ssh_share_one_connection(

@@ -21,8 +21,8 @@ import pytest
 
 from prooflane.client import Client, circuit_digest
 from prooflane.errors import DaemonError
-from tests.e2e.test_fleet import FleetProcess
 from tests.support.daemons import TIMEOUT, snarkjs_verify, start_daemon, wait_done
+from tests.support.fleet import FleetProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -313,3 +313,56 @@ async def test_a_daemon_cannot_make_the_fleet_hold_more_than_it_reads(
         assert _entry(fleet, "h")["health"] == "unreachable"
     finally:
         server.close()
+
+
+async def test_a_daemons_log_lines_through_the_fleet_with_its_token(
+    engine_config: Callable[..., Config], sector: Path, running: Callable[[FleetConfig], Fleet]
+) -> None:
+    config = engine_config()
+    assert config.log_file is not None
+    config.log_file.parent.mkdir(parents=True, exist_ok=True)
+    config.log_file.write_text("first\nsecond\nthird\n")
+    with served(config, token="daemon-token", sector=sector) as live:
+        fleet = running(_config(DaemonSpec(name="a", url=live.url, token="daemon-token"),
+                                DaemonSpec(name="no-token", url=live.url)))  # fmt: skip
+        await fleet.start()
+        async with await _http(fleet) as client:
+            one = await client.get("/fleet/daemons/a/logs", params={"lines": "2"})
+            assert one.status_code == 200, one.text
+            assert one.json() == {"name": "a", "file": str(config.log_file), "lines": ["second", "third"]}
+            every = (await client.get("/fleet/logs", params={"lines": "5"})).json()["daemons"]
+            assert every["a"] == {"file": str(config.log_file), "lines": ["first", "second", "third"],
+                                  "error": None}  # fmt: skip
+            # The daemon's log needs its token: a daemon followed without it says why, and has no lines.
+            assert every["no-token"]["lines"] == []
+            assert "/v1/logs answered 401" in every["no-token"]["error"]
+            refused = await client.get("/fleet/daemons/no-token/logs")
+            assert refused.status_code == 502 and "401" in refused.json()["detail"]
+            assert (await client.get("/fleet/daemons/nobody/logs")).status_code == 404
+
+
+async def test_managing_needs_the_fleet_token_and_a_daemon_the_fleet_deployed(
+    daemon: Served, running: Callable[[FleetConfig], Fleet]
+) -> None:
+    fleet = running(_config(DaemonSpec(name="a", url=daemon.url)))
+    await fleet.start()
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    async with await _http(fleet) as client:
+        for route in ("/fleet/daemons/a/stop", "/fleet/daemons/a/restart", "/fleet/daemons/a/deploy"):
+            assert (await client.post(route)).status_code == 401
+        stop = await client.post("/fleet/daemons/a/stop", headers=auth)
+        assert stop.status_code == 409 and "not deployed by the fleet" in stop.json()["detail"]
+        assert (await client.post("/fleet/daemons/zz/restart", headers=auth)).status_code == 404
+        taken = await client.post("/fleet/daemons/a/deploy", headers=auth, json={"ssh": "h"})
+        assert taken.status_code == 409 and "was not deployed by it" in taken.json()["detail"]
+        for body, says in (([], "expected a JSON object"), ({"colour": 1}, "unknown key 'colour'"),
+                           ({}, "key 'ssh'"), ({"ssh": "-oProxyCommand=x"}, "[user@]host"),
+                           ({"ssh": "h", "config": {"port": 1}}, "'port' is set by the deploy"),
+                           ({"ssh": "h", "config": {"devices": ["tpu"]}}, "unknown device 'tpu'"),
+                           ({"ssh": "h", "ssh_options": ["-F", "x"]}, "'-F' is not allowed")):  # fmt: skip
+            answer = await client.post("/fleet/daemons/b/deploy", headers=auth, json=body)
+            assert answer.status_code == 422, answer.text
+            assert says in answer.json()["detail"]
+    closed = running(_config(token=""))
+    async with await _http(closed) as client:
+        assert (await client.post("/fleet/daemons/a/deploy", json={"ssh": "h"})).status_code == 403

@@ -252,3 +252,33 @@ def test_a_daemon_that_does_not_say_its_machine_counts_as_one_of_its_own() -> No
     (entry,) = [daemon_entry(_facts("old", snapshot), 100.5, STALE_AFTER)]
     (machine,) = fleet_totals([entry])["machines"]
     assert machine["daemons"] == ["old"] and machine["memory_bytes"] is None
+
+
+def test_break_even_is_cost_over_price_and_reached_only_with_a_live_rate() -> None:
+    snap = _proving_snapshot()
+    snap["history"] = {"minute_secs": 60.0, "proofs_per_minute": [1] * 60}
+    snap["uptime_secs"] = 7200.0  # 60 proofs an hour
+    priced = dataclasses.replace(_facts("a", snap, cost=0.5), price_per_proof=0.01)  # needs 50 an hour
+    entry = daemon_entry(priced, 101.0, STALE_AFTER)
+    assert entry["break_even"] == {"price_per_proof": 0.01, "proofs_per_hour_needed": pytest.approx(50.0),
+                                   "proofs_per_hour": pytest.approx(60.0), "reached": True}  # fmt: skip
+    dear = daemon_entry(dataclasses.replace(priced, name="d", cost_per_hour=0.9), 101.0, STALE_AFTER)
+    assert dear["break_even"]["proofs_per_hour_needed"] == pytest.approx(90.0)
+    assert dear["break_even"]["reached"] is False
+    # Unreachable: what it needs is still known, whether it reaches it is not (never "short" from old data).
+    down = daemon_entry(dataclasses.replace(priced, failures=1), 101.0, STALE_AFTER)
+    assert down["break_even"]["proofs_per_hour"] is None and down["break_even"]["reached"] is None
+    # No price, or no cost: no break-even at all.
+    assert daemon_entry(_facts("b", snap, cost=0.5), 101.0, STALE_AFTER)["break_even"] is None
+    no_cost = dataclasses.replace(_facts("c", snap), price_per_proof=0.01)
+    assert daemon_entry(no_cost, 101.0, STALE_AFTER)["break_even"] is None
+    # The fleet: every declared cost over the price, against the up daemons' proofs; unknown while one
+    # with a cost is not up.
+    totals = fleet_totals([entry, dear])
+    assert totals["break_even"]["proofs_per_hour_needed"] == pytest.approx(140.0)
+    assert totals["break_even"]["reached"] is False  # 120 an hour made, 140 needed
+    assert fleet_totals([entry, down])["break_even"]["reached"] is None
+    families = text_string_to_metric_families(fleet_metrics([entry, dear]))
+    gauges = {s.labels["daemon"]: s.value for f in families for s in f.samples
+              if s.name == "prooflane_fleet_proofs_per_hour_needed"}  # fmt: skip
+    assert gauges == {"a": pytest.approx(50.0), "d": pytest.approx(90.0)}

@@ -75,7 +75,7 @@ def serve(
     ] = None,
 ) -> None:
     """Run the daemon: the engine and its HTTP API, until SIGINT or SIGTERM."""
-    from ..logs import configure_logging
+    from ..logs import LogFile, configure_logging
     from ..server.daemon import serve as run
 
     with errors():
@@ -90,7 +90,11 @@ def serve(
         if port:
             overrides["port"] = port
         loaded = Config.load(config, **overrides)
-        configure_logging(loaded.log_level, loaded.log_format)  # standard error: docs/operations.md, "Logs"
+        # Standard error, and data_dir/prooflane.log rotated: docs/operations.md, "Logs".
+        file = None
+        if loaded.log_file is not None:
+            file = LogFile(loaded.log_file, loaded.log_file_bytes, loaded.log_file_backups)
+        configure_logging(loaded.log_level, loaded.log_format, file=file)
         bind_port = loaded.port if port is None else port
 
         def ready(url: str) -> None:

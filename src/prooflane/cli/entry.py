@@ -30,9 +30,10 @@ def _load_all() -> typer.Typer:
 
     # isort: split
     from . import (
-        fleet,  # noqa: F401  (fleet)
+        fleet,  # noqa: F401  (fleet, fleet deploy, stop, restart, logs)
         proof,  # noqa: F401  (setup, export-vkey, prove, verify)
         sector,  # noqa: F401  (sector new)
+        service,  # noqa: F401  (service start, stop, restart, status)
     )
     from .app import app
 

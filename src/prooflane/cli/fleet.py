@@ -1,29 +1,64 @@
-"""`prooflane fleet`: watch many daemons from one page (see docs/fleet.md)."""
+"""`prooflane fleet`: watch many daemons from one page (see docs/fleet.md), and manage them through it.
+
+`prooflane fleet --config FILE` runs the fleet service. `fleet deploy`, `fleet stop`, `fleet restart` and
+`fleet logs` are clients of a running fleet service's HTTP API (`--fleet URL`, or $PROOFLANE_FLEET_URL;
+the fleet's token from `--token` or $PROOFLANE_FLEET_TOKEN): the fleet does the work over its own SSH
+connections, so the command line, the page and the API take one path.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import shlex
+import tomllib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
+from urllib.parse import quote
 
+import httpx
 import typer
 
+from ..config import DEFAULT_PORT
 from ..fleet.config import DEFAULT_FLEET_PORT, FleetConfig
 from ..logs import LOG_FORMATS, LOG_LEVELS, configure_logging
 from .app import app
+from .options import check_url
+from .output import REFUSED, print_error, usage_error
 
 FLEET_READY_PREFIX = "prooflane fleet listening on "
 """`prooflane fleet` prints this, then its URL, on standard output once it serves."""
+DEFAULT_FLEET_URL = f"http://127.0.0.1:{DEFAULT_FLEET_PORT}"
+MANAGE_TIMEOUT_SECS = 3600.0
+"""How long `fleet deploy` and `fleet restart` wait for the fleet's answer (the fleet bounds each step)."""
+
+fleet_app = typer.Typer(
+    help="Follow the daemons listed in the fleet config and serve the fleet page; or manage its daemons.",
+    invoke_without_command=True,
+)
+app.add_typer(fleet_app, name="fleet")
+
+FleetUrl = Annotated[
+    str,
+    typer.Option("--fleet", envvar="PROOFLANE_FLEET_URL", metavar="URL", callback=check_url,
+                 help="The fleet service: http(s)://HOST:PORT, HOST:PORT or :PORT."),
+]  # fmt: skip
+FleetToken = Annotated[
+    str | None,
+    typer.Option("--token", envvar="PROOFLANE_FLEET_TOKEN", metavar="TOKEN", help="The fleet's token."),
+]
+Name = Annotated[str, typer.Argument(metavar="NAME", hidden=True)]  # the daemon's name in the fleet
 
 
-@app.command()
+@fleet_app.callback()
 def fleet(
+    ctx: typer.Context,
     config: Annotated[
-        Path,
+        Path | None,
         typer.Option(
             "--config", metavar="FILE", help="Fleet TOML file (created when daemons are added at run time)."
         ),
-    ],
+    ] = None,
     host: Annotated[
         str | None, typer.Option("--host", metavar="ADDRESS", help="Address to bind (default 127.0.0.1).")
     ] = None,
@@ -46,9 +81,13 @@ def fleet(
     ] = "info",
 ) -> None:
     """Follow the daemons listed in the fleet config and serve the fleet page, until SIGINT or SIGTERM."""
+    if ctx.invoked_subcommand is not None:
+        return
     from ..fleet import run_fleet
     from .output import errors
 
+    if config is None:
+        usage_error("Missing option '--config' (see 'prooflane fleet --help')")
     if log_format not in LOG_FORMATS:
         raise typer.BadParameter(f"expected one of {', '.join(LOG_FORMATS)}", param_hint="--log-format")
     if log_level not in LOG_LEVELS:
@@ -62,3 +101,137 @@ def fleet(
             print(f"fleet page: {url}/ ({len(loaded.daemons)} daemons)", flush=True)
 
         asyncio.run(run_fleet(loaded, config, on_ready=ready))
+
+
+# --- managing daemons through the fleet ---------------------------------------------------------------
+
+
+def _ask(method: str, url: str, token: str | None, *, body: Any = None, wait: float = 30.0) -> Any:
+    """One request to the fleet; its JSON answer, or one line and exit 1 when it is refused."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        bound = httpx.Timeout(wait, connect=5.0)
+        answer = httpx.request(method, url, headers=headers, json=body, timeout=bound)
+    except httpx.HTTPError as exc:
+        print_error(f"cannot reach the fleet at {url.split('/fleet/')[0]} ({type(exc).__name__})")
+        raise typer.Exit(REFUSED) from None
+    try:
+        found = answer.json()
+    except ValueError:
+        found = {"detail": answer.text.strip()[:300]}
+    if answer.status_code >= 400:
+        detail = found.get("detail") if isinstance(found, dict) else found
+        print_error(f"the fleet answered {answer.status_code}: {detail}")
+        raise typer.Exit(REFUSED)
+    return found
+
+
+def _route(fleet_url: str, name: str, verb: str) -> str:
+    return f"{fleet_url}/fleet/daemons/{quote(name, safe='')}/{verb}"
+
+
+def _split(option: str, value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    try:
+        return shlex.split(value)
+    except ValueError as exc:
+        usage_error(f"{option}: {exc}")
+
+
+def _daemon_config(path: Path | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    try:
+        return tomllib.loads(path.read_text())
+    except OSError as exc:
+        usage_error(f"--daemon-config {path}: cannot read it ({exc.strerror})")
+    except tomllib.TOMLDecodeError as exc:
+        usage_error(f"--daemon-config {path}: not valid TOML ({exc})")
+
+
+@fleet_app.command()
+def deploy(
+    name: Name,
+    ssh: Annotated[
+        str | None, typer.Option("--ssh", metavar="USER@HOST", help="The host (kept from the last deploy).")
+    ] = None,
+    ssh_options: Annotated[
+        str | None,
+        typer.Option("--ssh-options", metavar="'-p PORT -i FILE'", help="ssh options, as one string."),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option("--port", metavar="PORT", help=f"The daemon's port on the host ({DEFAULT_PORT})."),
+    ] = None,
+    folder: Annotated[
+        str | None,
+        typer.Option("--dir", metavar="DIR", help="Its folder on the host (default .prooflane/NAME)."),
+    ] = None,
+    python: Annotated[
+        str | None, typer.Option("--python", metavar="PYTHON", help="The host's Python 3 (python3).")
+    ] = None,
+    pip_args: Annotated[
+        str | None,
+        typer.Option("--pip-args", metavar="'ARGS'", help="Arguments for pip install, as one string."),
+    ] = None,
+    daemon_config: Annotated[
+        Path | None,
+        typer.Option("--daemon-config", metavar="FILE", help="TOML of the daemon's own config keys."),
+    ] = None,
+    daemon_token: Annotated[
+        str | None,
+        typer.Option("--daemon-token", metavar="TOKEN", help="The daemon's token (default: a new one)."),
+    ] = None,
+    cost_per_hour: Annotated[
+        float | None, typer.Option("--cost-per-hour", metavar="AMOUNT", help="What the host costs an hour.")
+    ] = None,
+    fleet_url: FleetUrl = DEFAULT_FLEET_URL,
+    token: FleetToken = None,
+) -> None:
+    """Install this prooflane on a host over SSH, start daemon NAME there and follow it (again: upgrade)."""
+    body = {
+        "ssh": ssh,
+        "ssh_options": _split("--ssh-options", ssh_options),
+        "remote_port": port,
+        "deploy_dir": folder,
+        "python": python,
+        "pip_args": _split("--pip-args", pip_args),
+        "config": _daemon_config(daemon_config),
+        "token": daemon_token,
+        "cost_per_hour": cost_per_hour,
+    }
+    sent = {k: v for k, v in body.items() if v is not None}
+    done = _ask("POST", _route(fleet_url, name, "deploy"), token, body=sent, wait=MANAGE_TIMEOUT_SECS)
+    print(f"deployed {done['name']} ({done['version']}) at {done['where']}, folder {done['deploy_dir']}")
+    print(done["started"])
+
+
+@fleet_app.command()
+def stop(name: Name, fleet_url: FleetUrl = DEFAULT_FLEET_URL, token: FleetToken = None) -> None:
+    """Stop the deployed daemon NAME; returns once no process of it is left and its port is free."""
+    done = _ask("POST", _route(fleet_url, name, "stop"), token, wait=MANAGE_TIMEOUT_SECS)
+    print(f"{name}: {done['stopped']}")
+
+
+@fleet_app.command()
+def restart(name: Name, fleet_url: FleetUrl = DEFAULT_FLEET_URL, token: FleetToken = None) -> None:
+    """Stop the deployed daemon NAME as stop does, start it again and wait until it can work."""
+    done = _ask("POST", _route(fleet_url, name, "restart"), token, wait=MANAGE_TIMEOUT_SECS)
+    print(f"{name}: {done['restarted']}")
+
+
+@fleet_app.command()
+def logs(
+    name: Name,
+    lines: Annotated[int, typer.Option("--lines", metavar="N", min=1, help="How many last lines.")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the fleet's JSON answer.")] = False,
+    fleet_url: FleetUrl = DEFAULT_FLEET_URL,
+) -> None:
+    """Print the last lines of daemon NAME's log file, read through the fleet."""
+    done = _ask("GET", f"{_route(fleet_url, name, 'logs')}?lines={lines}", None)
+    if as_json:
+        print(json.dumps(done, indent=2))
+        return
+    for line in done["lines"]:
+        print(line)

@@ -1,5 +1,7 @@
 """The fleet's HTTP side: ``GET /fleet/status``, ``GET /fleet/metrics``, ``GET /healthz``,
-``POST /fleet/daemons``, ``DELETE /fleet/daemons/{name}``, ``PUT /fleet/circuits/{name}`` (behind the fleet's
+``POST /fleet/daemons``, ``DELETE /fleet/daemons/{name}``, ``POST /fleet/daemons/{name}/deploy``, ``/stop``
+and ``/restart`` (:mod:`.deploy`), ``GET /fleet/logs`` and ``GET /fleet/daemons/{name}/logs``
+(:mod:`.logs`), ``PUT /fleet/circuits/{name}`` (behind the fleet's
 token; the last registers an uploaded circuit on every daemon, :mod:`.circuits`), ``GET /fleet/circuits``
 (which daemon holds which circuit, by digest), ``GET /`` (the
 fleet page) and ``/d/{name}/`` (a daemon's own dashboard, served by the fleet from its cached snapshot, with
@@ -12,9 +14,9 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import FastAPI, Header, HTTPException, Request, Response
@@ -30,7 +32,9 @@ from ..server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from ..server.sse import HEARTBEAT_SECS
 from .circuits import UploadRefused, circuit_holdings, register_everywhere, spooled
 from .config import DaemonSpec, FleetConfig
+from .deploy import DeployError, DeployRequest, NotDeployed, OperationBusy, deploy, restart, stop
 from .follower import FETCH_ERRORS, DaemonFollower, describe_failure
+from .logs import LogsUnavailable, daemon_logs, fleet_logs
 from .service import Fleet, FleetConflict
 from .view import daemon_entry
 
@@ -52,6 +56,7 @@ def create_fleet_app(fleet: Fleet) -> FastAPI:
     app.state.fleet = fleet
     _add_fleet_routes(app, fleet)
     _add_circuit_routes(app, fleet)
+    _add_manage_routes(app, fleet)
     _add_panel_routes(app, fleet)
     add_docs_route(app)
     app.mount("/", StaticFiles(directory=PAGE, html=True), name="fleet-page")
@@ -101,6 +106,23 @@ def _add_fleet_routes(app: FastAPI, fleet: Fleet) -> None:
             raise HTTPException(500, f"cannot save the fleet config: {exc}") from None
         return JSONResponse({"name": spec.name, "where": spec.where}, status_code=201)
 
+    @app.get("/fleet/logs")
+    async def logs(lines: int = 20) -> JSONResponse:
+        """Every daemon's last `lines` log lines (its `GET /v1/logs`), asked concurrently; a daemon that
+        cannot be read has its `error`."""
+        return JSONResponse(await fleet_logs(fleet, lines))
+
+    @app.get("/fleet/daemons/{name}/logs")
+    async def one_log(name: str, lines: int = 200) -> JSONResponse:
+        """One daemon's last `lines` log lines; 404 no such daemon, 502 it could not be read (why)."""
+        found = fleet.followers.get(name)
+        if found is None:
+            raise HTTPException(404, f"no daemon named {name!r} in the fleet")
+        try:
+            return JSONResponse(await daemon_logs(found, lines))
+        except LogsUnavailable as exc:
+            raise HTTPException(exc.status, exc.detail) from None
+
     @app.delete("/fleet/daemons/{name}")
     async def remove(name: str, authorization: Annotated[str | None, Header()] = None) -> JSONResponse:
         """Stop following a daemon; saved in the config."""
@@ -112,6 +134,66 @@ def _add_fleet_routes(app: FastAPI, fleet: Fleet) -> None:
         if not removed:
             raise HTTPException(404, f"no daemon named {name!r} in the fleet")
         return JSONResponse({"removed": name})
+
+
+def _add_manage_routes(app: FastAPI, fleet: Fleet) -> None:
+    """Deploy, stop and restart daemons on their hosts (:mod:`.deploy`), behind the fleet's token."""
+
+    def require_token(authorization: str | None) -> None:
+        if not fleet.config.token:
+            raise HTTPException(403, "the fleet config sets no token: set `token` to manage daemons here")
+        check_bearer(authorization, fleet.config.token, whose="the fleet's")
+
+    @app.post("/fleet/daemons/{name}/deploy")
+    async def deploy_route(
+        name: str, request: Request, authorization: Annotated[str | None, Header()] = None
+    ) -> JSONResponse:
+        """Install the fleet's prooflane on the host over SSH, start the daemon, wait for its /healthz and
+        follow it (deploying a followed daemon again upgrades it). 422 a bad body, 409 an operation on it
+        is under way, 502 a step failed (`detail` says which, with the host's last lines)."""
+        require_token(authorization)
+        try:
+            body = await request.json()
+        except ValueError:
+            raise HTTPException(422, 'expected a JSON object (docs/fleet.md, "Deploying")') from None
+        if not isinstance(body, dict):
+            raise HTTPException(422, 'expected a JSON object (docs/fleet.md, "Deploying")')
+        before = fleet.followers.get(name)
+        if before is not None and not before.spec.deploy_dir:
+            raise HTTPException(409, f"a daemon named {name!r} is in the fleet and was not deployed by it: "
+                                     "remove it first, or deploy under another name")  # fmt: skip
+        try:
+            asked = DeployRequest.from_dict(name, body, before.spec if before is not None else None)
+            return JSONResponse(await deploy(fleet, asked))
+        except ConfigError as exc:
+            raise HTTPException(422, str(exc)) from None
+        except OperationBusy as exc:
+            raise HTTPException(409, str(exc)) from None
+        except DeployError as exc:
+            raise HTTPException(502, str(exc)) from None
+
+    @app.post("/fleet/daemons/{name}/stop")
+    async def stop_route(name: str, authorization: Annotated[str | None, Header()] = None) -> JSONResponse:
+        """Stop a deployed daemon; 200 once no process of it is left and its port is free."""
+        require_token(authorization)
+        return JSONResponse({"name": name, "stopped": await _managed(stop(fleet, name), name)})
+
+    @app.post("/fleet/daemons/{name}/restart")
+    async def restart_route(name: str, authorization: Annotated[str | None, Header()] = None) -> JSONResponse:
+        """Stop a deployed daemon as stop does, start it again and wait for its /healthz."""
+        require_token(authorization)
+        return JSONResponse({"name": name, "restarted": await _managed(restart(fleet, name), name)})
+
+
+async def _managed(operation: Coroutine[Any, Any, str], name: str) -> str:
+    try:
+        return await operation
+    except KeyError:
+        raise HTTPException(404, f"no daemon named {name!r} in the fleet") from None
+    except (OperationBusy, NotDeployed) as exc:
+        raise HTTPException(409, str(exc)) from None
+    except DeployError as exc:
+        raise HTTPException(502, str(exc)) from None
 
 
 _CIRCUIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")

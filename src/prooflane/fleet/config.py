@@ -60,6 +60,7 @@ class DaemonSpec:
     ssh_options: tuple[str, ...] = ()
     token: str = ""
     cost_per_hour: float | None = None
+    deploy_dir: str = ""  # the daemon's folder on its host when `prooflane fleet deploy` put it there
 
     def __post_init__(self) -> None:
         _check(bool(_NAME.match(self.name)), "name", f"{self.name!r}: expected 1-63 of A-Z a-z 0-9 . _ -")
@@ -73,6 +74,8 @@ class DaemonSpec:
         _check(0 < self.remote_port < 65536, "remote_port", "expected 1..65535")
         if self.cost_per_hour is not None:
             _check(self.cost_per_hour >= 0, "cost_per_hour", "expected a number >= 0")
+        _check(not self.deploy_dir or bool(self.ssh), "deploy_dir", "only for a daemon reached with ssh")
+        _check(not any(ord(c) < 32 for c in self.deploy_dir), "deploy_dir", "expected one line")
 
     @property
     def where(self) -> str:
@@ -114,15 +117,28 @@ class FleetConfig:
     events_idle_secs: float = 30.0
     max_answer_bytes: int = 64 << 20  # the most the fleet reads of one answer of a daemon (/status, relayed)
     max_upload_bytes: int = 4 << 30  # the largest circuit upload the fleet spools to pass on to its daemons
+    price_per_proof: float | None = None  # what one proof earns: each daemon's break-even proofs per hour
+    deploy_timeout_secs: float = 900.0  # bound on each step of a deploy on a host (pip may download a lot)
+    deploy_healthy_secs: float = 300.0  # how long a deployed or restarted daemon has to say it can work
     daemons: tuple[DaemonSpec, ...] = field(default=())
 
     def __post_init__(self) -> None:
         _check(0 <= self.port < 65536, "port", "expected 0..65535 (0: any free port)")
-        for key in ("poll_secs", "timeout_secs", "stale_after_secs", "backoff_max_secs", "events_idle_secs"):
+        for key in (
+            "poll_secs",
+            "timeout_secs",
+            "stale_after_secs",
+            "backoff_max_secs",
+            "events_idle_secs",
+            "deploy_timeout_secs",
+            "deploy_healthy_secs",
+        ):
             _check(getattr(self, key) > 0, key, "expected a number of seconds > 0")
         _check(self.backoff_max_secs >= self.poll_secs, "backoff_max_secs", "expected at least poll_secs")
         _check(self.max_answer_bytes >= 1 << 16, "max_answer_bytes", "expected at least 65536")
         _check(self.max_upload_bytes >= 1024, "max_upload_bytes", "expected at least 1024")
+        if self.price_per_proof is not None:
+            _check(self.price_per_proof > 0, "price_per_proof", "expected a number > 0")
         names = [d.name for d in self.daemons]
         dupes = sorted({n for n in names if names.count(n) > 1})
         _check(not dupes, "daemons", f"names must be unique; repeated: {', '.join(dupes)}")

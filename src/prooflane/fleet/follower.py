@@ -86,6 +86,8 @@ class DaemonFollower:
             last_error_wall=self.last_error_wall,
             feed=self.feed,
             cost_per_hour=self.spec.cost_per_hour,
+            price_per_proof=self.config.price_per_proof,
+            deploy_dir=self.spec.deploy_dir,
         )
 
     async def changed(self) -> None:

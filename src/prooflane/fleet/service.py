@@ -7,7 +7,8 @@ request is bounded by ``timeout_secs``; failures back off (doubling from ``poll_
 ``backoff_max_secs``) and the next success resets that. A slow or hung daemon therefore only ever holds its
 own task: the fleet's answers are built from what each task last stored, and never wait on a daemon.
 
-The fleet watches and manages; it does not schedule. Pooling machines into one engine is the Ray backend's
+The fleet watches and manages (it deploys, stops and restarts daemons on their hosts over SSH:
+:mod:`.deploy`); it does not schedule. Pooling machines into one engine is the Ray backend's
 job; the fleet only shows which daemons are Ray-backed and their nodes, when their ``/status`` says so.
 
 Here: :class:`Fleet` (the daemons followed, added and removed, the config saved); following one daemon is
@@ -58,6 +59,8 @@ class Fleet:
         self.followers: dict[str, DaemonFollower] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self.closing = asyncio.Event()
+        # Daemons a deploy, stop or restart is under way for (one at a time each; only the loop touches it).
+        self.operations: set[str] = set()
 
     async def start(self) -> None:
         """Start one task per configured daemon."""
@@ -77,6 +80,17 @@ class Fleet:
         if spec.name in self.followers or any(d.name == spec.name for d in daemons):
             raise FleetConflict(f"a daemon named {spec.name!r} is already in the fleet")
         self._save((*daemons, spec))
+
+    async def put(self, spec: DaemonSpec) -> None:
+        """Follow ``spec`` and save the config, in place of a daemon of the same name if there is one (its
+        follower is started again with the new spec; a new name goes last)."""
+        daemons = self._daemons_on_disk()
+        if spec.name in self.followers:
+            await self._stop(spec.name)
+        if any(d.name == spec.name for d in daemons):
+            self._save(tuple(spec if d.name == spec.name else d for d in daemons))
+        else:
+            self._save((*daemons, spec))
 
     async def remove(self, name: str) -> bool:
         """Stop following ``name`` and save the config; False when there is no such daemon."""

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..errors import TunnelError
 from .config import DaemonSpec
 
-__all__ = ["SshTunnels"]
+__all__ = ["RemoteResult", "SshTunnels"]
 
 _CHECK_INTERVAL_SECS = 0.1
 
@@ -40,6 +40,15 @@ class _Master:
     @property
     def alive(self) -> bool:
         return self.process is not None and self.process.returncode is None
+
+
+@dataclass(frozen=True)
+class RemoteResult:
+    """What one command run on a host over SSH gave: its exit status and its two outputs, as text."""
+
+    code: int
+    out: str
+    err: str
 
 
 class SshTunnels:
@@ -77,6 +86,32 @@ class SshTunnels:
             await self._control(master, "forward", f"{path}:127.0.0.1:{spec.remote_port}")
             master.forwards[spec.name] = (path, spec.remote_port)
             return path
+
+    async def run(self, spec: DaemonSpec, command: str, *, stdin: bytes = b"", within: float) -> RemoteResult:
+        """Run ``command`` (one line for the remote shell, its words quoted by the caller) on ``spec``'s host
+        over the host's master connection (started if needed), with ``stdin``; bounded by ``within`` seconds.
+        Raises :class:`TunnelError` when the host cannot be reached or the command does not end in time."""
+        master = self._master(spec)
+        async with master.lock:
+            if not master.alive:
+                await self._start(master)
+        done = await asyncio.create_subprocess_exec(
+            *self._base(master), master.target, command,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            async with asyncio.timeout(within):
+                out, err = await done.communicate(stdin)
+        except TimeoutError:
+            done.kill()
+            await done.wait()
+            raise TunnelError(f"ssh {master.target}: the command did not end in {within:.0f} s") from None
+        code = done.returncode if done.returncode is not None else -1
+        if code == 255:  # ssh's own failure (the connection), not the command's
+            why = err.decode(errors="replace").strip().splitlines()
+            raise TunnelError(f"ssh to {master.target} failed: {why[-1] if why else 'exit 255'}")
+        return RemoteResult(code, out.decode(errors="replace"), err.decode(errors="replace"))
 
     async def forget(self, spec: DaemonSpec) -> None:
         """Drop ``spec``'s forward; end the host's master when no daemon uses it any more."""

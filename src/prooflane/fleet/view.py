@@ -8,6 +8,9 @@ Pure functions over plain data, so the rules are tested without a network:
 - Fleet totals add up the ``up`` daemons and name the ones left out.
 - Proofs per hour come from the snapshot's per-minute history; cost per proof is cost per hour divided by
   proofs per hour (none while no proof was made).
+- Break-even: with a cost per hour and the fleet's price per proof, the proofs per hour a daemon needs to
+  pay for itself (cost per hour / price per proof), and whether its measured proofs per hour reach it
+  (unknown while it is not up).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from ..states import TERMINAL_JOB_STATES
 __all__ = [
     "DaemonFacts",
     "Health",
+    "break_even",
     "daemon_entry",
     "fleet_totals",
     "health",
@@ -52,6 +56,8 @@ class DaemonFacts:
     last_error_wall: float | None
     feed: str  # "events" while the daemon's event stream is open, else "polling"
     cost_per_hour: float | None
+    price_per_proof: float | None = None  # the fleet's, what one proof earns
+    deploy_dir: str = ""  # the daemon's folder on its host when the fleet deployed it (it can stop it)
 
 
 def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
@@ -165,6 +171,8 @@ def daemon_entry(
     state = health(facts, now, stale_after_secs)
     age = None if facts.received_at is None else max(0.0, now - facts.received_at)
     snapshot = dict(facts.snapshot) if facts.snapshot is not None else None
+    summary = summarize(snapshot, facts.cost_per_hour) if snapshot is not None else None
+    live_rate = summary["proofs_per_hour"] if summary is not None and state == "up" else None
     return {
         "name": facts.name,
         "where": facts.where,
@@ -179,8 +187,26 @@ def daemon_entry(
         "last_error_at": facts.last_error_wall,
         "last_error_age_secs": _age(facts.last_error_wall, wall_now),
         "cost_per_hour": facts.cost_per_hour,
-        "summary": summarize(snapshot, facts.cost_per_hour) if snapshot is not None else None,
+        "deploy_dir": facts.deploy_dir or None,
+        "summary": summary,
+        "break_even": break_even(facts.cost_per_hour, facts.price_per_proof, live_rate),
         "snapshot": snapshot,
+    }
+
+
+def break_even(
+    cost_per_hour: float | None, price_per_proof: float | None, measured: float | None
+) -> dict[str, Any] | None:
+    """The proofs per hour that pay ``cost_per_hour`` at ``price_per_proof``, the ``measured`` rate (None
+    when there is no live one) and whether it reaches them; None unless both prices are known."""
+    if cost_per_hour is None or price_per_proof is None or price_per_proof <= 0:
+        return None
+    needed = cost_per_hour / price_per_proof
+    return {
+        "price_per_proof": price_per_proof,
+        "proofs_per_hour_needed": needed,
+        "proofs_per_hour": measured,
+        "reached": None if measured is None else measured >= needed,
     }
 
 
@@ -247,6 +273,11 @@ def fleet_totals(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         cost_per_proof=_per_proof(cost, pph),
         cost_declared_by=[e["name"] for e in entries if e["cost_per_hour"] is not None],
     )
+    prices = [e["break_even"]["price_per_proof"] for e in entries if e.get("break_even")]
+    # The whole fleet pays for itself when the up daemons' proofs pay every declared cost (a machine that is
+    # down still costs money); unknown while any daemon with a cost is not up.
+    measured = pph if all(e["health"] == "up" for e in entries if e.get("break_even")) else None
+    totals["break_even"] = break_even(cost, prices[0], measured) if prices else None
     return totals
 
 
@@ -312,6 +343,10 @@ def fleet_metrics(entries: Sequence[Mapping[str, Any]]) -> str:
             for e in entries])  # fmt: skip
     family("prooflane_fleet_cost_per_hour", "What the daemon's machine costs per hour, as declared.",
            [(e["name"], e["cost_per_hour"]) for e in entries])  # fmt: skip
+    family("prooflane_fleet_proofs_per_hour_needed",
+           "Proofs per hour that pay the daemon's cost_per_hour at the fleet's price_per_proof.",
+           [(e["name"], (e.get("break_even") or {}).get("proofs_per_hour_needed"))
+            for e in entries])  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

@@ -23,6 +23,7 @@ from fastapi.staticfiles import StaticFiles
 from .._version import __version__
 from ..config import Config
 from ..engine.engine import MAX_JOBS_PAGE
+from ..logs import MAX_TAIL_LINES, tail
 from ..models import (
     JOB_ID_SCHEMA,
     CircuitInfo,
@@ -123,6 +124,7 @@ class ApiSettings:
     allowed_hosts: frozenset[str] = frozenset()  # Host names besides IPs, localhost and the machine's own
     max_upload_bytes: int = 4 << 30  # config.max_circuit_bytes
     upload_refusal: str | None = None  # why uploads are refused (beyond loopback without a token)
+    log_file: Path | None = None  # the daemon's log file, read back by GET /v1/logs
 
     @classmethod
     def from_config(cls, config: Config) -> ApiSettings:
@@ -133,6 +135,7 @@ class ApiSettings:
             allowed_hosts=frozenset(config.allowed_hosts) | _bound_name(config.host),
             max_upload_bytes=config.max_circuit_bytes,
             upload_refusal=upload_refusal(config.host, config.token or None),
+            log_file=config.log_file,
         )
 
 
@@ -399,6 +402,17 @@ def _add_status_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -
     async def prometheus() -> PlainTextResponse:
         """Prometheus text exposition."""
         return PlainTextResponse(metrics.render_totals(engine.totals()), media_type=metrics.CONTENT_TYPE)
+
+    @app.get("/v1/logs", tags=["status"], dependencies=[Depends(_require_token(settings))])
+    async def logs(
+        lines: Annotated[int, Query(ge=1, le=MAX_TAIL_LINES, description="how many of the last lines")] = 200,
+    ) -> JSONResponse:
+        """The last lines of the daemon's log file (`data_dir/prooflane.log`, rotated), oldest first.
+        Needs the bearer token when one is configured: a log names jobs, files and failures."""
+        if settings.log_file is None:
+            raise HTTPException(404, "this daemon writes no log file (log_file_bytes = 0 in its config)")
+        found = await asyncio.to_thread(tail, settings.log_file, lines)
+        return JSONResponse({"file": str(settings.log_file), "lines": found})
 
     @app.head("/healthz", include_in_schema=False)
     @app.get("/healthz", tags=["status"])

@@ -19,7 +19,7 @@ const FETCH_TIMEOUT_MS = 3000;
 const STALE_AFTER_MS = 3000;
 const TICK_MS = 250;
 
-const state = { status: null, receivedAt: 0, fetching: false, selected: null, circuits: null };
+const state = { status: null, receivedAt: 0, fetching: false, selected: null, circuits: null, logs: null };
 
 function fmtRate(x) { return x === null || x === undefined ? "–" : x >= 100 ? x.toFixed(0) : x.toFixed(1); }
 function fmtMoney(x) {
@@ -95,6 +95,7 @@ function renderTotals(t) {
   setAttr(memory, "data-machines", machines.length);
   setText(byTestId("total-cost"), fmtMoney(t.cost_per_hour));
   setText(byTestId("total-cost-proof"), fmtMoney(t.cost_per_proof));
+  renderNeed(byTestId("total-need"), t.break_even);
   setText(byTestId("not-counted"), t.not_counted.length
     ? `(totals leave out ${t.not_counted.join(", ")}: not up)` : "");
 }
@@ -111,7 +112,7 @@ function syncRows(tbody, list) {
     const ray = d.summary && d.summary.ray;
     if (ray) {
       const rayRow = existing.get(`r:${d.name}`) || h("tr", { class: "ray", "data-testid": "ray-row" }, [
-        h("td", { colspan: "10" })]);
+        h("td", { colspan: "11" })]);
       rayRow.dataset.key = `r:${d.name}`;
       setText(rayRow.firstChild, rayText(ray));
       wanted.push(rayRow);
@@ -144,6 +145,7 @@ function createRow(name) {
       h("div", { class: "bar-row" }, [h("div", { class: "minibar" }, [h("div", { class: "minibar-fill busy-fill" })])]),
       h("div", { class: "d-busy-text num" })]),
     td("r live num", "d-workers"), td("r live num", "d-pph"), td("r num", "d-cost"), td("r live num", "d-cpp"),
+    td("r num", "d-need"),
     td("r live num", "d-memory"), td("r live num", "d-queue"), td("d-error wrap", "d-error"),
   ]);
   tr.dataset.key = `d:${name}`;
@@ -174,6 +176,7 @@ function updateRow(tr, d) {
   setText(byTestId("d-pph", tr), live(s ? fmtRate(s.proofs_per_hour) : dash));
   setText(byTestId("d-cost", tr), fmtMoney(d.cost_per_hour));
   setText(byTestId("d-cpp", tr), live(s ? fmtMoney(s.cost_per_proof) : dash));
+  renderNeed(byTestId("d-need", tr), fresh ? d.break_even : d.break_even && { ...d.break_even, reached: null });
   setText(byTestId("d-memory", tr), live(s ? `${fmtBytes(s.memory_used_bytes)} / ${fmtBytes(s.memory_total_bytes)}` : dash));
   setText(byTestId("d-queue", tr), live(s ? String(s.queue_depth + s.device_queue_depth) : dash));
   // Every error says how long ago it happened: the daemon's own (why it is not up), and its newest failed
@@ -193,6 +196,16 @@ function updateRow(tr, d) {
   errCell.replaceChildren(...errors.map((text) => h("div", { class: "d-error-line", text })));
   setAttr(errCell, "title", errors.join("\n"));
   tickRow(tr, d);
+}
+
+/** The proofs per hour that pay the cost at the fleet's price per proof, and whether the measured rate
+ *  reaches them ("reached" / "short"; nothing said while there is no live rate). */
+function renderNeed(cell, be) {
+  setAttr(cell, "data-reached", be && be.reached !== null ? String(be.reached) : "");
+  if (!be) { setText(cell, "–"); return; }
+  const verdict = be.reached === null ? "" : be.reached ? " reached" : " short";
+  setText(cell, `${fmtRate(be.proofs_per_hour_needed)}${verdict}`);
+  cell.classList.toggle("short", be.reached === false);
 }
 
 /** Health and the age of the last good snapshot, counting on between answers. */
@@ -284,7 +297,99 @@ function renderCircuits(list) {
   byTestId("circuits-empty").hidden = list.length > 0;
 }
 
+// ---------------------------------------------------------------- each daemon's last log lines
+
+const LOGS_URL = "fleet/logs?lines=12";
+const LOGS_MS = 3000;
+
+async function refreshLogs() {
+  const ctrl = new AbortController();
+  const timer = setTimeout(() => ctrl.abort(), FETCH_TIMEOUT_MS);
+  try {
+    const resp = await fetch(LOGS_URL, { cache: "no-store", signal: ctrl.signal });
+    if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+    state.logs = await resp.json();
+    renderLogs(state.logs.daemons || {});
+  } catch (_) {
+    // the banner covers a fleet that does not answer; each block keeps its last lines
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function renderLogs(daemons) {
+  const box = byTestId("logs");
+  const names = Object.keys(daemons);
+  box.replaceChildren(...names.map((name) => {
+    const got = daemons[name];
+    const n = got.lines.length;
+    const note = got.error ? `cannot read: ${got.error}` : `last ${n} line${n === 1 ? "" : "s"} of ${got.file}`;
+    return h("div", { class: "log", "data-testid": "log", "data-name": name }, [
+      h("div", { class: "log-head" }, [document.createTextNode(name), h("span", { class: "muted", text: note })]),
+      ...(got.lines && got.lines.length
+        ? [h("pre", { class: "log-lines", "data-testid": "log-lines", text: got.lines.join("\n") })] : []),
+    ]);
+  }));
+  byTestId("logs-empty").hidden = names.length > 0;
+}
+
+// ---------------------------------------------------------------- deploy, restart, stop
+
+// The fleet's token stays in this page's memory only (never in storage, never in the address).
+const MANAGE_TIMEOUT_MS = 3600 * 1000; // the fleet bounds each step itself (deploy_timeout_secs)
+
+function words(text) { return text.trim() ? text.trim().split(/\s+/) : []; }
+
+function deployBody(form) {
+  const body = {};
+  const value = (name) => form.elements[name].value.trim();
+  if (value("ssh")) body.ssh = value("ssh");
+  if (value("ssh_options")) body.ssh_options = words(value("ssh_options"));
+  if (value("remote_port")) body.remote_port = Number(value("remote_port"));
+  if (value("deploy_dir")) body.deploy_dir = value("deploy_dir");
+  if (value("pip_args")) body.pip_args = words(value("pip_args"));
+  if (value("cost_per_hour")) body.cost_per_hour = Number(value("cost_per_hour"));
+  return body;
+}
+
+async function manage(verb) {
+  const form = byTestId("manage");
+  const result = byTestId("m-result");
+  if (!form.reportValidity()) return;
+  const name = form.elements.name.value.trim();
+  const buttons = form.querySelectorAll("button");
+  buttons.forEach((b) => { b.disabled = true; });
+  setAttr(result, "data-state", "running");
+  setText(result, `${verb} of ${name}: under way (a deploy can take minutes)…`);
+  const ctrl = new AbortController();
+  const timer = setTimeout(() => ctrl.abort(), MANAGE_TIMEOUT_MS);
+  try {
+    const resp = await fetch(`fleet/daemons/${encodeURIComponent(name)}/${verb}`, {
+      method: "POST", signal: ctrl.signal,
+      headers: { "Authorization": `Bearer ${form.elements.token.value}`, "Content-Type": "application/json" },
+      body: JSON.stringify(verb === "deploy" ? deployBody(form) : {}),
+    });
+    const answer = await resp.json().catch(() => ({ detail: `HTTP ${resp.status}` }));
+    if (!resp.ok) throw new Error(`${resp.status}: ${answer.detail}`);
+    const said = verb === "deploy" ? `deployed ${answer.name} (${answer.version}) at ${answer.where}: ${answer.started}`
+      : `${name}: ${answer.stopped || answer.restarted}`;
+    setAttr(result, "data-state", "done");
+    setText(result, said);
+  } catch (err) {
+    setAttr(result, "data-state", "failed");
+    setText(result, `${verb} of ${name} failed: ${err.message}`);
+  } finally {
+    clearTimeout(timer);
+    buttons.forEach((b) => { b.disabled = false; });
+  }
+}
+
+byTestId("manage").addEventListener("submit", (e) => { e.preventDefault(); manage("deploy"); });
+byTestId("m-restart").addEventListener("click", () => manage("restart"));
+byTestId("m-stop").addEventListener("click", () => manage("stop"));
+
 window.prooflaneFleet = {
+  get logs() { return state.logs; },
   get status() { return state.status; },
   get circuits() { return state.circuits; },
   get stale() { return isStale(); },
@@ -298,3 +403,5 @@ setInterval(refresh, POLL_MS);
 setInterval(tick, TICK_MS);
 refreshCircuits();
 setInterval(refreshCircuits, CIRCUITS_MS);
+refreshLogs();
+setInterval(refreshLogs, LOGS_MS);

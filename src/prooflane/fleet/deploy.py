@@ -1,0 +1,341 @@
+"""Deploying, stopping and restarting daemons on other hosts, over the fleet's SSH connections.
+
+``deploy`` installs the fleet's own prooflane on a host and starts a daemon there:
+
+1. a wheel of the running prooflane (:mod:`.wheel`) is copied into the daemon's folder on the host
+   (``deploy_dir``, by default ``.prooflane/NAME`` in the SSH user's home), through ``ssh`` standard input;
+2. what the last deploy into the folder used (``deploy.json``: the host's ``python``, the pip arguments
+   and the daemon's config keys) is kept where this deploy does not say otherwise, and a daemon the folder
+   already runs is stopped (``prooflane service stop``: it waits until no process of
+   it is left and its port is free) -- so deploying again is the upgrade;
+3. a venv is made there with the host's ``python`` (kept when it exists), and the wheel is installed into
+   it with ``pip install PIP_ARGS WHEEL`` (``--no-index --find-links DIR`` for a host without internet);
+4. the daemon's config is written (``prooflane.toml``: 127.0.0.1, its port, its token, its data folder,
+   and the keys given), and ``deploy.json`` beside it;
+5. ``prooflane service start`` starts it under a detached supervisor and waits until its ``/healthz``
+   says it can work;
+6. the fleet follows it (through its SSH tunnel), saved in the fleet's config with its ``deploy_dir``.
+
+Every command sent is one line whose words are quoted (:func:`shlex.quote`); a step that fails raises
+:class:`DeployError` with one line: what failed, and the last lines the host wrote.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import secrets
+import shlex
+import tempfile
+import time
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..config import Config
+from ..errors import ConfigError, TunnelError
+from ..logs import one_line
+from .config import DEFAULT_DAEMON_PORT, DaemonSpec, dump_toml
+from .ssh import RemoteResult
+from .wheel import build_wheel
+
+if TYPE_CHECKING:
+    from .service import Fleet
+
+__all__ = ["DeployError", "DeployRequest", "NotDeployed", "OperationBusy", "deploy", "restart", "stop"]
+
+log = logging.getLogger("prooflane.fleet")
+T = TypeVar("T")
+
+_TAIL_LINES = 3  # the host's last lines quoted in a failure
+_CONTROL_SECS = 120.0  # bound on the quick remote steps (copy, venv check, config, stop)
+# Keys of the daemon's config the deploy sets itself: the daemon listens on loopback, reached by the tunnel.
+_OWN_KEYS = frozenset({"host", "port", "token", "data_dir"})
+
+
+class DeployError(Exception):
+    """Raised when a step of a deploy, stop or restart fails; the message is one line saying why."""
+
+
+class OperationBusy(Exception):
+    """Raised when a deploy, stop or restart of the same daemon is already under way."""
+
+
+class NotDeployed(Exception):
+    """Raised when a stop or restart names a daemon the fleet follows but did not deploy (no
+    ``deploy_dir``)."""
+
+
+@dataclass(frozen=True)
+class DeployRequest:
+    """What ``POST /fleet/daemons/{name}/deploy`` takes (and ``prooflane fleet deploy`` sends).
+
+    ``config`` holds keys of the daemon's own config (docs/config.md: ``devices``, ``profile``, ...), but not
+    ``host``, ``port``, ``token`` or ``data_dir``, which the deploy sets. An empty ``token`` is the daemon's
+    earlier one on a redeploy, else a new random one. ``python``, ``pip_args`` and ``config`` left at None
+    are what the last deploy into the same folder used (kept there in ``deploy.json``), else ``python3``,
+    none and none: an upgrade keeps the daemon's devices, budget and offline install as they were.
+    """
+
+    name: str
+    ssh: str = ""
+    ssh_options: tuple[str, ...] = ()
+    remote_port: int = DEFAULT_DAEMON_PORT
+    token: str = ""
+    deploy_dir: str = ""
+    python: str | None = None
+    pip_args: tuple[str, ...] | None = None
+    config: Mapping[str, Any] | None = None
+    cost_per_hour: float | None = None
+
+    @classmethod
+    def from_dict(cls, name: str, values: Mapping[str, Any], before: DaemonSpec | None) -> DeployRequest:
+        """Build from a JSON body; keys left out come from ``before`` (the daemon as deployed last)."""
+        known = {f.name for f in dataclasses.fields(cls)} - {"name"}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(f"deploy: unknown key {unknown[0]!r} (expected {', '.join(sorted(known))})")
+        kept: dict[str, Any] = {}
+        if before is not None and before.ssh:
+            kept = {"ssh": before.ssh, "ssh_options": before.ssh_options, "remote_port": before.remote_port,
+                    "token": before.token, "deploy_dir": before.deploy_dir,
+                    "cost_per_hour": before.cost_per_hour}  # fmt: skip
+        merged = {**kept, **{k: v for k, v in values.items() if v is not None}}
+        for key in ("ssh_options", "pip_args"):
+            if key not in merged:
+                continue
+            given = merged[key]
+            if not isinstance(given, list | tuple) or not all(isinstance(x, str) for x in given):
+                raise ConfigError(f"deploy: key {key!r}: expected a list of strings")
+            merged[key] = tuple(given)
+        if not isinstance(merged.get("config", {}), Mapping):
+            raise ConfigError("deploy: key 'config': expected a table of daemon config keys")
+        if not isinstance(merged.get("python", ""), str):
+            raise ConfigError("deploy: key 'python': expected the host's Python 3 (a name or a path)")
+        request = cls(name=name, **merged)
+        request.check()
+        return request
+
+    def check(self) -> None:
+        """Refuse what cannot be deployed, naming the key (before anything is sent to the host)."""
+        if not self.ssh:
+            raise ConfigError("deploy: key 'ssh': expected [user@]host (the daemon is deployed over SSH)")
+        self.spec("/checked")  # the daemon's own checks: name, ssh target and options, port, cost
+        for key, value in (("deploy_dir", self.deploy_dir), ("python", self.python or "")):
+            if any(ord(c) < 32 for c in value):
+                raise ConfigError(f"deploy: key {key!r}: expected one line")
+        if self.python is not None and not self.python.strip():
+            raise ConfigError("deploy: key 'python': expected the host's Python 3 (a name or a path)")
+        taken = sorted(_OWN_KEYS & set(self.config or {}))
+        if taken:
+            raise ConfigError(f"deploy: config key {taken[0]!r} is set by the deploy itself")
+        self.daemon_config("/checked")
+
+    def settled(self, earlier: Mapping[str, Any]) -> DeployRequest:
+        """With what the last deploy into the folder used (its ``deploy.json``) where this one says
+        nothing, and the defaults where neither does; checked again."""
+        python = self.python if self.python is not None else earlier.get("python")
+        pip_args = self.pip_args if self.pip_args is not None else earlier.get("pip_args")
+        config = self.config if self.config is not None else earlier.get("config")
+        if not isinstance(python, str) or not python.strip():
+            python = "python3"
+        if not isinstance(pip_args, list | tuple) or not all(isinstance(a, str) for a in pip_args):
+            pip_args = ()
+        if not isinstance(config, Mapping):
+            config = {}
+        settled = dataclasses.replace(self, python=python, pip_args=tuple(pip_args), config=dict(config))
+        settled.check()
+        return settled
+
+    def record(self) -> str:
+        """The folder's ``deploy.json``: what the next deploy into it keeps unless told otherwise."""
+        return json.dumps({"python": self.python, "pip_args": list(self.pip_args or ()),
+                           "config": dict(self.config or {})}, indent=1)  # fmt: skip
+
+    @property
+    def folder(self) -> str:
+        """The daemon's folder on the host (relative: to the SSH user's home)."""
+        return self.deploy_dir or f".prooflane/{self.name}"
+
+    def spec(self, absolute_dir: str) -> DaemonSpec:
+        """The fleet's entry for the deployed daemon."""
+        return DaemonSpec(name=self.name, ssh=self.ssh, remote_port=self.remote_port,
+                          ssh_options=self.ssh_options, token=self.token, cost_per_hour=self.cost_per_hour,
+                          deploy_dir=absolute_dir)  # fmt: skip
+
+    def daemon_config(self, absolute_dir: str) -> str:
+        """The daemon's ``prooflane.toml``, checked by the daemon's own config rules."""
+        values = {**(self.config or {}), "host": "127.0.0.1", "port": self.remote_port, "token": self.token,
+                  "data_dir": f"{absolute_dir}/data"}  # fmt: skip
+        Config.from_dict(dict(values), source="deploy: config")
+        return dump_toml(values, [])
+
+
+def _q(*words: str) -> str:
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def _tail(result: RemoteResult) -> str:
+    """The last lines of what the host wrote: its standard error (where pip writes why) if anything."""
+    said = result.err if result.err.strip() else result.out
+    lines = [line.strip() for line in said.splitlines() if line.strip()]
+    return one_line("\n".join(lines[-_TAIL_LINES:])) or f"exit {result.code}, nothing written"
+
+
+def _last(result: RemoteResult) -> str:
+    lines = [line.strip() for line in (result.out + "\n" + result.err).splitlines() if line.strip()]
+    return lines[-1] if lines else f"exit {result.code}"
+
+
+class _Remote:
+    """One daemon's host, for the steps of an operation: each step a command over the fleet's tunnels."""
+
+    def __init__(self, fleet: Fleet, spec: DaemonSpec) -> None:
+        self.fleet = fleet
+        self.spec = spec
+
+    async def run(self, what: str, command: str, *, stdin: bytes = b"", within: float) -> RemoteResult:
+        try:
+            return await self.fleet.tunnels.run(self.spec, command, stdin=stdin, within=within)
+        except TunnelError as exc:
+            raise DeployError(f"{self.spec.name}: {what}: {exc}") from None
+
+    async def service(self, folder: str, verb: str, *args: str, within: float) -> str:
+        """``prooflane service VERB --dir FOLDER`` with the folder's own prooflane; its one line."""
+        command = f"cd {_q(folder)} && venv/bin/prooflane service {verb} --dir . {_q(*args)}"
+        result = await self.run(f"service {verb}", command, within=within)
+        if result.code != 0:
+            raise DeployError(f"{self.spec.name}: {verb} on {self.spec.ssh} failed: {_last(result)}")
+        return _last(result)
+
+
+def _claim(fleet: Fleet, name: str) -> None:
+    if name in fleet.operations:
+        raise OperationBusy(f"a deploy, stop or restart of {name!r} is already under way")
+    fleet.operations.add(name)
+
+
+async def deploy(fleet: Fleet, request: DeployRequest) -> dict[str, Any]:
+    """Install and start the daemon on its host, then follow it; ``{"name", "where", "deploy_dir",
+    "version", "started"}``. Raises :class:`DeployError` naming the step that failed."""
+    if not request.token:
+        request = dataclasses.replace(request, token=secrets.token_urlsafe(24))
+    _claim(fleet, request.name)
+    try:
+        return await _logged("deploy", request.name, request.ssh, _deploy(fleet, request))
+    finally:
+        fleet.operations.discard(request.name)
+
+
+async def _deploy(fleet: Fleet, request: DeployRequest) -> dict[str, Any]:
+    remote = _Remote(fleet, request.spec(""))
+    limit = fleet.config.deploy_timeout_secs
+    with tempfile.TemporaryDirectory(prefix="plwheel-") as built:
+        wheel = build_wheel(Path(built))
+        copy = (f"mkdir -p {_q(request.folder)}/wheels && cd {_q(request.folder)} && pwd && "
+                f"cat > wheels/.upload && mv wheels/.upload wheels/{_q(wheel.name)}")  # fmt: skip
+        result = await remote.run("copying the wheel", copy, stdin=wheel.read_bytes(), within=limit)
+    if result.code != 0 or not result.out.strip():
+        raise DeployError(f"{request.name}: cannot copy the wheel to {request.ssh}:{request.folder}: "
+                          f"{_tail(result)}")  # fmt: skip
+    folder = result.out.strip().splitlines()[-1]
+    request = request.settled(await _earlier(remote, folder))
+    await _stop_if_running(remote, folder)
+    python = _q(request.python or "python3")
+    venv = f"cd {_q(folder)} && {{ [ -x venv/bin/python ] || {python} -m venv venv; }}"
+    result = await remote.run("making the venv", venv, within=limit)
+    if result.code != 0:
+        raise DeployError(f"{request.name}: cannot make a venv with {request.python} on {request.ssh}: "
+                          f"{_tail(result)}")  # fmt: skip
+    pip = (f"cd {_q(folder)} && venv/bin/python -m pip install --disable-pip-version-check --no-input "
+           f"{_q(*(request.pip_args or ()))} {_q('wheels/' + wheel.name)}")  # fmt: skip
+    result = await remote.run("pip install", pip, within=limit)
+    if result.code != 0:
+        raise DeployError(f"{request.name}: pip install on {request.ssh} failed (exit {result.code}): "
+                          f"{_tail(result)}")  # fmt: skip
+    for file, text in (("prooflane.toml", request.daemon_config(folder)), ("deploy.json", request.record())):
+        new = _q(f".{file}.new")
+        write = f"cd {_q(folder)} && umask 077 && cat > {new} && mv {new} {_q(file)}"
+        result = await remote.run("writing the config", write, stdin=text.encode(), within=_CONTROL_SECS)
+        if result.code != 0:
+            raise DeployError(f"{request.name}: cannot write {folder}/{file}: {_tail(result)}")
+    healthy = fleet.config.deploy_healthy_secs
+    started = await remote.service(folder, "start", "--wait", str(healthy), within=healthy + _CONTROL_SECS)
+    spec = request.spec(folder)
+    await fleet.put(spec)
+    version = wheel.name.split("-")[1]
+    return {"name": spec.name, "where": spec.where, "deploy_dir": folder, "version": version,
+            "started": started}  # fmt: skip
+
+
+async def _earlier(remote: _Remote, folder: str) -> dict[str, Any]:
+    """What the last deploy into ``folder`` used (its ``deploy.json``), or nothing."""
+    read = f"cd {_q(folder)} && if [ -f deploy.json ]; then cat deploy.json; fi"
+    result = await remote.run("reading the last deploy's settings", read, within=_CONTROL_SECS)
+    try:
+        found = json.loads(result.out) if result.code == 0 and result.out.strip() else {}
+    except ValueError:
+        found = {}
+    return found if isinstance(found, dict) else {}
+
+
+async def _stop_if_running(remote: _Remote, folder: str) -> None:
+    """Stop the daemon an earlier deploy started in ``folder`` (nothing when there is none)."""
+    check = f"cd {_q(folder)} && [ -x venv/bin/prooflane ] && [ -f prooflane.toml ]"
+    result = await remote.run("looking for an earlier daemon", check, within=_CONTROL_SECS)
+    if result.code == 0:
+        await remote.service(folder, "stop", "--wait", "60", within=60 + _CONTROL_SECS)
+
+
+def _deployed(fleet: Fleet, name: str) -> DaemonSpec:
+    found = fleet.followers.get(name)
+    if found is None:
+        raise KeyError(name)
+    if not found.spec.deploy_dir:
+        raise NotDeployed(f"{name}: not deployed by the fleet (no deploy_dir): stop and restart it on its "
+                          "host")  # fmt: skip
+    return found.spec
+
+
+async def stop(fleet: Fleet, name: str) -> str:
+    """Stop a deployed daemon; returns the host's one line once no process of it is left and its port is
+    free (the fleet goes on following it: it shows unreachable until started again)."""
+    spec = _deployed(fleet, name)
+    _claim(fleet, name)
+    try:
+        stopping = _Remote(fleet, spec).service(spec.deploy_dir, "stop", "--wait", "60",
+                                                within=60 + _CONTROL_SECS)  # fmt: skip
+        return await _logged("stop", name, spec.ssh, stopping)
+    finally:
+        fleet.operations.discard(name)
+
+
+async def restart(fleet: Fleet, name: str) -> str:
+    """Stop a deployed daemon (as :func:`stop` waits), start it again and wait for its ``/healthz``."""
+    spec = _deployed(fleet, name)
+    healthy = fleet.config.deploy_healthy_secs
+    _claim(fleet, name)
+    try:
+        restarting = _Remote(fleet, spec).service(spec.deploy_dir, "restart", "--wait", str(healthy),
+                                                  within=healthy + 60 + _CONTROL_SECS)  # fmt: skip
+        return await _logged("restart", name, spec.ssh, restarting)
+    finally:
+        fleet.operations.discard(name)
+
+
+async def _logged(verb: str, name: str, host: str, operation: Awaitable[T]) -> T:
+    """Run ``operation``; one log line when it is done (with how long it took) or failed (with why)."""
+    started = time.monotonic()
+    fields = {"daemon": name, "host": host, "operation": verb}
+    try:
+        done = await operation
+    except DeployError as exc:
+        log.warning("%s of daemon %s on %s failed: %s", verb, name, host, exc,
+                    extra={**fields, "ok": False, "reason": str(exc)})  # fmt: skip
+        raise
+    secs = time.monotonic() - started
+    log.info("%s of daemon %s on %s done in %.1f s", verb, name, host, secs,
+             extra={**fields, "ok": True, "duration_secs": round(secs, 3)})  # fmt: skip
+    return done
