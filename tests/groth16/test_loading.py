@@ -17,18 +17,10 @@ from prooflane.groth16._sections import SectionCache
 from prooflane.groth16.prover import check_points, preload, release
 from prooflane.groth16.zkey import write_zkey
 from prooflane.kinds import inspect_zkey
+from tests.support.curve_reference import fq2_mul, fq2_sqrt
 from tests.support.groth16_samples import square_chain
 
 CURVES = [pytest.param(BN128, id="bn128"), pytest.param(BLS12381, id="bls12381")]
-
-
-@pytest.fixture
-def memo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty memory of checked points, in this process and on disk."""
-    folder = tmp_path / "point-checks"
-    monkeypatch.setenv(_pointcheck.ENV, str(folder))
-    monkeypatch.setattr(_pointcheck, "_KNOWN", set())
-    return folder
 
 
 @pytest.mark.parametrize("curve", CURVES)
@@ -68,38 +60,15 @@ def _bls_g1_point_outside_the_subgroup() -> tuple[int, int]:
     raise AssertionError("no point found")
 
 
-def _fq2_mul(a: tuple[int, int], b: tuple[int, int], q: int) -> tuple[int, int]:
-    return ((a[0] * b[0] - a[1] * b[1]) % q, (a[0] * b[1] + a[1] * b[0]) % q)
-
-
-def _fq2_pow(a: tuple[int, int], e: int, q: int) -> tuple[int, int]:
-    out = (1, 0)
-    while e:
-        if e & 1:
-            out = _fq2_mul(out, a, q)
-        a, e = _fq2_mul(a, a, q), e >> 1
-    return out
-
-
 def _bn_twist_point_outside_g2() -> tuple[int, int, int, int]:
     """A point of BN254's twist y^2 = x^3 + 3/(9+u) over Fq2 outside G2 (its cofactor is 2q - r)."""
     q, b = BN128.q, _pointcheck._B2["bn128"]
     for x0 in range(1, 200):
         x = (x0, 1)
-        rhs = _fq2_mul(_fq2_mul(x, x, q), x, q)
-        rhs = ((rhs[0] + b[0]) % q, (rhs[1] + b[1]) % q)
-        # A square root in Fq2 for q = 3 mod 4 (Adj and Rodríguez-Henríquez, algorithm 9).
-        a1 = _fq2_pow(rhs, (q - 3) // 4, q)
-        alpha = _fq2_mul(_fq2_mul(a1, a1, q), rhs, q)
-        if _fq2_mul(_fq2_pow(alpha, q, q), alpha, q) == (q - 1, 0):
-            continue  # not a square
-        x0y = _fq2_mul(a1, rhs, q)
-        if alpha == (q - 1, 0):
-            y = _fq2_mul((0, 1), x0y, q)
-        else:
-            y = _fq2_mul(_fq2_pow(((1 + alpha[0]) % q, alpha[1]), (q - 1) // 2, q), x0y, q)
-        assert _fq2_mul(y, y, q) == rhs
-        return (x[0], x[1], y[0], y[1])
+        rhs = fq2_mul(fq2_mul(x, x, q), x, q)
+        y = fq2_sqrt(((rhs[0] + b[0]) % q, (rhs[1] + b[1]) % q), q)
+        if y is not None:
+            return (x[0], x[1], y[0], y[1])
     raise AssertionError("no point found")
 
 

@@ -23,15 +23,6 @@ BN_COFACTOR = 2 * BN128.q - BN128.r
 SEED = 20261201
 
 
-@pytest.fixture
-def memo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty memory of checked points, in this process and on disk."""
-    folder = tmp_path / "point-checks"
-    monkeypatch.setenv(_pointcheck.ENV, str(folder))
-    monkeypatch.setattr(_pointcheck, "_KNOWN", set())
-    return folder
-
-
 def _probably_prime(n: int) -> bool:
     """Miller-Rabin with 20 fixed bases (a composite passes with probability below 4^-20)."""
     if n < 2 or any(n % p == 0 for p in (2, 3, 5, 7)):
