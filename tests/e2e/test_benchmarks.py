@@ -27,6 +27,7 @@ RUNS = [
     ),
     ("bench_prove.py", ["--constraints", "1000", "--repeat", "1", "--curves", "bn128"], "bench_prove"),
     ("bench_cold_worker.py", ["--constraints", "1000"], "bench_cold_worker"),
+    ("bench_scale.py", ["--constraints", "1000"], "bench_scale"),
     (
         "bench_cuda.py",
         ["--sizes", "4", "--constraints", "1000", "--cpu-max-log", "4", "--repeat", "1"],
