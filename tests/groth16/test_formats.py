@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import mmap
+import os
 import struct
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from prooflane.groth16 import (
     Curve,
     Proof,
     VerificationKey,
+    _binfile,
     prove,
     read_r1cs,
     read_wtns,
@@ -127,3 +130,44 @@ def test_bad_json_fields_are_named() -> None:
         VerificationKey.from_json({"protocol": "groth16", "curve": "bn128"}, source="vk.json")
     with pytest.raises(FormatError, match="does not match"):
         Proof.from_json({"curve": "bn128"}, curve=BLS12381)
+
+
+def _backing(array: np.ndarray) -> object:
+    """What the array's bytes belong to, through its views."""
+    base: object = array
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    return base.obj if isinstance(base, memoryview) else base
+
+
+def test_a_large_file_is_mapped_and_a_key_replaced_by_rename_leaves_it_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "k.zkey"
+    write_zkey(path, setup(square_chain(BN128, 5)[0], seed=b"mapped"))
+    read = read_zkey(path)  # below MAP_BYTES: read into memory
+    monkeypatch.setattr(_binfile, "MAP_BYTES", 1)
+    mapped = read_zkey(path)
+    assert isinstance(_backing(mapped.a_points), mmap.mmap)
+    assert not isinstance(_backing(read.a_points), mmap.mmap)
+    assert mapped.digest == read.digest and mapped.verification_key == read.verification_key
+    rows = {name: np.array(getattr(mapped, name)) for name in ("a_points", "b2_points", "h_points")}
+    # Replaced the way prooflane replaces a key (a new file renamed over it): the mapping keeps the old one.
+    other = tmp_path / "other.zkey"
+    write_zkey(other, setup(square_chain(BN128, 5)[0], seed=b"another"))
+    os.replace(other, path)
+    for name, before in rows.items():
+        assert np.array_equal(getattr(mapped, name), before)
+    assert read_zkey(path).digest != mapped.digest
+
+
+def test_a_truncated_mapped_file_is_a_format_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_binfile, "MAP_BYTES", 1)
+    write_zkey(tmp_path / "k.zkey", setup(square_chain(BN128, 3)[0], seed=b"cut"))
+    data = (tmp_path / "k.zkey").read_bytes()
+    (tmp_path / "cut.zkey").write_bytes(data[:-40])
+    with pytest.raises(FormatError, match=r"cut\.zkey: (truncated|section)"):
+        read_zkey(tmp_path / "cut.zkey")
+    (tmp_path / "empty.zkey").write_bytes(b"")
+    with pytest.raises(FormatError, match="too short"):
+        read_zkey(tmp_path / "empty.zkey")

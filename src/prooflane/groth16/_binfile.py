@@ -2,10 +2,19 @@
 
 Layout: 4-byte magic, u32 version, u32 section count, then per section a u32 type, a u64 size and the
 data. Sections may come in any order; a type may appear at most once in the files prooflane reads.
+
+A file of ``MAP_BYTES`` or more is memory-mapped read-only, not read: its sections (and the arrays a
+reader makes over them, such as a key's points) are views of the mapping, so processes that read one key
+share its pages, and a process touches only the sections it uses. A mapping sees the file as it is on
+disk: replace a key by writing a new file and renaming it over the old one (as prooflane does), never by
+rewriting it in place (a process that maps it would then read the new bytes, or die of SIGBUS where the
+file was cut short).
 """
 
 from __future__ import annotations
 
+import mmap
+import os
 import struct
 from collections.abc import Iterable
 from pathlib import Path
@@ -13,19 +22,23 @@ from pathlib import Path
 from .curves import Curve, curve_by_prime
 from .errors import FormatError
 
-__all__ = ["Reader", "read_sections", "write_sections"]
+__all__ = ["MAP_BYTES", "Reader", "read_sections", "write_sections"]
+
+MAP_BYTES = 1 << 20
+"""Files this size or larger are memory-mapped rather than read."""
 
 
 def read_sections(
-    path: str | Path, magic: bytes, data: bytes | None = None
+    path: str | Path, magic: bytes, data: bytes | mmap.mmap | None = None
 ) -> tuple[int, dict[int, memoryview]]:
     """Read ``path`` (or take ``data``, its bytes read already), check its magic, return its version and
     its sections by type."""
     if data is None:
         try:
-            data = Path(path).read_bytes()
-        except OSError as exc:
-            raise FormatError(path, f"cannot read: {exc.strerror or exc}") from None
+            data = _contents(Path(path))
+        except (OSError, ValueError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise FormatError(path, f"cannot read: {why}") from None
     if len(data) < 12:
         raise FormatError(path, f"too short to be a .{magic.decode()} file ({len(data)} bytes)")
     if data[:4] != magic:
@@ -46,6 +59,19 @@ def read_sections(
         sections[kind] = view[pos : pos + size]
         pos += size
     return version, sections
+
+
+def _contents(path: Path) -> bytes | mmap.mmap:
+    """The file's bytes: read when it is small, else a read-only mapping of it (the mapping keeps its own
+    descriptor, closed when the last view of it is gone)."""
+    with path.open("rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size >= MAP_BYTES:
+            try:
+                return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError):  # a file system that cannot map: read it instead
+                pass
+        return handle.read()
 
 
 def write_sections(
