@@ -65,15 +65,28 @@ def coset_h(backend: Backend, a: FieldVector, b: FieldVector, c: FieldVector, n:
     r = backend.curve.r
     perm, powers = _plan(backend, n)
     order = None if bool((perm == np.arange(n)).all()) else perm.tolist()
-    out = []
-    for vec in (a, b, c):
-        values = to_ints(vec) + [0] * (n - vec.shape[0])
-        coeffs = backend.ifft(values if order is None else [values[i] for i in order], n)
-        evals = backend.fft([x * p % r for x, p in zip(coeffs, powers, strict=True)], n)
-        if order is not None:
-            ordered = [0] * n
-            for j, i in enumerate(order):
-                ordered[i] = evals[j]
-            evals = ordered
-        out.append(evals)
-    return from_ints([(x * y - z) % r for x, y, z in zip(*out, strict=True)])
+    on_a, on_b, on_c = (_on_coset(backend, vec, n, order, powers) for vec in (a, b, c))
+    return from_ints([(x * y - z) % r for x, y, z in zip(on_a, on_b, on_c, strict=True)])
+
+
+def _on_coset(
+    backend: Backend, vec: FieldVector, n: int, order: list[int] | None, powers: list[int]
+) -> list[int]:
+    """The values of one vector's polynomial on the odd coset. Each step drops the list before it, so
+    that at most two lists of ``n`` ints are alive (at 2^20 each is about 70 MB of Python ints)."""
+    r = backend.curve.r
+    values = to_ints(vec)
+    values.extend([0] * (n - len(values)))
+    if order is not None:
+        values = [values[i] for i in order]
+    coeffs = backend.ifft(values, n)
+    del values
+    coeffs = [x * p % r for x, p in zip(coeffs, powers, strict=True)]
+    evals = backend.fft(coeffs, n)
+    del coeffs
+    if order is not None:
+        ordered = [0] * n
+        for j, i in enumerate(order):
+            ordered[i] = evals[j]
+        evals = ordered
+    return evals
