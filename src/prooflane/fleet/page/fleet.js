@@ -317,7 +317,14 @@ async function refreshLogs() {
   }
 }
 
+let shownLogs = "";
+
+/** One block per daemon; rebuilt only when a line changed, so that reading or selecting a quiet log is
+ *  not undone every 3 s. */
 function renderLogs(daemons) {
+  const shown = JSON.stringify(daemons);
+  if (shown === shownLogs) return;
+  shownLogs = shown;
   const box = byTestId("logs");
   const names = Object.keys(daemons);
   box.replaceChildren(...names.map((name) => {
