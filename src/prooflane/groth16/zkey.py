@@ -240,10 +240,17 @@ def _read_coefficients(path: str | Path, raw: memoryview, curve: Curve) -> Coeff
     rec = np.frombuffer(body, dtype=_COEF)
     factor = pow(_R2, -1, curve.r)
     raw_values = np.ascontiguousarray(rec["value"]).tobytes()
-    r = curve.r
+    r, frm = curve.r, int.from_bytes
+    # A circuit's coefficients repeat (1, -1, its constants): each distinct one is converted once.
+    seen: dict[bytes, bytes] = {}
+
+    def convert(value: bytes) -> bytes:
+        plain = seen[value] = (frm(value, "little") * factor % r).to_bytes(32, "little")
+        return plain
+
     plain = b"".join(
-        (int.from_bytes(raw_values[i : i + 32], "little") * factor % r).to_bytes(32, "little")
-        for i in range(0, len(raw_values), 32)
+        seen.get(value) or convert(value)
+        for value in (raw_values[i : i + 32] for i in range(0, len(raw_values), 32))
     )
     return Coefficients(
         matrix=rec["matrix"].astype(np.uint32),
