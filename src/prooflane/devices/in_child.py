@@ -21,7 +21,7 @@ from typing import Any
 
 from .backend import DeviceFault, Finished
 from .cuda import CudaDevice
-from .keys import drop_key, load_key, loaded_key
+from .keys import drop_key, give_back_free_memory, load_key, loaded_key
 from .roles import Role
 from .steps import DEVICE_SECTION_BASES, FINALIZE_BASES, device_section, early_b2, finalize
 
@@ -35,7 +35,6 @@ __all__ = [
     "limit_native_threads",
     "name_process",
     "prover_main",
-    "release_free_memory",
     "serve",
 ]
 
@@ -210,31 +209,12 @@ def serve(conn: Connection, side: _Side) -> None:
         conn.send(reply)
         del args, reply  # a partition's vectors are not kept while the process waits for the next request
         if op in _HEAVY:
-            release_free_memory()
+            give_back_free_memory()
 
 
-# Requests after which the process has freed large temporaries (a prove's vectors, a key's points).
+# Requests after which the process has freed large temporaries (a prove's vectors, a key's points): glibc
+# keeps freed heap for reuse, and a 2^20 prover held 265 MB less after giving it back.
 _HEAVY = frozenset({"start", "b2", "finish", "drop"})
-_LIBC: list[Any] = []  # glibc's handle once looked up, or None where there is none
-
-
-def release_free_memory() -> None:
-    """Give the memory the C heap holds but no longer uses back to the system (glibc's ``malloc_trim``).
-
-    A 2^20 prove frees hundreds of MB of temporaries (its NTT's lists of ints, the libraries' copies of
-    points), which glibc otherwise keeps in the process for reuse: measured on a 2^20 key, a prover held
-    265 MB less after the call. Costs a walk of the heap (milliseconds); a no-op without glibc."""
-    if not _LIBC:
-        import ctypes
-        import ctypes.util
-
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            _LIBC.append(libc if hasattr(libc, "malloc_trim") else None)
-        except OSError:
-            _LIBC.append(None)
-    if _LIBC[0] is not None:
-        _LIBC[0].malloc_trim(0)
 
 
 def prover_main(conn: Connection, daemon_pid: int) -> None:

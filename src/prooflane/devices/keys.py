@@ -40,8 +40,9 @@ def load_key(path: str, parts: tuple[str, ...] = (), *, matrices: bool = True) -
 def give_back_free_memory() -> None:
     """Return the heap's free pages to the system (glibc ``malloc_trim``; elsewhere nothing).
 
-    Reading a key, or synthesizing a partition, frees far more than it keeps; glibc holds the freed heap
-    for reuse, so a long-lived process would show (and hold) the high-water mark of every key it read.
+    Reading a key, synthesizing or proving a partition, frees far more than it keeps; glibc holds the freed
+    heap for reuse, so a long-lived process would show (and hold) the high-water mark of every key it read
+    and every partition it proved.
     """
     global _LIBC
     if _LIBC is None:
