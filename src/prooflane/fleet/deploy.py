@@ -22,6 +22,7 @@ Every command sent is one line whose words are quoted (:func:`shlex.quote`); a s
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
@@ -233,7 +234,7 @@ async def _deploy(fleet: Fleet, request: DeployRequest) -> dict[str, Any]:
     remote = _Remote(fleet, request.spec(""))
     limit = fleet.config.deploy_timeout_secs
     with tempfile.TemporaryDirectory(prefix="plwheel-") as built:
-        wheel = build_wheel(Path(built))
+        wheel = await asyncio.to_thread(build_wheel, Path(built))  # hashes and zips the package: off the loop
         copy = (f"mkdir -p {_q(request.folder)}/wheels && cd {_q(request.folder)} && pwd && "
                 f"cat > wheels/.upload && mv wheels/.upload wheels/{_q(wheel.name)}")  # fmt: skip
         result = await remote.run("copying the wheel", copy, stdin=wheel.read_bytes(), within=limit)
