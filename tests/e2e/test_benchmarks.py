@@ -3,12 +3,14 @@ from a fresh clone is a broken promise of the docs, whatever its figures were. A
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,6 +61,15 @@ def test_the_benchmark_runs_and_writes_its_results(
     assert f"wrote {tmp_path / result}.json" in done.stdout
 
 
+def _benchmark_module(name: str) -> Any:
+    """A module of benchmarks/ (which is not a package), imported as the benchmarks import each other."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
 @pytest.mark.parametrize(
     ("text", "nice"),
     [("/autogroup-317 nice 0\n", 0), ("/autogroup-2 nice -19\n", -19), ("", None), ("garbage\n", None)],
@@ -66,11 +77,7 @@ def test_the_benchmark_runs_and_writes_its_results(
 def test_the_autogroup_nice_value_is_read_where_there_is_one(
     text: str, nice: int | None, tmp_path: Path
 ) -> None:
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        from _common import _autogroup_nice
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    _autogroup_nice = _benchmark_module("_common")._autogroup_nice
     autogroup = tmp_path / "autogroup"
     autogroup.write_text(text)
     assert _autogroup_nice(autogroup) == nice
@@ -80,11 +87,7 @@ def test_the_autogroup_nice_value_is_read_where_there_is_one(
 def test_the_rapidsnark_row_needs_an_executable_prover(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import bench_prove
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    bench_prove = _benchmark_module("bench_prove")
     prover = tmp_path / "prover"
     monkeypatch.setenv("RAPIDSNARK", str(prover))
     assert bench_prove.rapidsnark_binary() is None  # absent: the row is skipped
