@@ -13,7 +13,8 @@ daemon's own log is ``prooflane.log`` in its data folder).
   again with backoff when it dies, and on SIGTERM stops it: SIGTERM to the daemon's process group, SIGKILL
   after ``--grace`` seconds, then waits until no process of that session is left.
 - ``stop``: SIGTERM to the supervisor, then waits until the supervisor, every process of the daemon's
-  session and the daemon's hold on its port are gone; says what is left when they are not.
+  session and the daemon's hold on its port are gone; a daemon left without its supervisor (one killed
+  outright) is ended here the way the supervisor would have; says what is left when it cannot.
 - ``restart``: stop, then start. ``status``: one line.
 
 Each prints one line (``started: ...``, ``stopped: ...``, ``error: ...``) and exits 0 or 1.
@@ -28,6 +29,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -41,7 +43,7 @@ from .app import app
 from .output import REFUSED, print_error
 from .user_unit import UnitError, start_unit, stop_unit, unusable
 
-__all__ = ["ServiceFolder", "service_app"]
+__all__ = ["ServiceFolder", "end_session", "service_app"]
 
 service_app = typer.Typer(
     help="Run a daemon from a folder as a supervised background process (what `prooflane fleet deploy` "
@@ -193,6 +195,27 @@ def _leftovers(folder: ServiceFolder, config: Config) -> list[str]:
     return left
 
 
+def end_session(sid: int, grace: float, reap: Callable[[], object] = lambda: None) -> None:
+    """SIGTERM the process group ``sid`` (a daemon started in a session of its own, and its workers), SIGKILL
+    whatever of the session is left after ``grace`` seconds, and wait until none of it is (10 s more at
+    most: ``stop`` then says what is left). ``reap``: called while waiting, so that a parent collects its
+    child (the supervisor's daemon) instead of leaving it a zombie."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(sid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while session_processes(sid) and time.monotonic() < deadline:
+        reap()
+        time.sleep(_POLL_SECS)
+    deadline = time.monotonic() + 10.0
+    while (left := session_processes(sid)) and time.monotonic() < deadline:
+        for process in left:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        reap()
+        time.sleep(_POLL_SECS)
+    reap()
+
+
 def _wait_gone(folder: ServiceFolder, config: Config, wait: float) -> list[str]:
     deadline = time.monotonic() + wait
     while (left := _leftovers(folder, config)) and time.monotonic() < deadline:
@@ -232,7 +255,8 @@ class _Supervisor:
                     break
                 self.note(f"daemon pid {self.child.pid} exited with {self.child.returncode}; "
                           f"starting it again in {backoff:.0f} s")  # fmt: skip
-                self._end_session(self.child.pid, 0.0)  # its workers must not hold the port for the next
+                # Its workers must not hold the port for the next one.
+                end_session(self.child.pid, 0.0, reap=self.child.poll)
                 backoff = 1.0 if time.monotonic() - started > _STEADY_SECS else backoff
                 deadline = time.monotonic() + backoff
                 while not self.stopping and time.monotonic() < deadline:
@@ -240,7 +264,7 @@ class _Supervisor:
                 backoff = min(backoff * 2, _BACKOFF_MAX_SECS)
         finally:
             if self.child is not None:
-                self._end_session(self.child.pid, self.grace)
+                end_session(self.child.pid, self.grace, reap=self.child.poll)
             self.folder.supervisor_pidfile.unlink(missing_ok=True)
             self.note("stopped")
         return 0
@@ -255,23 +279,6 @@ class _Supervisor:
         _write_pid(self.folder.daemon_pidfile, child.pid)
         self.note(f"daemon pid {child.pid} started")
         return child
-
-    def _end_session(self, sid: int, grace: float) -> None:
-        """SIGTERM the daemon's process group, SIGKILL its session after ``grace``, reap, and wait until
-        no process of the session is left (or 10 s more: ``stop`` then says what is left)."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(sid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while self.child is not None and self.child.poll() is None and time.monotonic() < deadline:
-            time.sleep(_POLL_SECS)
-        deadline = time.monotonic() + 10.0
-        while (left := session_processes(sid)) and time.monotonic() < deadline:
-            for process in left:
-                with contextlib.suppress(psutil.Error):
-                    process.kill()
-            if self.child is not None:
-                self.child.poll()  # reap the daemon itself
-            time.sleep(_POLL_SECS)
 
 
 @service_app.command("run", hidden=True)
@@ -361,19 +368,20 @@ def _stop(folder: ServiceFolder, wait: float) -> str:
     config = _loaded(folder)
     supervisor = folder.supervisor()
     sid = folder.daemon_pid()
+    deadline = time.monotonic() + wait
     stop_unit(folder.path)  # a unit's supervisor is stopped by systemd, and not started again at boot
-    if supervisor is not None:
-        with contextlib.suppress(psutil.Error):
+    if supervisor is not None:  # it stops its daemon itself; one that does not finish in time is killed
+        try:
             supervisor.terminate()
-    left = _wait_gone(folder, config, wait)
-    if left and supervisor is not None:  # the supervisor did not finish: end it and its daemon outright
-        with contextlib.suppress(psutil.Error):
-            supervisor.kill()
-        if sid is not None:
-            for process in session_processes(sid):
-                with contextlib.suppress(psutil.Error):
-                    process.kill()
-        left = _wait_gone(folder, config, 10.0)
+            supervisor.wait(max(0.0, deadline - time.monotonic()))
+        except psutil.TimeoutExpired:
+            with contextlib.suppress(psutil.Error):
+                supervisor.kill()
+        except psutil.Error:
+            pass
+    if sid is not None and session_processes(sid):  # no supervisor ended it (killed, or out of time)
+        end_session(sid, max(1.0, deadline - time.monotonic()))
+    left = _wait_gone(folder, config, max(1.0, deadline - time.monotonic()))
     if left:
         _fail(f"{folder.path}: not stopped after {wait:.0f} s: {'; '.join(left)}")
     what = f"supervisor pid {supervisor.pid}" if supervisor is not None else "no supervisor was running"
