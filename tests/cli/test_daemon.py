@@ -29,6 +29,7 @@ from prooflane.models import InlineSector
 from prooflane.server import bind
 from prooflane.states import JobState
 from tests.support.clock import ManualClock
+from tests.support.daemons import free_port
 from tests.support.engine import Served, served
 
 pytestmark = pytest.mark.timeout(120)
@@ -45,13 +46,6 @@ def clock() -> ManualClock:
 def daemon(engine_config: Callable[..., Config], sector: Path, clock: ManualClock) -> Iterator[Served]:
     with served(engine_config(), clock=clock, sector=sector) as running:
         yield running
-
-
-def free_port() -> int:
-    sock = bind("127.0.0.1", 0)
-    port: int = sock.getsockname()[1]
-    sock.close()
-    return port
 
 
 def test_parse_mix_reads_kinds_and_weights() -> None:

@@ -17,20 +17,13 @@ from typer.testing import CliRunner
 
 from prooflane.cli.entry import app
 from prooflane.client import Client, normalize_url
-from prooflane.server import bind
+from tests.support.daemons import free_port
 
 pytestmark = pytest.mark.timeout(60)
 runner = CliRunner()
 CLI = [sys.executable, "-c", "from prooflane.cli import main; main()"]
 USAGE, REFUSED = 2, 1
 SECTOR = ["--sector", "s1"]
-
-
-def free_port() -> int:
-    sock = bind("127.0.0.1", 0)
-    port: int = sock.getsockname()[1]
-    sock.close()
-    return port
 
 
 NOWHERE = f"http://127.0.0.1:{free_port()}"

@@ -22,6 +22,7 @@ from prooflane.engine.engine import Engine
 from prooflane.groth16 import Proof, VerificationKey, verify
 from prooflane.models import JobRequest
 from prooflane.states import WorkerState
+from tests.support.engine import tiny_config
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'prooflane[ray]')")
 
@@ -42,19 +43,8 @@ def cluster() -> Iterator[None]:
 
 
 def ray_config(tmp_path: Path, keys_dir: Path, **overrides: object) -> Config:
-    values: dict[str, object] = {
-        "data_dir": tmp_path / "data",
-        "keys_dir": keys_dir,
-        "profile": "tiny",
-        "devices": ("cpu:0",),
-        "workers_per_device": 1,
-        "synthesis_workers": 1,
-        "prefetch_partitions": 1,
-        "memory_budget_bytes": 1 << 30,
-        "worker_niceness": 0,
-        "ray": RaySettings(address="auto"),
-    }
-    return Config(**(values | overrides))  # type: ignore[arg-type]
+    return tiny_config(tmp_path / "data", keys_dir, worker_niceness=0, ray=RaySettings(address="auto"),
+                       **overrides)  # fmt: skip
 
 
 @contextlib.asynccontextmanager

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -24,8 +23,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from prooflane.circuits.profiles import profile_by_name
 from prooflane.cli.daemon_process import DaemonProcess
-from tests.support.browser import chromium
-from tests.support.daemons import TIMEOUT, start_daemon, wait_until
+from tests.support.daemons import TIMEOUT, free_port, start_daemon, wait_until
 from tests.support.groth16_samples import MUL_CIRCOM
 
 pytestmark = pytest.mark.slow
@@ -75,13 +73,6 @@ SHOWN_WHOLE = """(el, text) => {
 # --- the daemon ----------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 class LiveDaemon(DaemonProcess):
     """The daemon the page reads (started by ``start_daemon`` on a fixed port, so it can be killed and
     started again there), and the requests the tests make of it."""
@@ -114,18 +105,12 @@ class LiveDaemon(DaemonProcess):
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveDaemon]:
-    live = start_daemon(tmp_path_factory, "dashboard", port=_free_port(), kind=LiveDaemon)
+    live = start_daemon(tmp_path_factory, "dashboard", port=free_port(), kind=LiveDaemon)
     assert isinstance(live, LiveDaemon)
     try:
         yield live
     finally:
         live.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 _SCRIPT_ERRORS: dict[int, list[str]] = {}

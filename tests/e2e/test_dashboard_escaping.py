@@ -20,7 +20,6 @@ import pytest
 from playwright.sync_api import Browser, Dialog, Page
 
 from prooflane.cli.daemon_process import DaemonProcess
-from tests.support.browser import chromium
 from tests.support.daemons import TIMEOUT, circom_files, running, start_daemon
 
 pytestmark = pytest.mark.slow
@@ -41,12 +40,6 @@ RAN = """() => ({
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
     yield from running(start_daemon(tmp_path_factory, "escaping"))
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 def watch(page: Page) -> list[str]:

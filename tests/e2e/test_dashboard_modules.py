@@ -37,7 +37,6 @@ from prooflane.fleet.config import DaemonSpec, FleetConfig
 from prooflane.server import bind
 from prooflane.states import TERMINAL_JOB_STATES, JobState
 from prooflane.status.feed import RESYNC
-from tests.support.browser import chromium
 from tests.support.engine import Served, served
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "src" / "prooflane" / "dashboard"
@@ -49,12 +48,6 @@ BEING_REMOVED = frozenset({"partition_skipped"})
 UNNAMED_FRAME = "message"
 # The frames of the fleet's event stream for a daemon's panel (GET /d/<name>/v1/events).
 PANEL_SNAPSHOT = "snapshot"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 # --- the event names -----------------------------------------------------------------------------

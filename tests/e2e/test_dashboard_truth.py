@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 import signal
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,8 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prooflane.circuits.profiles import profile_by_name
 from prooflane.cli.daemon_process import DaemonProcess
 from prooflane.devices.roles import Role
-from tests.support.browser import chromium
-from tests.support.daemons import TIMEOUT, start_daemon, wait_until
+from tests.support.daemons import TIMEOUT, free_port, start_daemon, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -89,13 +87,6 @@ READ_MARKS = """() => Array.from(document.querySelectorAll("main > section")).ma
 })"""
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 class Daemon(DaemonProcess):
     """The daemon the page reads, on a fixed port (so it can be killed and started again there)."""
 
@@ -118,18 +109,12 @@ class Daemon(DaemonProcess):
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     config = f"memory_budget_bytes = {BUDGET}\n"
-    live = start_daemon(tmp_path_factory, "truth", port=_free_port(), extra_config=config, kind=Daemon)
+    live = start_daemon(tmp_path_factory, "truth", port=free_port(), extra_config=config, kind=Daemon)
     assert isinstance(live, Daemon)
     try:
         yield live
     finally:
         live.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 def _open(browser: Browser, url: str, width: int, errors: list[str]) -> Page:

@@ -25,9 +25,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from prooflane.circuits.profiles import profile_by_name
 from prooflane.cli.daemon_process import DaemonProcess
-from tests.support.browser import chromium
-from tests.support.daemons import start_daemon, wait_until
-from tests.support.fleet import FleetProcess, Sshd, free_port, sshd_on_loopback
+from tests.support.daemons import free_port, start_daemon, wait_until
+from tests.support.fleet import FleetProcess, Sshd, sshd_on_loopback
 
 pytestmark = pytest.mark.slow
 
@@ -264,12 +263,6 @@ def ray_daemon(daemons: Daemons) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 def _record(errors: list[str], exc: object) -> None:

@@ -29,8 +29,8 @@ import pytest
 from prooflane.client import Client
 from prooflane.models import InlineSector
 from tests.support.browser import chromium
-from tests.support.daemons import TIMEOUT, snarkjs_verify, wait_done, wait_until
-from tests.support.fleet import FleetProcess, Sshd, free_port, sshd_on_loopback
+from tests.support.daemons import TIMEOUT, free_port, snarkjs_verify, wait_done, wait_until
+from tests.support.fleet import FleetProcess, Sshd, sshd_on_loopback
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 

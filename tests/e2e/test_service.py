@@ -14,8 +14,7 @@ import httpx
 import psutil
 import pytest
 
-from tests.support.daemons import wait_until
-from tests.support.fleet import free_port
+from tests.support.daemons import free_port, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

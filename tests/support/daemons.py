@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -15,6 +16,15 @@ import pytest
 from prooflane.cli.daemon_process import DaemonProcess
 from prooflane.client import Client
 from prooflane.models import JobView
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
 
 KEYS_CACHE = "prooflane-dev-keys"
 TIMEOUT = 240.0  # seconds any one wait may take before the test fails (never asserted as a timing)

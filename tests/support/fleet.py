@@ -19,16 +19,9 @@ import httpx
 import pytest
 
 from prooflane.cli.fleet import FLEET_READY_PREFIX
-from tests.support.daemons import wait_until
+from tests.support.daemons import free_port, wait_until
 
 SSHD = Path("/usr/sbin/sshd")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class FleetProcess:
