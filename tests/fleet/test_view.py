@@ -25,6 +25,7 @@ from prooflane.fleet.view import (
 from prooflane.server.metrics import render
 from prooflane.status.tracker import StatusTracker, TrackerConfig
 from tests.support.clock import ManualClock
+from tests.support.tracker import metric_samples
 
 STALE_AFTER = 5.0
 
@@ -180,19 +181,11 @@ def test_ray_backed_daemon_and_its_nodes_are_shown_when_status_says_so() -> None
     assert summarize(snap, None)["ray"] == {"address": "head:6379", "nodes": nodes}
 
 
-def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return out
-
-
 def test_metrics_of_several_daemons_parse_with_a_daemon_label() -> None:
     first, _ = _tracker([("cpu:0/w0", "cpu:0")])
     second, _ = _tracker([("cpu:0/w0", "cpu:0"), ("cpu:1/w0", "cpu:1")])
     text = relabel_metrics([("a", render(first)), ("b-2", render(second))])
-    samples = _samples(text)
+    samples = metric_samples(text)
     assert samples[("prooflane_memory_budget_bytes", (("daemon", "a"),))] == 1 << 30
     assert samples[("prooflane_workers", (("daemon", "b-2"), ("state", "idle")))] == 2
     assert samples[("prooflane_workers", (("daemon", "a"), ("state", "idle")))] == 1
@@ -206,7 +199,7 @@ def test_fleet_gauges_leave_out_what_is_not_known() -> None:
         daemon_entry(_facts("a", snap, cost=1.5), 101.0, STALE_AFTER),
         daemon_entry(_facts("down", snap, failures=1), 101.0, STALE_AFTER),
     ]
-    samples = _samples(fleet_metrics(entries))
+    samples = metric_samples(fleet_metrics(entries))
     assert samples[("prooflane_fleet_daemon_up", (("daemon", "a"),))] == 1
     assert samples[("prooflane_fleet_daemon_up", (("daemon", "down"),))] == 0
     assert samples[("prooflane_fleet_cost_per_hour", (("daemon", "a"),))] == 1.5

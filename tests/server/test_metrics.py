@@ -10,6 +10,7 @@ from prooflane import events as ev
 from prooflane.server.metrics import CONTENT_TYPE, render
 from prooflane.status.tracker import StatusTracker, TrackerConfig
 from tests.support.clock import ManualClock
+from tests.support.tracker import metric_samples
 
 
 def _busy_tracker() -> tuple[StatusTracker, ManualClock]:
@@ -44,17 +45,9 @@ def _busy_tracker() -> tuple[StatusTracker, ManualClock]:
     return tracker, clock
 
 
-def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return out
-
-
 def test_metrics_text_parses_and_carries_the_numbers() -> None:
     tracker, _ = _busy_tracker()
-    samples = _samples(render(tracker))
+    samples = metric_samples(render(tracker))
     assert samples[("prooflane_partitions_total", (("kind", "snap-update"), ("outcome", "done")))] == 1
     assert samples[("prooflane_partitions_total", (("kind", "snap-update"), ("outcome", "failed")))] == 1
     assert samples[("prooflane_jobs_total", (("kind", "snap-update"), ("outcome", "failed")))] == 1
@@ -70,27 +63,27 @@ def test_dead_and_lost_workers_are_counted_by_state_and_up_follows_health() -> N
     tracker, clock = _busy_tracker()
     tracker.apply(ev.WorkerRegistered(at=clock.now, worker_id="cpu1/w0", device="cpu1"))
     workers = "prooflane_workers"
-    samples = _samples(render(tracker))
+    samples = metric_samples(render(tracker))
     assert samples[("prooflane_up", ())] == 1
     assert {dict(k[1])["state"]: v for k, v in samples.items() if k[0] == workers} == {
         "idle": 2, "proving": 0, "finalizing": 0, "restarting": 0, "lost": 0,
     }  # fmt: skip
     tracker.apply(ev.WorkerDied(at=clock.now, worker_id='cpu0/w"0', reason="exit code -9"))
     tracker.apply(ev.WorkerLost(at=clock.now, worker_id="cpu1/w0", reason="no device"))
-    samples = _samples(render(tracker))
+    samples = metric_samples(render(tracker))
     assert samples[(workers, (("state", "restarting"),))] == 1
     assert samples[(workers, (("state", "lost"),))] == 1
     assert samples[(workers, (("state", "idle"),))] == 0
     assert samples[("prooflane_up", ())] == 0
     tracker.apply(ev.WorkerRegistered(at=clock.now, worker_id='cpu0/w"0', device="cpu0"))
-    assert _samples(render(tracker))[("prooflane_up", ())] == 0  # cpu1 still has no live worker
+    assert metric_samples(render(tracker))[("prooflane_up", ())] == 0  # cpu1 still has no live worker
     tracker.apply(ev.WorkerRegistered(at=clock.now, worker_id="cpu1/w0", device="cpu1"))
-    assert _samples(render(tracker))[("prooflane_up", ())] == 1
+    assert metric_samples(render(tracker))[("prooflane_up", ())] == 1
 
 
 def test_phase_histogram_is_cumulative_in_seconds() -> None:
     tracker, _ = _busy_tracker()
-    samples = _samples(render(tracker))
+    samples = metric_samples(render(tracker))
     prove = {k[1]: v for k, v in samples.items() if k[0] == "prooflane_partition_phase_seconds_bucket"
              and ("phase", "prove") in k[1]}  # fmt: skip
     le = {dict(labels)["le"]: v for labels, v in prove.items()}
@@ -112,10 +105,10 @@ def test_no_metric_carries_a_job_label() -> None:
 
 def test_counters_never_go_down_as_jobs_leave_the_live_view() -> None:
     tracker, clock = _busy_tracker()
-    before = _samples(render(tracker))
+    before = metric_samples(render(tracker))
     clock.now += 3600
     tracker.apply(ev.WorkerDied(at=clock.now, worker_id='cpu0/w"0', reason="exit"))
-    after = _samples(render(tracker))
+    after = metric_samples(render(tracker))
     for key, value in before.items():
         if key[0].endswith("_total"):
             assert after[key] >= value, key
@@ -131,7 +124,7 @@ def test_worker_restarts_are_counted_per_worker_and_device() -> None:
     name = "prooflane_worker_restarts_total"
     families = {f.name: f for f in text_string_to_metric_families(render(tracker))}
     assert families["prooflane_worker_restarts"].type == "counter"  # the parser drops the _total
-    restarts = {k[1]: v for k, v in _samples(render(tracker)).items() if k[0] == name}
+    restarts = {k[1]: v for k, v in metric_samples(render(tracker)).items() if k[0] == name}
     assert restarts == {
         (("device", "cpu0"), ("worker", 'cpu0/w"0')): 0,  # every listed worker, never restarted: 0
         (("device", "cpu1"), ("worker", "cpu1/w0")): 0,
@@ -140,7 +133,7 @@ def test_worker_restarts_are_counted_per_worker_and_device() -> None:
         tracker.apply(ev.WorkerDied(at=clock.now, worker_id="cpu1/w0", reason=reason))
         tracker.apply(ev.WorkerRegistered(at=clock.now, worker_id="cpu1/w0", device="cpu1"))
     tracker.apply(ev.WorkerLost(at=clock.now, worker_id='cpu0/w"0', reason="device gone"))  # not a restart
-    restarts = {k[1]: v for k, v in _samples(render(tracker)).items() if k[0] == name}
+    restarts = {k[1]: v for k, v in metric_samples(render(tracker)).items() if k[0] == name}
     assert restarts == {
         (("device", "cpu0"), ("worker", 'cpu0/w"0')): 0,
         (("device", "cpu1"), ("worker", "cpu1/w0")): 2,

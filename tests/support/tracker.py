@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from prooflane import events as ev
 from prooflane.status.tracker import Outcome, StatusTracker, TrackerConfig
 from tests.support.clock import ManualClock
@@ -95,3 +97,12 @@ def job_of(status: dict[str, Any], job_id: str) -> dict[str, Any]:
 
 def states_of(status: dict[str, Any], job_id: str) -> list[str]:
     return [p["state"] for p in job_of(status, job_id)["partitions"]]
+
+
+def metric_samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of a Prometheus text, by name and sorted labels (parsed by prometheus_client)."""
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return out
