@@ -17,14 +17,13 @@ from pathlib import Path
 import pytest
 
 from prooflane.config import Config
-from prooflane.devices import Device, InProcessBackend, Step
-from prooflane.devices.inprocess import InProcessWorker
+from prooflane.devices import InProcessBackend, Step
 from prooflane.engine.engine import Engine
 from prooflane.logs import JsonFormatter, TextFormatter, configure_logging, one_line
 from prooflane.states import JobState
 from prooflane.status import readable_reason
 from tests.support.clock import ManualClock
-from tests.support.engine import WAIT, Gate, Harness, is_synthesis, running
+from tests.support.engine import WAIT, Gate, Harness, Unstartable, is_synthesis, running
 
 pytestmark = [pytest.mark.engine, pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -216,25 +215,12 @@ async def test_a_worker_death_its_restart_and_the_health_they_cause_are_one_line
     assert len(lines(logged, "prooflane.health")) == 2
 
 
-class _Unstartable(InProcessBackend):
-    """After its first worker, every new worker dies as it starts (its processes cannot come up)."""
-
-    started_one = False
-
-    def new_worker(self, worker_id: str, device: Device) -> InProcessWorker:
-        worker = super().new_worker(worker_id, device)
-        if self.started_one:
-            worker.die("cannot start: no processes left")
-        self.started_one = True
-        return worker
-
-
 async def test_a_worker_that_cannot_come_back_is_one_lost_line_and_health_goes_bad_once(
     engine_config: Callable[..., Config],
     logged: pytest.LogCaptureFixture,
     watch: Callable[[str, str], LineWatch],
 ) -> None:
-    backend = _Unstartable()
+    backend = Unstartable()
     async with Engine(engine_config(), backend=backend) as engine:
         one(logged, "prooflane.engine", "^worker cpu:0/w0 started in ")
         lost_line = watch("prooflane.engine", "lost")

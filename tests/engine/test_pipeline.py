@@ -24,7 +24,7 @@ from prooflane.kinds import CircuitMeta
 from prooflane.models import InlineSector, JobRequest
 from prooflane.states import JobState, WorkerState
 from tests.support.clock import ManualClock
-from tests.support.engine import WAIT, Gate, Harness, is_synthesis, running, synthesis_of
+from tests.support.engine import WAIT, Gate, Harness, Unstartable, is_synthesis, running, synthesis_of
 
 pytestmark = [pytest.mark.engine, pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -382,23 +382,10 @@ async def test_an_engine_that_cannot_go_on_stops_loudly_and_says_why(
             await engine.submit(JobRequest.model_validate({"kind": "winning-post", "sector": {"size": 256}}))
 
 
-class _Unstartable(InProcessBackend):
-    """After its first worker, every new worker dies as it starts (its processes cannot come up)."""
-
-    def new_worker(self, worker_id: str, device: Device) -> InProcessWorker:
-        worker = super().new_worker(worker_id, device)
-        if self.started_one:
-            worker.die("cannot start: no processes left")
-        self.started_one = True
-        return worker
-
-    started_one = False
-
-
 async def test_a_worker_that_cannot_come_back_is_shown_lost_and_health_says_so(
     engine_config: Callable[..., Config],
 ) -> None:
-    backend = _Unstartable()
+    backend = Unstartable()
     async with Engine(engine_config(), backend=backend) as engine:
         assert engine.health().ok
         feed = engine.subscribe(engine.snapshot().seq)

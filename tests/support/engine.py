@@ -25,7 +25,8 @@ import pytest
 import uvicorn
 
 from prooflane.config import Config
-from prooflane.devices import DeviceBackend, InProcessBackend, Step
+from prooflane.devices import Device, DeviceBackend, InProcessBackend, Step
+from prooflane.devices.inprocess import InProcessWorker
 from prooflane.engine.engine import Engine
 from prooflane.errors import Conflict
 from prooflane.kinds import SynthesisTask
@@ -154,6 +155,19 @@ def on_long_poll(monkeypatch: pytest.MonkeyPatch, engine: Engine, then: Callable
         return await wait_proof(job_id, timeout)
 
     monkeypatch.setattr(engine, "wait_proof", waiting)
+
+
+class Unstartable(InProcessBackend):
+    """After its first worker, every new worker dies as it starts (its processes cannot come up)."""
+
+    started_one = False
+
+    def new_worker(self, worker_id: str, device: Device) -> InProcessWorker:
+        worker = super().new_worker(worker_id, device)
+        if self.started_one:
+            worker.die("cannot start: no processes left")
+        self.started_one = True
+        return worker
 
 
 def tiny_config(data_dir: Path, keys_dir: Path, **overrides: object) -> Config:
