@@ -117,3 +117,28 @@ def _fmt(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.3f}"
     return str(value)
+
+
+def tree(process: psutil.Process) -> list[psutil.Process]:
+    """A process and all its descendants."""
+    with contextlib.suppress(psutil.Error):
+        return [process, *process.children(recursive=True)]
+    return []
+
+
+def tree_rss(processes: list[psutil.Process]) -> int:
+    """Summed RSS (shared pages counted once per process that maps them)."""
+    total = 0
+    for p in processes:
+        with contextlib.suppress(psutil.Error):
+            total += p.memory_info().rss
+    return total
+
+
+def tree_pss(processes: list[psutil.Process]) -> int:
+    """Summed PSS (each shared page split between the processes that map it)."""
+    total = 0
+    for p in processes:
+        with contextlib.suppress(psutil.Error, AttributeError):
+            total += p.memory_full_info().pss
+    return total

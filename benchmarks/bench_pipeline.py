@@ -48,7 +48,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, claim_cpu, print_table, write_json
+from _common import RESULTS, claim_cpu, print_table, tree, tree_pss, tree_rss, write_json
 from prooflane.circuits import Sector, profile_by_name
 from prooflane.cli.daemon_process import DaemonProcess
 from prooflane.cli.workload import DEFAULT_MIX, parse_mix, plan, run_workload
@@ -360,13 +360,6 @@ class Watch:
         return (b1 - b0) / ((t1 - t0) * self.devices) if t1 > t0 else None
 
 
-def tree(process: psutil.Process) -> list[psutil.Process]:
-    """A process and all its descendants."""
-    with contextlib.suppress(psutil.Error):
-        return [process, *process.children(recursive=True)]
-    return []
-
-
 def _state(process: psutil.Process) -> str:
     """The process's scheduler state from /proc (R: running or runnable)."""
     try:
@@ -388,24 +381,6 @@ def _machine_runnable() -> int:
     with contextlib.suppress(OSError, ValueError, IndexError):
         return max(0, int(Path("/proc/loadavg").read_text().split()[3].split("/")[0]) - 1)
     return 0
-
-
-def tree_rss(processes: list[psutil.Process]) -> int:
-    """Summed RSS (shared pages counted once per process that maps them)."""
-    total = 0
-    for p in processes:
-        with contextlib.suppress(psutil.Error):
-            total += p.memory_info().rss
-    return total
-
-
-def tree_pss(processes: list[psutil.Process]) -> int:
-    """Summed PSS (each shared page split between the processes that map it)."""
-    total = 0
-    for p in processes:
-        with contextlib.suppress(psutil.Error, AttributeError):
-            total += p.memory_full_info().pss
-    return total
 
 
 def usage_by_role(process: psutil.Process) -> dict[str, dict[str, float]]:

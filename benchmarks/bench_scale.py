@@ -35,7 +35,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, claim_cpu, print_table, write_json
+from _common import RESULTS, claim_cpu, print_table, tree, tree_pss, write_json
 from bench_prove import PROOFLANE, inputs, rapidsnark_binary, timed_process, verifies
 from prooflane.cli.daemon_process import DaemonProcess
 from prooflane.client import Client
@@ -44,24 +44,16 @@ from prooflane.groth16 import BN128, read_zkey
 MIB = 1 << 20
 
 
-def tree_pss(pid: int) -> int:
-    """The summed PSS of process ``pid`` and every process below it, in bytes (0 for one that ended)."""
+def _pss(pid: int) -> int:
+    """The summed PSS of process ``pid`` and every process below it (0 once it has ended)."""
     try:
-        root = psutil.Process(pid)
-        tree = [root, *root.children(recursive=True)]
+        return tree_pss(tree(psutil.Process(pid)))
     except psutil.Error:
         return 0
-    total = 0
-    for process in tree:
-        try:
-            total += process.memory_full_info().pss
-        except psutil.Error:
-            continue
-    return total
 
 
 class PssSampler:
-    """Samples :func:`tree_pss` of one process tree in a thread; ``mark(label)`` starts a new phase."""
+    """Samples the PSS of one process tree in a thread; ``mark(label)`` starts a new phase."""
 
     def __init__(self, pid: int, every: float = 0.5) -> None:
         self.pid = pid
@@ -74,12 +66,12 @@ class PssSampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            pss = tree_pss(self.pid)
+            pss = _pss(self.pid)
             self.peaks[self.phase] = max(self.peaks.get(self.phase, 0), pss)
             self._stop.wait(self.every)
 
     def mark(self, phase: str) -> None:
-        self.peaks[phase] = tree_pss(self.pid)
+        self.peaks[phase] = _pss(self.pid)
         self.phase = phase
 
     def stop(self) -> None:
