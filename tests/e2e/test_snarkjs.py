@@ -27,6 +27,7 @@ from prooflane.groth16 import (
     verify,
     write_zkey,
 )
+from prooflane.groth16._native import native_built
 from prooflane.groth16.proof import parse_public
 from tests.support.paths import NODE_BIN, SHARED_BENCH
 
@@ -142,10 +143,13 @@ def test_a_snarkjs_key_proves_in_prooflane_and_snarkjs_verifies(sample: Sample) 
     assert not sample.snarkjs_accepts(sample.vkey, sample.public, _write(sample.folder / "t.json", tampered))
 
 
+@pytest.mark.parametrize("native", ["1", "0"], ids=["native", "libraries"])
 def test_a_cold_prove_process_proves_with_a_snarkjs_key_and_snarkjs_verifies(
-    sample: Sample, tmp_path: Path
+    sample: Sample, tmp_path: Path, native: str
 ) -> None:
-    env = dict(os.environ, PROOFLANE_POINT_CHECKS=str(tmp_path / "point-checks"))  # a key never seen here
+    if native == "1" and not native_built():
+        pytest.skip("the C extension is not built")
+    env = dict(os.environ, PROOFLANE_POINT_CHECKS=str(tmp_path / "point-checks"), PROOFLANE_NATIVE=native)
     for run in ("unseen key", "remembered key"):
         proof, public = tmp_path / f"{run}-proof.json", tmp_path / f"{run}-public.json"
         done = subprocess.run(
@@ -154,7 +158,8 @@ def test_a_cold_prove_process_proves_with_a_snarkjs_key_and_snarkjs_verifies(
             capture_output=True, text=True, env=env, check=False,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
-        assert json.loads(done.stdout)["bases_loader"] == {"g1": "raw", "g2": "raw"}
+        loader = "rows" if native == "1" else "raw"  # the C extension builds no library points
+        assert json.loads(done.stdout)["bases_loader"] == {"g1": loader, "g2": loader}
         assert sample.snarkjs_accepts(sample.vkey, public, proof), run
         assert any((tmp_path / "point-checks").iterdir())  # the subgroup checks were remembered
     tampered = {**_json(proof), "pi_a": _json(proof)["pi_c"]}

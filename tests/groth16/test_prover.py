@@ -142,7 +142,7 @@ def test_proof_from_json_rejects_points_off_the_curve() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("curve", CURVES)
-def test_two_process_prove_gives_a_valid_proof(curve: Curve) -> None:
+def test_two_process_prove_gives_a_valid_proof(curve: Curve, arithmetic: str) -> None:
     r1cs, witness = square_chain(curve, 10)
     key = setup(r1cs, seed=b"parallel")
     proof = prove(key, witness, processes=2, randomness=(5, 6))
@@ -154,6 +154,7 @@ def test_two_process_prove_gives_a_valid_proof(curve: Curve) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("library_only")
 def test_a_killed_helper_is_replaced() -> None:
     r1cs, witness = square_chain(BN128, 10)
     key = setup(r1cs, seed=b"killed")
@@ -165,7 +166,7 @@ def test_a_killed_helper_is_replaced() -> None:
     assert prove(key, witness, processes=2, randomness=(7, 8)) == proof
 
 
-def test_two_process_prove_refuses_a_witness_of_the_wrong_length() -> None:
+def test_two_process_prove_refuses_a_witness_of_the_wrong_length(arithmetic: str) -> None:
     key = setup(square_chain(BN128, 3)[0], seed=b"len2")
     with pytest.raises(InvalidWitnessError, match="8 values"):
         prove(key, square_chain(BN128, 4)[1], processes=2)

@@ -14,7 +14,7 @@ import pytest
 
 from prooflane.errors import FormatError
 from prooflane.groth16 import BLS12381, BN128, Curve, _parallel, _pointcheck, prove, setup, verify
-from prooflane.groth16._native import backend, mont_row
+from prooflane.groth16._native import backend, mont_row, native_built
 from tests.support import curve_reference as ref
 from tests.support.groth16_samples import square_chain
 
@@ -130,6 +130,52 @@ def test_the_smallest_cofactor_components_are_caught_among_many_points(prime: in
     assert be.outside_subgroup(points, 2) == 250
 
 
+needs_native = pytest.mark.skipif(not native_built(), reason="the C extension is not built")
+
+
+@needs_native
+def test_the_combination_check_over_rows_agrees_with_r_times_p() -> None:
+    """The C extension's path: combinations of a section's rows, with no library points."""
+    rng, be = random.Random(SEED + 3), backend(BN128)
+    outsiders = [mont_row(BN128, ref.flat(p, extension=True)) for p in _bn_outsiders(rng, 150)]
+    insiders = [mont_row(BN128, be.g2_xy(p)) for p in _bn_insiders(rng, 150)]
+    for row, inside in [(r, False) for r in outsiders] + [(r, True) for r in insiders]:
+        assert (be.rows_outside_subgroup(row[None, :], 2) is None) is inside
+    rows = np.stack([*insiders, np.zeros_like(insiders[0])])  # a row of zeros is the point at infinity
+    assert be.rows_outside_subgroup(rows, 2) is None
+    rows[7] = outsiders[0]
+    assert be.rows_outside_subgroup(rows, 2) == 7
+
+
+@needs_native
+@pytest.mark.parametrize("prime", _pointcheck.BN254_G2_COFACTOR_PRIMES[:2])
+def test_the_smallest_cofactor_components_are_caught_among_many_rows(prime: int) -> None:
+    rng, be, q = random.Random(SEED + prime + 1), backend(BN128), BN128.q
+    good = [_to_ref(be, p) for p in _bn_insiders(rng, 300)]
+    torsion = _small_order_point(rng, prime)
+    minus = (torsion[0], ((-torsion[1][0]) % q, (-torsion[1][1]) % q))
+    rows = np.stack([mont_row(BN128, ref.flat(p, extension=True)) for p in good])
+    for i, t in ((17, torsion), (250, minus)):  # their small components cancel in a plain sum
+        rows[i] = mont_row(BN128, ref.flat(ref.add(good[i], t, q), extension=True))  # type: ignore[arg-type]
+    assert be.rows_outside_subgroup(rows, 2) == 17
+    rows[17] = mont_row(BN128, ref.flat(good[17], extension=True))
+    assert be.rows_outside_subgroup(rows, 2) == 250
+
+
+@needs_native
+def test_an_unseen_key_proves_on_every_core_and_is_remembered(memo: Path) -> None:
+    r1cs, witness = square_chain(BN128, 12)
+    key = setup(r1cs, seed=b"every core, unseen")
+    for path in memo.glob("*"):
+        path.unlink()
+    _pointcheck._KNOWN.clear()
+    proof = prove(key, witness, processes=2)
+    assert verify(key.verification_key, proof.public, proof)
+    remembered = {path.name.split(".", 1)[1] for path in memo.glob(f"{key.digest}.*")}
+    assert remembered == {"a", "b1", "b2", "c", "h"}
+    assert verify(key.verification_key, proof.public, prove(key, witness, processes=2))
+
+
 @pytest.mark.parametrize("group", [1, 2])
 def test_bls12_381_s_subgroup_test_agrees_with_r_times_p_on_random_points(group: int) -> None:
     rng, be, q = random.Random(SEED + group), backend(BLS12381), BLS12381.q
@@ -156,6 +202,7 @@ def _bad_key(curve: Curve, name: str, row: int, coords: tuple[int, ...], seed: b
     return dataclasses.replace(key, **{f"{name}_points": rows})
 
 
+@pytest.mark.usefixtures("library_only")
 def test_an_unseen_key_proves_on_two_cores_and_is_remembered(memo: Path) -> None:
     _parallel.shutdown()  # a helper started with this test's memory
     r1cs, witness = square_chain(BN128, 12)
@@ -174,7 +221,9 @@ def test_an_unseen_key_proves_on_two_cores_and_is_remembered(memo: Path) -> None
     ("name", "problem"),
     [("b2", "is not in the subgroup"), ("b2", "is not on the curve"), ("c", "is not on the curve")],
 )
-def test_a_bad_key_is_refused_on_two_cores_every_time(memo: Path, name: str, problem: str) -> None:
+def test_a_bad_key_is_refused_on_two_cores_every_time(
+    memo: Path, name: str, problem: str, arithmetic: str
+) -> None:
     _parallel.shutdown()
     if "subgroup" in problem:
         coords = ref.flat(_bn_outsiders(random.Random(SEED), 1)[0], extension=True)

@@ -24,7 +24,6 @@ from .output import print_error
 
 BAD_INPUT = 2
 INVALID = 1
-AUTO_TWO_CORES_DOMAIN = 1 << 12  # below this, starting the helper costs more than the second core saves
 PROGRESS_AFTER_S = 1.0  # `prove` shows its stages on stderr once it has run this long
 
 
@@ -176,7 +175,11 @@ def prove_command(
     processes: Annotated[
         int,
         typer.Option(
-            "--processes", metavar="N", min=0, max=2, help="Cores for the MSMs (0: 2 for large keys)."
+            "--processes",
+            metavar="N",
+            min=0,
+            max=256,
+            help="Cores for the MSMs (0: all it may use; without the C extension, 2 for large keys).",
         ),
     ] = 0,
     as_json: Annotated[
@@ -186,14 +189,14 @@ def prove_command(
     """Prove WITNESS (.wtns) with the proving key KEY (.zkey); writes snarkjs-compatible proof.json and
     public.json. Runs longer than a second show their stages on stderr."""
     from ..groth16 import prove, read_wtns, read_zkey
-    from ..groth16.proving import bases_loaders, prestart
+    from ..groth16.proving import bases_loaders, default_processes, prestart
 
     stages = _Stages(PROGRESS_AFTER_S)
     with _bad_input(), stages:
         stages("reading the key")
         zkey = read_zkey(key)
         if processes == 0:
-            processes = 2 if zkey.domain_size >= AUTO_TWO_CORES_DOMAIN else 1
+            processes = default_processes(zkey)
         if processes > 1:
             prestart(zkey.curve)  # the helper's interpreter starts while this process reads on
         stages("reading the witness")

@@ -12,7 +12,7 @@ from functools import cache
 import numpy as np
 from numpy.typing import NDArray
 
-from ._native import Backend
+from ._native import Backend, cpu_threads
 from .field import FieldVector, from_ints, to_ints
 
 __all__ = ["coset_h", "root_of_unity"]
@@ -60,13 +60,26 @@ def _plan(backend: Backend, n: int) -> tuple[NDArray[np.int64], list[int]]:
     return perm, powers
 
 
-def coset_h(backend: Backend, a: FieldVector, b: FieldVector, c: FieldVector, n: int) -> FieldVector:
-    """``a*b - c`` on the odd coset ``w_2n * <w_n>``, from the three vectors' values on ``<w_n>``."""
+def coset_h(
+    backend: Backend, a: FieldVector, b: FieldVector, c: FieldVector, n: int, *, threads: int | None = None
+) -> FieldVector:
+    """``a*b - c`` on the odd coset ``w_2n * <w_n>``, from the three vectors' values on ``<w_n>``: by the
+    C extension (snarkjs' roots directly, ``threads`` threads) where it is built, else by zksnake's FFT."""
     r = backend.curve.r
+    if backend.native:
+        return backend.coset_h_native(a, b, c, n, _roots(r, n), threads or cpu_threads())
     perm, powers = _plan(backend, n)
     order = None if bool((perm == np.arange(n)).all()) else perm.tolist()
     on_a, on_b, on_c = (_on_coset(backend, vec, n, order, powers) for vec in (a, b, c))
     return from_ints([(x * y - z) % r for x, y, z in zip(on_a, on_b, on_c, strict=True)])
+
+
+@cache
+def _roots(r: int, n: int) -> bytes:
+    """``w_n``, ``w_2n`` and ``1/n`` as the C extension takes them (32-byte little-endian each)."""
+    return b"".join(
+        x.to_bytes(32, "little") for x in (root_of_unity(r, n), root_of_unity(r, 2 * n), pow(n, -1, r))
+    )
 
 
 def _on_coset(

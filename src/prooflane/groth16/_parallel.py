@@ -1,4 +1,4 @@
-"""``prove(..., processes=2)``: the MSMs of one proof on two cores.
+"""``prove(..., processes=2)`` without the C extension's MSM: the MSMs of one proof on two cores.
 
 zksnake's MSM holds the GIL, so BN254 uses one persistent helper process that keeps its share of the
 key's library points (B2, C and a share of B1) in its own cache; py-arkworks-bls12381's MSM releases the
@@ -83,15 +83,14 @@ class _Job:
 
 
 def _run(job: _Job) -> dict[str, Any]:
-    be, out = backend(job.curve), dict[str, Any]()
+    out = dict[str, Any]()
     if job.subgroup_rounds is not None:  # an unchecked key: every attempt runs its rounds afresh
         release_digest(job.digest)
     for name, rows in job.rows.items():
         base_points(job.curve, job.digest, name, rows, subgroup_rounds=job.subgroup_rounds)
         if name not in job.scalars:  # warm-up only
             continue
-        point = msm(job.curve, job.digest, name, None, job.scalars[name])
-        out[name] = be.g2_xy(point) if name == "b2" else be.g1_xy(point)
+        out[name] = msm(job.curve, job.digest, name, None, job.scalars[name])
     return out
 
 
@@ -343,8 +342,8 @@ def prove_parallel(
     for name in unchecked:  # on the curve (here) and in the subgroup (there): checked in full
         _pointcheck.remember(digest, name)
     stage("assembly")
-    b1 = b1_local + be.g1(remote[f"b1[0:{cut}]"], trusted=True)
-    g1 = {"a": be.g1_xy(a), "b1": be.g1_xy(b1), "c": remote["c"], "h": be.g1_xy(h_msm)}
+    b1 = be.g1(b1_local, trusted=True) + be.g1(remote[f"b1[0:{cut}]"], trusted=True)  # type: ignore[arg-type]
+    g1 = {"a": a, "b1": be.g1_xy(b1), "c": remote["c"], "h": h_msm}
     return assemble(proving_state(key, synthesized, randomness, g1), remote["b2"])
 
 

@@ -132,7 +132,7 @@ def all_in_subgroup(
     ``rounds`` runs only that many of the plan's rounds: two processes may share the plan's rounds, each
     with its own fresh scalars, the section passing only when every round passed.
     """
-    if not points:
+    if len(points) == 0:
         return True
     planned, bits = combination_plan(smallest_prime)
     for _ in range(planned if rounds is None else rounds):

@@ -4,11 +4,14 @@
 MSMs: the section a device lock covers) -> ``prove_finish`` (the G2 MSM and assembly). Every value that
 crosses a process boundary holds numpy arrays and a few integers only.
 
-Library point objects cannot be pickled, so each process builds a key's bases once (written raw from the
-key's bytes, see ``_rawpoints``) and keeps them in a cache keyed by the key's digest. Building validates,
-the first time a key is seen: every point on the curve (on BN254 G1, cofactor 1, that is membership of the
-group) and, where the group has a cofactor (BN254 G2, BLS12-381 G1 and G2), in the subgroup of order r.
-Sections that pass are remembered by the key's digest (``_pointcheck``), so later loads build them only.
+Where the C extension computes a curve's MSMs (BN254, see ``_native``), they run over the key's own rows,
+as they lie in the (memory-mapped) file: nothing is built, and the processes of a machine share one copy
+of a key's points, the page cache's. Otherwise library point objects are needed, which cannot be pickled,
+so each process builds a key's bases once (written raw from the key's bytes, see ``_rawpoints``) and keeps
+them in a cache keyed by the key's digest. Either way a section is validated the first time its key is
+seen: every point on the curve (on BN254 G1, cofactor 1, that is membership of the group) and, where the
+group has a cofactor (BN254 G2, BLS12-381 G1 and G2), in the subgroup of order r. Sections that pass are
+remembered by the key's digest (``_pointcheck``), so later loads skip the checks.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import _pointcheck
-from ._native import G1, G2, backend
+from ._native import G1, G2, backend, cpu_threads
 from ._ntt import coset_h
 from ._sections import SectionCache
 from .curves import Curve
@@ -129,6 +132,9 @@ def synthesize(source: R1CS | ProvingKey, witness: Witness) -> Synthesized:
     if len(witness) != n_wires:
         raise InvalidWitnessError(f"the witness has {len(witness)} values, the circuit {n_wires} wires")
     r = source.curve.r
+    be = backend(source.curve)
+    if be.native and isinstance(source, ProvingKey):
+        return _synthesize_native(source, witness)
     w = np.array(to_ints(witness.values), dtype=object)
     if n_wires and (w[0] != 1 or max(w) >= r):
         bad = "wire 0 (the constant one) is not 1" if w[0] != 1 else "a value is not below the field"
@@ -143,6 +149,22 @@ def synthesize(source: R1CS | ProvingKey, witness: Witness) -> Synthesized:
     a, b = a % r, b % r
     c = a * b % r
     return Synthesized(source.curve, source.n_public, witness.values, _fv(a), _fv(b), _fv(c))
+
+
+def _synthesize_native(key: ProvingKey, witness: Witness) -> Synthesized:
+    values, coef = witness.values, key.coefficients
+    if values.shape[0] and not (values[0, 0] == 1 and not values[0, 1:].any()):
+        raise InvalidWitnessError("invalid witness: wire 0 (the constant one) is not 1")
+    n_rows = int(coef.row.max()) + 1 if coef.row.size else 0
+    try:
+        a, b, c = backend(key.curve).synthesize_rows(
+            coef.matrix, coef.row, coef.wire, coef.value, values, n_rows
+        )
+    except ValueError as exc:
+        if "not below the field" in str(exc):
+            raise InvalidWitnessError("invalid witness: a value is not below the field") from None
+        raise
+    return Synthesized(key.curve, key.n_public, values, a, b, c)
 
 
 def _synthesize_r1cs(r1cs: R1CS, witness: Witness, w: NDArray[Any]) -> Synthesized:
@@ -177,10 +199,12 @@ def _fv(values: NDArray[Any]) -> FieldVector:
 
 @dataclass(frozen=True)
 class SectionPoints:
-    """The library points of one base section, built and checked once per process."""
+    """One base section as this process computes with it, checked once per key: the section's own rows
+    (where the C extension does the MSMs: a view of the key, nothing copied), or library points."""
 
-    index: NDArray[np.int64]  # rows of the key's section that are not at infinity
-    points: list[Any]  # library points of those rows
+    index: NDArray[np.int64]  # rows of the key's section that are not at infinity (library points)
+    points: list[Any]  # library points of those rows (empty where ``rows`` is set)
+    rows: NDArray[np.uint8] | None = None  # the section's rows, for the C extension's MSM
 
 
 _CACHE: SectionCache[SectionPoints] = SectionCache(_CACHED_KEYS, "loaded in this process")
@@ -207,10 +231,37 @@ def base_points(
     failure raises) and nothing is remembered. Points cached this way passed those rounds."""
 
     def build(rows: NDArray[np.uint8]) -> SectionPoints:
+        if backend(curve).native_msm:
+            _check_rows(curve, digest, name, rows, subgroup_rounds)
+            return SectionPoints(_NO_INDEX, [], rows)
         index = np.flatnonzero(rows.any(axis=1))
         return SectionPoints(index, _checked_points(curve, digest, name, rows, index, subgroup_rounds))
 
     return _CACHE.get(digest, name, None if rows is None else functools.partial(build, rows))
+
+
+_NO_INDEX = np.zeros(0, dtype=np.int64)
+
+
+def _check_rows(
+    curve: Curve, digest: str, name: str, rows: NDArray[np.uint8], subgroup_rounds: int | None = None
+) -> None:
+    """Validate the rows of a section with the C extension (all-zero rows, the point at infinity, pass),
+    unless remembered; ``subgroup_rounds`` as for ``base_points``. FormatError names the first bad point."""
+    if _pointcheck.known(digest, name):
+        return
+    group = 2 if name.startswith("b2") else 1
+    be, shared = backend(curve), subgroup_rounds is not None
+    if not shared:
+        off = be.first_off_curve_rows(rows, group)
+        if off is not None:
+            raise _bad_point(digest, name, off, "is not on the curve")
+    if not (group == 1 and curve.name == "bn128"):  # on BN254 G1 (cofactor 1) on the curve is in the group
+        outside = be.rows_outside_subgroup(rows, group, subgroup_rounds)
+        if outside is not None:
+            raise _bad_point(digest, name, outside, f"is not in the subgroup of order r of G{group}")
+    if not shared:
+        _pointcheck.remember(digest, name)
 
 
 def _checked_points(
@@ -228,9 +279,10 @@ def _checked_points(
     remembered = _pointcheck.known(digest, name)
     shared = subgroup_rounds is not None  # another process does the rest of the checks
     if not remembered and not shared:
-        off = _pointcheck.first_off_curve(curve, picked, group)
+        off = be.first_off_curve_rows(picked, group) if be.native else None
+        off = _pointcheck.first_off_curve(curve, picked, group) if not be.native else off
         if off is not None:
-            raise _bad_point(digest, name, index, off, "is not on the curve")
+            raise _bad_point(digest, name, int(index[off]), "is not on the curve")
     try:
         points = be.bases(picked, group)
     except ValueError as exc:  # the validating fallback names the row in its message
@@ -239,14 +291,16 @@ def _checked_points(
         cofactor_one = group == 1 and curve.name == "bn128"  # on the curve is in the group
         outside = None if cofactor_one else be.outside_subgroup(points, group, subgroup_rounds)
         if outside is not None:
-            raise _bad_point(digest, name, index, outside, f"is not in the subgroup of order r of G{group}")
+            raise _bad_point(
+                digest, name, int(index[outside]), f"is not in the subgroup of order r of G{group}"
+            )
         if not shared:
             _pointcheck.remember(digest, name)
     return points
 
 
-def _bad_point(digest: str, name: str, index: NDArray[np.int64], i: int, problem: str) -> FormatError:
-    row = int(index[i]) + (int(name.split("[")[1].split(":")[0]) if "[" in name else 0)
+def _bad_point(digest: str, name: str, row_in_slice: int, problem: str) -> FormatError:
+    row = row_in_slice + (int(name.split("[")[1].split(":")[0]) if "[" in name else 0)
     return FormatError(f"proving key {digest[:12]}", f"section {name.split('[')[0]}: point {row} {problem}")
 
 
@@ -259,7 +313,7 @@ def check_subgroup(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8]
     be = backend(curve)
     outside = be.outside_subgroup(be.bases(rows[index], group), group, rounds)
     if outside is not None:
-        raise _bad_point(digest, name, index, outside, f"is not in the subgroup of order r of G{group}")
+        raise _bad_point(digest, name, int(index[outside]), f"is not in the subgroup of order r of G{group}")
 
 
 def first_off_curve_row(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8]) -> None:
@@ -267,7 +321,7 @@ def first_off_curve_row(curve: Curve, digest: str, name: str, rows: NDArray[np.u
     index = np.flatnonzero(rows.any(axis=1))
     off = _pointcheck.first_off_curve(curve, rows[index], 2 if name.startswith("b2") else 1)
     if off is not None:
-        raise _bad_point(digest, name, index, off, "is not on the curve")
+        raise _bad_point(digest, name, int(index[off]), "is not on the curve")
 
 
 def check_points(key: ProvingKey) -> None:
@@ -275,7 +329,10 @@ def check_points(key: ProvingKey) -> None:
     the first load of each section would do; a daemon runs it when a circuit is registered)."""
     for name in BASES:
         rows = section_rows(key, name)
-        _checked_points(key.curve, key.digest, name, rows, np.flatnonzero(rows.any(axis=1)))
+        if backend(key.curve).native_msm:
+            _check_rows(key.curve, key.digest, name, rows)
+        else:
+            _checked_points(key.curve, key.digest, name, rows, np.flatnonzero(rows.any(axis=1)))
 
 
 def preload(key: ProvingKey, parts: tuple[str, ...] = BASES) -> None:
@@ -295,13 +352,26 @@ def release_digest(digest: str) -> None:
     _CACHE.release(digest)
 
 
-def msm(curve: Curve, digest: str, name: str, rows: NDArray[np.uint8] | None, scalars: FieldVector) -> Any:
-    """MSM over one base section, skipping bases at infinity and zero scalars."""
+def msm(
+    curve: Curve,
+    digest: str,
+    name: str,
+    rows: NDArray[np.uint8] | None,
+    scalars: FieldVector,
+    *,
+    threads: int | None = None,
+) -> G1 | G2:
+    """MSM over one base section (affine coordinates), skipping bases at infinity and zero scalars;
+    ``threads``: the C extension's threads (default: every core this process may use)."""
     bases = base_points(curve, digest, name, rows)
+    be, group = backend(curve), 2 if name.startswith("b2") else 1
+    if bases.rows is not None:
+        return be.msm_rows(bases.rows, scalars, group, threads or cpu_threads())
     picked = scalars[bases.index]
     keep = np.flatnonzero(picked.any(axis=1))
     points = bases.points if keep.size == len(bases.points) else [bases.points[i] for i in keep.tolist()]
-    return backend(curve).msm(points, picked[keep], 2 if name.startswith("b2") else 1)
+    point = be.msm(points, picked[keep], group)
+    return be.g1_xy(point) if group == 1 else be.g2_xy(point)
 
 
 def msm_scalars(key: ProvingKey, name: str, witness: FieldVector, h: FieldVector | None) -> FieldVector:
@@ -332,25 +402,30 @@ def blinding(curve: Curve, randomness: tuple[int, int] | None) -> tuple[int, int
 
 
 def prove_start(
-    key: ProvingKey, synthesized: Synthesized, *, randomness: tuple[int, int] | None = None
+    key: ProvingKey,
+    synthesized: Synthesized,
+    *,
+    randomness: tuple[int, int] | None = None,
+    threads: int | None = None,
 ) -> ProvingState:
-    """H by NTT and the G1 MSMs (A, B1, C, H), in this process. ``randomness`` fixes ``(r, s)`` (tests)."""
+    """H by NTT and the G1 MSMs (A, B1, C, H), in this process. ``randomness`` fixes ``(r, s)`` (tests);
+    ``threads``: the C extension's threads (default: every core this process may use)."""
     check_fit(key, synthesized)
     be = backend(key.curve)
-    h = coset_h(be, synthesized.a, synthesized.b, synthesized.c, key.domain_size)
-    out = {}
+    h = coset_h(be, synthesized.a, synthesized.b, synthesized.c, key.domain_size, threads=threads)
+    out: dict[str, G1] = {}
     for name in DEVICE_SECTION_BASES:
         scalars = msm_scalars(key, name, synthesized.witness, h)
-        out[name] = be.g1_xy(msm(key.curve, key.digest, name, section_rows(key, name), scalars))
+        out[name] = msm(key.curve, key.digest, name, section_rows(key, name), scalars, threads=threads)  # type: ignore[assignment]
     r, s = blinding(key.curve, randomness)
     return ProvingState(
         key, synthesized.witness, synthesized.public, r, s, out["a"], out["b1"], out["c"], out["h"]
     )
 
 
-def prove_b2(key: ProvingKey, witness: FieldVector) -> G2:
+def prove_b2(key: ProvingKey, witness: FieldVector, *, threads: int | None = None) -> G2:
     """The G2 MSM (B2) alone: it needs only the witness, so it can run beside ``prove_start``."""
-    return backend(key.curve).g2_xy(msm(key.curve, key.digest, "b2", key.b2_points, witness))
+    return msm(key.curve, key.digest, "b2", key.b2_points, witness, threads=threads)  # type: ignore[return-value]
 
 
 def prove_finish(state: ProvingState, *, b2: G2 | None = None) -> Proof:

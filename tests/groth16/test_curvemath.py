@@ -1,0 +1,201 @@
+"""The C extension (``_curvemath``) against the libraries and plain Python: MSMs on every curve and group
+(both bucket strategies, equal and opposite points, infinity, zero and extreme scalars, any thread count),
+the quotient's NTT, synthesis, the on-curve check and its refusals of malformed input."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from prooflane.groth16 import BLS12381, BN128, Curve, _native, setup, synthesize
+from prooflane.groth16._native import _CURVE_IDS, backend, mont_row, native_built
+from prooflane.groth16._ntt import _on_coset, _plan, coset_h
+from prooflane.groth16.field import FieldVector, from_ints, to_ints
+from tests.support import curve_reference as ref
+from tests.support.groth16_samples import square_chain
+
+pytestmark = pytest.mark.skipif(not native_built(), reason="the C extension is not built")
+
+CURVES = [pytest.param(BN128, id="bn128"), pytest.param(BLS12381, id="bls12381")]
+GROUPS = [pytest.param(1, id="G1"), pytest.param(2, id="G2")]
+
+
+def _cm() -> Any:
+    return _native._curvemath
+
+
+def _generator(curve: Curve, group: int) -> tuple[Any, Any]:
+    be = backend(curve)
+    return (be.g1(be.g1_gen), be.g1_xy) if group == 1 else (be.g2(be.g2_gen), be.g2_xy)
+
+
+def _library_msm(curve: Curve, group: int, points: list[Any], scalars: list[int]) -> tuple[int, ...]:
+    be = backend(curve)
+    _, xy = _generator(curve, group)
+    total = None
+    for point, k in zip(points, scalars, strict=True):
+        if point is None or k % curve.r == 0:
+            continue
+        term = be.mul(point, k)
+        total = term if total is None else total + term
+    return tuple(xy(total)) if total is not None else (0,) * (2 * group)
+
+
+def _rows(curve: Curve, group: int, points: list[Any]) -> NDArray[np.uint8]:
+    _, xy = _generator(curve, group)
+    width = 2 * group * curve.n8q
+    rows = np.zeros((len(points), width), dtype=np.uint8)
+    for i, point in enumerate(points):
+        if point is not None:
+            rows[i] = mont_row(curve, xy(point))
+    return rows
+
+
+def _native_msm(curve: Curve, group: int, rows: NDArray[np.uint8], scalars: list[int], threads: int) -> Any:
+    return backend(curve).msm_rows(
+        rows, from_ints(scalars) if scalars else np.zeros((0, 4), "<u8"), group, threads
+    )
+
+
+@pytest.mark.parametrize("curve", CURVES)
+@pytest.mark.parametrize("group", GROUPS)
+def test_small_msms_equal_the_library_s(curve: Curve, group: int) -> None:
+    rng, be = random.Random(11 + group), backend(curve)
+    gen, _ = _generator(curve, group)
+    for n in (0, 1, 2, 7, 40):
+        points: list[Any] = [be.mul(gen, rng.randrange(1, curve.r)) for _ in range(n)]
+        scalars = [rng.choice([0, 1, 2, curve.r - 1, 2**256 - 1, rng.randrange(curve.r)]) for _ in range(n)]
+        if n >= 7:
+            points[3], scalars[3] = points[1], scalars[1]  # an equal term: the doubling case
+            points[4] = be.mul(points[2], curve.r - 1)  # an opposite point
+            scalars[4] = scalars[2]  # ... whose term cancels
+            points[5] = None  # the point at infinity (a row of zeros)
+        want = _library_msm(curve, group, points, [k % curve.r for k in scalars])
+        for threads in (1, 2, 3):
+            assert _native_msm(curve, group, _rows(curve, group, points), scalars, threads) == want
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_batched_buckets_handle_repeats_doublings_and_cancellations(group: int) -> None:
+    """Enough terms for the batch-affine buckets, drawn from few points (every bucket meets equal and
+    opposite points) with few distinct scalars."""
+    rng, be, curve = random.Random(5 + group), backend(BN128), BN128
+    gen, _ = _generator(curve, group)
+    few = [be.mul(gen, rng.randrange(1, curve.r)) for _ in range(6)]
+    few += [be.mul(p, curve.r - 1) for p in few[:3]]  # their negations
+    n = 20_000 if group == 1 else 9_000
+    points = [few[rng.randrange(len(few))] for _ in range(n)]
+    choices = [1, 2, 3, curve.r - 1, rng.randrange(curve.r), rng.randrange(curve.r)]
+    scalars = [rng.choice(choices) for _ in range(n)]
+    # The expected value from the grouped sum: sum over distinct points of (sum of their scalars)·P.
+    weight: dict[int, int] = {}
+    for i, point in enumerate(points):
+        key = few.index(point) if point in few else -1
+        weight[key] = (weight.get(key, 0) + scalars[i]) % curve.r
+    want = _library_msm(curve, group, [few[k] for k in weight], list(weight.values()))
+    rows = _rows(curve, group, points)
+    assert _native_msm(curve, group, rows, scalars, 2) == want
+    assert _native_msm(curve, group, rows, scalars, 1) == want
+
+
+def test_an_msm_of_a_key_section_equals_the_library_s() -> None:
+    key = setup(square_chain(BN128, 300)[0], seed=b"native msm")
+    w = from_ints([random.Random(3).randrange(BN128.r) for _ in range(key.n_vars)])
+    be = backend(BN128)
+    for name, group in (("a", 1), ("b1", 1), ("b2", 2)):
+        rows = getattr(key, f"{name}_points")
+        points = [None if not row.any() else p for row, p in zip(rows, be.bases(rows, group), strict=True)]
+        assert _native_msm(BN128, group, rows, to_ints(w), 2) == _library_msm(
+            BN128, group, points, to_ints(w)
+        )
+
+
+def test_the_msm_is_the_group_law_outside_g2() -> None:
+    """Twist points outside G2 (the subgroup test by combinations relies on it)."""
+    rng, q, b = (
+        random.Random(17),
+        BN128.q,
+        (  # BN254's twist b' = 3 / (9 + u)
+            19485874751759354771024239261021720505790618469301721065564631296452457478373,
+            266929791119991161246907387137283842545076965332900288569378510910307636690,
+        ),
+    )
+    plain = [ref.random_point(rng, q, b, extension=True) for _ in range(5)]
+    scalars = [rng.randrange(BN128.r) for _ in plain]
+    expected = None
+    for point, k in zip(plain, scalars, strict=True):
+        expected = ref.add(expected, ref.mul(point, k, q), q)
+    rows = np.stack([mont_row(BN128, ref.flat(p, extension=True)) for p in plain])
+    got = _native_msm(BN128, 2, rows, scalars, 2)
+    assert got == ref.flat(expected, extension=True)  # type: ignore[arg-type]
+    r_times = _native_msm(BN128, 2, rows[:1], [BN128.r], 1)
+    assert r_times != (0, 0, 0, 0) and ref.mul(plain[0], BN128.r, q) is not None
+
+
+@pytest.mark.parametrize("curve", CURVES)
+def test_the_coset_values_equal_the_library_fft_s(curve: Curve) -> None:
+    rng, be, r = random.Random(8), backend(curve), curve.r
+    for n, m in ((1, 1), (2, 2), (4, 3), (16, 9), (1024, 1000)):
+        a, b = ([rng.randrange(r) for _ in range(m)] for _ in range(2))
+        c = [x * y % r for x, y in zip(a, b, strict=True)]
+        vectors = [from_ints(v) for v in (a, b, c)]
+        perm, powers = _plan(be, n)
+        order = None if bool((perm == np.arange(n)).all()) else perm.tolist()
+        on = [_on_coset(be, v, n, order, powers) for v in vectors]  # the library's FFT, in Python ints
+        want = [(x * y - z) % r for x, y, z in zip(*on, strict=True)]
+        for threads in (1, 2, 4):
+            assert to_ints(coset_h(be, vectors[0], vectors[1], vectors[2], n, threads=threads)) == want
+
+
+@pytest.mark.parametrize("curve", CURVES)
+def test_synthesis_equals_the_python_one(curve: Curve, monkeypatch: pytest.MonkeyPatch) -> None:
+    r1cs, witness = square_chain(curve, 40)
+    key = setup(r1cs, seed=b"native synthesis")
+    native = synthesize(key, witness)
+    monkeypatch.setattr(backend(curve), "native", False)
+    plain = synthesize(key, witness)
+    for name in ("a", "b", "c"):
+        assert np.array_equal(getattr(native, name), getattr(plain, name))
+
+
+@pytest.mark.parametrize("curve", CURVES)
+@pytest.mark.parametrize("group", GROUPS)
+def test_the_on_curve_check_finds_the_first_bad_row(curve: Curve, group: int) -> None:
+    be, rng = backend(curve), random.Random(21)
+    gen, _ = _generator(curve, group)
+    rows = _rows(curve, group, [be.mul(gen, rng.randrange(1, curve.r)) for _ in range(6)] + [None])
+    assert be.first_off_curve_rows(rows, group) is None  # the row of zeros (infinity) passes
+    bad = rows.copy()
+    bad[4, 0] ^= 1  # x changed: off the curve
+    bad[5] = 0xFF  # coordinates above q
+    assert be.first_off_curve_rows(bad, group) == 4
+    assert be.first_off_curve_rows(bad[5:], group) == 0
+
+
+def test_malformed_input_is_refused_with_a_reason() -> None:
+    cm, rows = _cm(), np.zeros((3, 64), np.uint8)
+    with pytest.raises(ValueError, match="no such curve"):
+        cm.msm(7, 1, rows, np.zeros((3, 4), "<u8"), 1)
+    with pytest.raises(ValueError, match="bytes of rows"):
+        cm.msm(_CURVE_IDS["bn128"], 1, rows, np.zeros((2, 4), "<u8"), 1)
+    with pytest.raises(ValueError, match="not rows of"):
+        cm.first_off_curve(0, 2, rows)
+    with pytest.raises(ValueError, match="power of two"):
+        cm.coset_h(0, b"", b"", b"", 3, bytes(96), 1)
+    with pytest.raises(ValueError, match="at most the domain"):
+        cm.coset_h(0, bytes(96), bytes(96), bytes(96), 2, bytes(96), 1)
+    one = np.array([[1, 0, 0, 0]], "<u8")
+    with pytest.raises(ValueError, match="out of range"):
+        cm.synthesize(0, np.array([0], "<u4"), np.array([0], "<i8"), np.array([5], "<i8"), one, one, 1)
+    with pytest.raises(ValueError, match="not below the field"):
+        big = np.array([[2**64 - 1] * 4], "<u8")
+        cm.synthesize(0, np.array([0], "<u4"), np.array([0], "<i8"), np.array([0], "<i8"), one, big, 1)
+
+
+def test_field_vectors_are_what_the_extension_reads() -> None:
+    vec: FieldVector = from_ints([1, 2**255, BN128.r - 1])
+    assert vec.dtype == np.dtype("<u8") and vec.flags["C_CONTIGUOUS"] and vec.shape == (3, 4)
