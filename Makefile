@@ -17,7 +17,7 @@ help:
 	@echo "make check  ruff, mypy --strict and the unit tests (run before every commit; under a minute)"
 	@echo "make bench  run the benchmarks under benchmarks/ (tables on stdout, JSON in benchmarks/results/)"
 
-$(PYSTAMP): pyproject.toml Makefile
+$(PYSTAMP): pyproject.toml setup.py Makefile $(wildcard src/prooflane/groth16/csrc/*)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,ray]'

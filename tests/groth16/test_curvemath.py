@@ -99,7 +99,20 @@ def test_batched_buckets_handle_repeats_doublings_and_cancellations(group: int) 
     want = _library_msm(curve, group, [few[k] for k in weight], list(weight.values()))
     rows = _rows(curve, group, points)
     assert _native_msm(curve, group, rows, scalars, 2) == want
-    assert _native_msm(curve, group, rows, scalars, 1) == want
+    for window in (11, 12):  # 2^10 and 2^11 affine buckets: the batched path whatever the default
+        raw = _cm().msm(0, group, rows, from_ints(scalars), 2, window)
+        assert tuple(int.from_bytes(raw[i : i + 32], "little") for i in range(0, len(raw), 32)) == want
+
+
+def test_terms_crowding_into_one_bucket_are_summed() -> None:
+    """0/1 values (a circuit's bits) put every term of window 0 into one bucket: the batch's overflow."""
+    rng, be = random.Random(9), backend(BN128)
+    gen, _ = _generator(BN128, 1)
+    points = [be.mul(gen, rng.randrange(1, BN128.r)) for _ in range(6000)]  # batched: 4 terms a bucket
+    scalars = [rng.choice([1, 1, 1, rng.randrange(BN128.r)]) for _ in points]
+    want = _library_msm(BN128, 1, points, scalars)
+    raw = _cm().msm(0, 1, _rows(BN128, 1, points), from_ints(scalars), 2, 11)
+    assert tuple(int.from_bytes(raw[i : i + 32], "little") for i in range(0, 64, 32)) == want
 
 
 def test_an_msm_of_a_key_section_equals_the_library_s() -> None:

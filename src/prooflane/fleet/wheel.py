@@ -7,6 +7,10 @@ tree and no network: the fleet deploys exactly the code it runs, whether proofla
 wheel or as an editable checkout. Its version is ``VERSION+CONTENT`` (a local version label: the first 12
 hex digits of a SHA-256 over the files), so a host that already holds the same code is left as it is and
 one that holds other code under the same version number is upgraded.
+
+The package folder holds the C extension built for this machine (``_curvemath.cpython-3XX-<arch>.so``):
+a host whose Python or platform differs does not load it (the name says which interpreter it is for) and
+proves on the libraries, which pip installs there as for any host.
 """
 
 from __future__ import annotations

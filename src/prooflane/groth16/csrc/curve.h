@@ -242,36 +242,35 @@ static void GF(unit_jacobian)(const GF(msm_job) *job, GF(jac) *buckets, size_t n
 }
 
 /* Buckets as affine points, added to in batches that share one inversion (Montgomery's trick): about six
- * multiplications a term where a mixed addition takes eleven. A batch never holds one bucket twice; a
- * term whose bucket is in the batch waits for the next one. */
-#define BATCH 256
-
-typedef struct {
-    uint32_t bucket;
-    GF(aff) p;
-} GF(pending);
+ * multiplications a term where a mixed addition takes eleven. A batch never holds one bucket twice: a term
+ * whose bucket is already in the batch goes to that bucket's Jacobian overflow by a mixed addition (so
+ * that terms crowding into few buckets, as 0/1 witness values do, cost no more than the Jacobian path). */
+#define BATCH 256 /* the batches' inversion is about 300 multiplications: 1.2 a term */
 
 typedef struct {
     GF(aff) *buckets;
-    uint8_t *full;       /* per bucket: holds a point */
+    GF(jac) *overflow;   /* per bucket: terms that met it already in the batch */
+    uint8_t *full;       /* per bucket: its affine point is set */
     uint32_t *stamp;     /* per bucket: the batch it is in */
     uint32_t batch;      /* this batch's stamp */
-    int size, waiting;   /* terms in the batch; terms waiting for the next one */
-    GF(pending) in[BATCH], wait[BATCH];
+    int size;            /* terms in the batch */
+    uint32_t bucket[BATCH];
+    GF(aff) p[BATCH];
     EF(t) before[BATCH], den[BATCH]; /* per term: product of the earlier denominators; its denominator */
 } GF(batcher);
 
 static void GF(run_batch)(GF(batcher) *s) {
+    if (s->size == 0) return;
     EF(t) acc = *EF(one)(), inv, lambda, t;
     for (int j = 0; j < s->size; j++) {
-        EF(sub)(&s->den[j], &s->in[j].p.x, &s->buckets[s->in[j].bucket].x);
+        EF(sub)(&s->den[j], &s->p[j].x, &s->buckets[s->bucket[j]].x);
         s->before[j] = acc;
         EF(mul)(&acc, &acc, &s->den[j]);
     }
     EF(inv)(&inv, &acc);
     for (int j = s->size - 1; j >= 0; j--) {
-        GF(aff) *b = &s->buckets[s->in[j].bucket];
-        const GF(aff) *p = &s->in[j].p;
+        GF(aff) *b = &s->buckets[s->bucket[j]];
+        const GF(aff) *p = &s->p[j];
         EF(mul)(&t, &inv, &s->before[j]); /* 1 / den[j] */
         EF(mul)(&inv, &inv, &s->den[j]);
         EF(sub)(&lambda, &p->y, &b->y);
@@ -290,83 +289,41 @@ static void GF(run_batch)(GF(batcher) *s) {
     s->batch++;
 }
 
-/* bucket = 2·bucket in affine coordinates (a term equal to its bucket's point: rare, its own inversion). */
-static void GF(double_affine)(GF(batcher) *s, uint32_t bucket) {
-    GF(aff) *b = &s->buckets[bucket];
-    if (EF(is_zero)(&b->y)) {
-        s->full[bucket] = 0;
-        return;
-    }
-    EF(t) num, den, lambda, x3, y3;
-    EF(sqr)(&num, &b->x);
-    EF(add)(&lambda, &num, &num);
-    EF(add)(&num, &lambda, &num);
-    EF(add)(&den, &b->y, &b->y);
-    EF(inv)(&den, &den);
-    EF(mul)(&lambda, &num, &den);
-    EF(sqr)(&x3, &lambda);
-    EF(sub)(&x3, &x3, &b->x);
-    EF(sub)(&x3, &x3, &b->x);
-    EF(sub)(&y3, &b->x, &x3);
-    EF(mul)(&y3, &y3, &lambda);
-    EF(sub)(&y3, &y3, &b->y);
-    b->x = x3;
-    b->y = y3;
-}
-
-/* Take bucket += p into the batch, or add it now where no inversion is needed; 0 when it must wait. */
-static int GF(schedule)(GF(batcher) *s, uint32_t bucket, const GF(aff) *p) {
+/* bucket += p: set where the bucket is empty, into the batch, or into its overflow. */
+static void GF(schedule)(GF(batcher) *s, uint32_t bucket, const GF(aff) *p) {
     if (!s->full[bucket]) {
         s->buckets[bucket] = *p;
         s->full[bucket] = 1;
-        return 1;
+        return;
     }
-    if (s->stamp[bucket] == s->batch) return 0;
     const GF(aff) *b = &s->buckets[bucket];
-    if (EF(eq)(&b->x, &p->x)) {
-        if (EF(eq)(&b->y, &p->y))
-            GF(double_affine)(s, bucket);
-        else
-            s->full[bucket] = 0; /* p = -bucket */
-        return 1;
+    if (s->stamp[bucket] == s->batch || EF(eq)(&b->x, &p->x)) {
+        /* in the batch already, or p = ±bucket (a doubling or a cancellation): no inversion here */
+        GF(add_aff)(&s->overflow[bucket], &s->overflow[bucket], p);
+        return;
     }
     s->stamp[bucket] = s->batch;
-    s->in[s->size].bucket = bucket;
-    s->in[s->size].p = *p;
+    s->bucket[s->size] = bucket;
+    s->p[s->size] = *p;
     if (++s->size == BATCH) GF(run_batch)(s);
-    return 1;
-}
-
-/* Run the batch, then give the waiting terms their turn (those that must wait again stay). */
-static void GF(flush)(GF(batcher) *s) {
-    GF(run_batch)(s);
-    int left = 0;
-    for (int j = 0; j < s->waiting; j++) {
-        GF(pending) t = s->wait[j];
-        if (!GF(schedule)(s, t.bucket, &t.p)) s->wait[left++] = t;
-    }
-    s->waiting = left;
 }
 
 static void GF(unit_batched)(const GF(msm_job) *job, GF(batcher) *s, size_t nb, int w, size_t lo, size_t hi,
                              GF(jac) *sum) {
     memset(s->full, 0, nb);
+    for (size_t b = 0; b < nb; b++) GF(set_inf)(&s->overflow[b]);
     for (size_t k = lo; k < hi; k++) {
         GF(aff) p;
         int64_t d = GF(term)(job, k, w, &p);
-        if (d == 0) continue;
-        if (!GF(schedule)(s, (uint32_t)(d - 1), &p)) {
-            s->wait[s->waiting].bucket = (uint32_t)(d - 1);
-            s->wait[s->waiting].p = p;
-            if (++s->waiting == BATCH) GF(flush)(s);
-        }
+        if (d) GF(schedule)(s, (uint32_t)(d - 1), &p);
     }
-    while (s->size || s->waiting) GF(flush)(s);
+    GF(run_batch)(s);
     GF(jac) running, total;
     GF(set_inf)(&running);
     GF(set_inf)(&total);
     for (size_t b = nb; b-- > 0;) {
-        if (s->full[b]) GF(add_aff)(&running, &running, &s->buckets[b]);
+        if (s->full[b]) GF(add_aff)(&s->overflow[b], &s->overflow[b], &s->buckets[b]);
+        GF(add)(&running, &running, &s->overflow[b]);
         GF(add)(&total, &total, &running);
     }
     *sum = total;
@@ -375,13 +332,14 @@ static void GF(unit_batched)(const GF(msm_job) *job, GF(batcher) *s, size_t nb, 
 static void *GF(msm_worker)(void *arg) {
     GF(msm_job) *job = arg;
     const size_t nb = (size_t)1 << (job->c - 1);
-    const int batched = nb >= 4 * BATCH && job->count / job->chunks >= 8 * nb;
+    const int batched = batched_buckets(job->count / job->chunks, job->c);
     GF(jac) *jacobian = NULL;
     GF(batcher) *s = NULL;
     if (batched) {
         s = calloc(1, sizeof *s);
         if (s != NULL) {
             s->buckets = malloc(nb * sizeof *s->buckets);
+            s->overflow = malloc(nb * sizeof *s->overflow);
             s->full = malloc(nb);
             s->stamp = calloc(nb, sizeof *s->stamp);
             s->batch = 1;
@@ -389,7 +347,7 @@ static void *GF(msm_worker)(void *arg) {
     } else {
         jacobian = malloc(nb * sizeof *jacobian);
     }
-    if (batched ? (s == NULL || !s->buckets || !s->full || !s->stamp) : jacobian == NULL) {
+    if (batched ? (s == NULL || !s->buckets || !s->overflow || !s->full || !s->stamp) : jacobian == NULL) {
         __atomic_store_n(&job->failed, 1, __ATOMIC_RELAXED);
     } else {
         const int units = job->windows * job->chunks;
@@ -406,6 +364,7 @@ static void *GF(msm_worker)(void *arg) {
     }
     if (s != NULL) {
         free(s->buckets);
+        free(s->overflow);
         free(s->full);
         free(s->stamp);
         free(s);
@@ -415,9 +374,10 @@ static void *GF(msm_worker)(void *arg) {
 }
 
 /* out = sum of scalars[k]·rows[k] over count terms; scalars are 4-limb little-endian integers (any value
- * below 2^256). Returns 0, or -1 when memory ran out. Runs on up to `threads` threads. */
+ * below 2^256). Returns 0, or -1 when memory ran out. Runs on up to `threads` threads; `window` in 2..16
+ * fixes the window width (tests reach both bucket strategies with it), else it is chosen. */
 static int GF(msm)(GF(jac) *out, const unsigned char *rows, const unsigned char *scalars, size_t count,
-                   int threads) {
+                   int threads, int window) {
     GF(set_inf)(out);
     u64 *digits = malloc((count ? count : 1) * DIGIT_LIMBS * sizeof(u64));
     uint32_t *index = malloc((count ? count : 1) * sizeof(uint32_t));
@@ -444,7 +404,7 @@ static int GF(msm)(GF(jac) *out, const unsigned char *rows, const unsigned char 
         return 0;
     }
     const int bits = max_bits(digits, kept);
-    const int c = window_bits(kept, bits);
+    const int c = window >= 2 && window <= 16 ? window : window_bits(kept, bits);
     const int windows = (bits + 2 + c - 1) / c;
     u64 offset[DIGIT_LIMBS];
     digit_offset(offset, c, windows);
