@@ -5,10 +5,11 @@ and --constraints is 65,000 (the default), else a square chain of --constraints 
 BLS12-381: a square chain of --constraints with a development key (made once, cached under
 benchmarks/results/). For each:
 
-- whole processes, cold, as a user runs them, in turns (one of each per round): `prooflane prove` (its own
-  --json timings too), `prooflane prove` with an empty memory of checked points (a key never seen before:
-  every check runs), `snarkjs groth16 prove`, rapidsnark's standalone prover (BN254, when
-  ../shared/peers/rapidsnark/prover or $RAPIDSNARK is an executable; its first run is reported apart as
+- whole processes, cold, as a user runs them, in turns (one of each per round, each round's order rotated):
+  `prooflane prove` (its own --json timings too), the same with ``PROOFLANE_NATIVE=0`` (the libraries'
+  path, where the C extension is not built), `prooflane prove` with an empty memory of checked points (a
+  key never seen before: every check runs), `snarkjs groth16 prove`, rapidsnark's standalone prover (BN254,
+  when ../shared/peers/rapidsnark/prover or $RAPIDSNARK is an executable; its first run is reported apart as
   "cold", the rest as "warm": it has no in-process mode) and groth16py (BN254, when installed: a fresh
   interpreter that imports the .zkey and proves the .wtns); wall and CPU seconds, each run's kept for the
   spread; and a fresh process that only reads the key and builds all its library points (the key load);
@@ -17,7 +18,8 @@ benchmarks/results/). For each:
   verify, peak RSS.
 
 Medians of --repeat runs. Prints a table; writes benchmarks/results/bench_prove.json.
-Usage: ``python benchmarks/bench_prove.py [--repeat N] [--curves bn128,bls12381] [--constraints N]``.
+Usage: ``python benchmarks/bench_prove.py [--repeat N] [--curves bn128,bls12381] [--constraints N]``, or
+``--zkey K --wtns W`` for one circuit of one's own (results in bench_prove-<zkey name>.json).
 """
 
 from __future__ import annotations
@@ -126,8 +128,10 @@ def square_chain(curve: Curve, n: int, x: int = 3, y: int = 5) -> tuple[R1CS, Wi
     ), Witness(curve, from_ints(values))
 
 
-def inputs(curve: Curve, constraints: int) -> tuple[Path, Path, str]:
-    """(zkey, wtns, where they came from), making and caching a development key when needed."""
+def inputs(curve: Curve, constraints: int, given: tuple[Path, Path] | None = None) -> tuple[Path, Path, str]:
+    """(zkey, wtns, where they came from): ``given`` (--zkey, --wtns), else made and cached when needed."""
+    if given is not None:
+        return given[0], given[1], f"{given[0].parent.name}/{given[0].name}"
     if (
         curve.name == "bn128"
         and constraints == SHARED_CONSTRAINTS
@@ -189,7 +193,7 @@ def whole_processes(zkey: Path, wtns: Path, curve: Curve, repeat: int) -> dict[s
     round, so that other load on the machine falls on all of them alike), and of a fresh key load."""
     proof, public = RESULTS / "proof.json", RESULTS / "public.json"
     cli = [str(PROOFLANE), "prove", str(zkey), str(wtns), "--proof", str(proof), "--public", str(public)]
-    provers = {"cli": [*cli, "--json"], "cli_unseen": cli}
+    provers = {"cli": [*cli, "--json"], "cli_unseen": cli, "cli_libraries": cli}
     if SNARKJS.exists():
         provers["snarkjs"] = [str(SNARKJS), "groth16", "prove", str(zkey), str(wtns), str(proof), str(public)]
     rapidsnark = rapidsnark_binary()
@@ -199,20 +203,27 @@ def whole_processes(zkey: Path, wtns: Path, curve: Curve, repeat: int) -> dict[s
         provers["groth16py"] = [sys.executable, "-c", GROTH16PY, str(zkey), str(wtns)]
     out: dict[str, Any] = {}
     runs: dict[str, list[tuple[float, float, str]]] = {name: [] for name in provers}
-    for round_ in range(repeat + ("rapidsnark" in provers)):  # one more round: rapidsnark's cold run
-        for name, cmd in provers.items():
-            if round_ == repeat and name != "rapidsnark":
-                continue
+    if "rapidsnark" in provers:  # its cold run, first
+        runs["rapidsnark"].append(timed_process(provers["rapidsnark"]))
+    order = list(provers)
+    for round_ in range(repeat):
+        for name in order[round_ % len(order) :] + order[: round_ % len(order)]:  # each round rotated
+            cmd = provers[name]
             if name == "cli_unseen":  # a key never seen before: an empty memory of checked points
                 with tempfile.TemporaryDirectory(prefix="prooflane-point-checks-") as unseen:
                     runs[name].append(timed_process(cmd, dict(os.environ, PROOFLANE_POINT_CHECKS=unseen)))
+            elif name == "cli_libraries":  # without the C extension: the libraries' path
+                runs[name].append(timed_process(cmd, dict(os.environ, PROOFLANE_NATIVE="0")))
             else:
                 runs[name].append(timed_process(cmd))
     if "rapidsnark" in runs:
         (cold_wall, cold_cpu, _), *warm = runs["rapidsnark"]
         out.update(rapidsnark_cold_s=cold_wall, rapidsnark_cold_cpu_s=cold_cpu)
         runs["rapidsnark"] = warm
-        out["rapidsnark_proof_verifies"] = verifies(zkey, proof, public)  # it ran last: its files
+        rapid_proof, rapid_public = RESULTS / "rapidsnark-proof.json", RESULTS / "rapidsnark-public.json"
+        run([*provers["rapidsnark"][:3], str(rapid_proof), str(rapid_public)])
+        out["rapidsnark_proof_verifies"] = verifies(zkey, rapid_proof, rapid_public)
+    out["prooflane_proof_verifies"] = verifies(zkey, proof, public)  # whichever prooflane ran last
     names = {"cli": "cli_cold", "cli_unseen": "cli_unseen_key", "rapidsnark": "rapidsnark_warm"}
     for name, results in runs.items():
         key = names.get(name, f"{name}_prove")
@@ -229,8 +240,10 @@ def whole_processes(zkey: Path, wtns: Path, curve: Curve, repeat: int) -> dict[s
     return out
 
 
-def bench(curve: Curve, constraints: int, repeat: int) -> dict[str, Any]:
-    zkey_path, wtns_path, source = inputs(curve, constraints)
+def bench(
+    curve: Curve, constraints: int, repeat: int, given: tuple[Path, Path] | None = None
+) -> dict[str, Any]:
+    zkey_path, wtns_path, source = inputs(curve, constraints, given)
     read_s, key = timed(lambda: read_zkey(zkey_path))
     witness = read_wtns(wtns_path)
     cold2_s, _ = timed(lambda: preload(key, processes=2))
@@ -265,6 +278,7 @@ COLD_COLUMNS = [
     ("fresh_key_load_s", "key load"),
     ("cli_cold_s", "prooflane prove"),
     ("cli_cold_cpu_s", "CPU-s"),
+    ("cli_libraries_prove_s", "libraries"),
     ("cli_unseen_key_s", "unseen key"),
     ("cli_unseen_key_cpu_s", "CPU-s"),
     ("snarkjs_prove_s", "snarkjs"),
@@ -300,9 +314,17 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--curves", default="bn128,bls12381")
     parser.add_argument("--constraints", type=int, default=SHARED_CONSTRAINTS)
+    parser.add_argument("--zkey", type=Path, help="prove this .zkey (with --wtns) instead of a square chain")
+    parser.add_argument("--wtns", type=Path)
     args = parser.parse_args()
+    if (args.zkey is None) != (args.wtns is None):
+        parser.error("--zkey and --wtns go together")
     RESULTS.mkdir(parents=True, exist_ok=True)  # the peers write their proofs here
-    rows = [bench(curve_by_name(c), args.constraints, args.repeat) for c in args.curves.split(",")]
+    if args.zkey is not None:
+        given = (args.zkey.resolve(), args.wtns.resolve())
+        rows = [bench(read_zkey(given[0]).curve, args.constraints, args.repeat, given)]
+    else:
+        rows = [bench(curve_by_name(c), args.constraints, args.repeat) for c in args.curves.split(",")]
     for title, columns in (("cold, whole processes", COLD_COLUMNS), ("warm, in this process", WARM_COLUMNS)):
         print(f"\n{title}")
         print_table(
@@ -316,7 +338,8 @@ def main() -> None:
         "rapidsnark: the median of the later ones); warm: prove 2p = synthesize + two-core prove; "
         "x = peer time / prooflane time (x rapidsnark in the warm table: rapidsnark's whole process)"
     )
-    write_json("bench_prove", {"repeat": args.repeat, "results": rows})
+    name = "bench_prove" if args.zkey is None else f"bench_prove-{args.zkey.stem}"
+    write_json(name, {"repeat": args.repeat, "results": rows})
 
 
 if __name__ == "__main__":

@@ -186,17 +186,19 @@ static int batched_buckets(size_t terms, int c) {
     return nb >= 1024 && terms >= 4 * nb;
 }
 
-/* The window width that minimises (windows)·(terms + k·2^c): one addition per term and window, and per
- * bucket the reduction's additions (k = 1.4 mixed additions for Jacobian buckets; measured 3 batched ones
- * for affine buckets, 2^16 terms: c = 12 at 0.38-0.44 s, 13 at 0.41-0.44 s, 11 at 0.49 s). Capped so that a
- * thread's buckets stay small. */
+/* The window width that minimises windows·(a·terms + k·2^c), in batched additions: a term costs one
+ * (a = 1) in affine buckets, a mixed addition (a = 1.8) in Jacobian ones; per bucket the reduction costs
+ * k·2 of them (measured at 2^16 terms, G1: c = 12 0.38-0.44 s, 11 0.49 s, 13 0.41-0.44 s; at 41,000 terms,
+ * c = 10 with Jacobian buckets 0.18 s, 11 and 12 batched 0.13 s). Capped so that a thread's buckets stay
+ * small. */
 static int window_bits(size_t count, int bits) {
     int best = 2;
     double best_cost = 0;
     for (int c = 2; c <= 16; c++) {
         int windows = (bits + 2 + c - 1) / c;
-        double k = batched_buckets(count, c) ? 3.0 : 1.4;
-        double cost = (double)windows * ((double)count + k * (double)((size_t)1 << c));
+        int batched = batched_buckets(count, c);
+        double a = batched ? 1.0 : 1.8, k = batched ? 3.0 : 2.5;
+        double cost = (double)windows * (a * (double)count + k * (double)((size_t)1 << c));
         if (c == 2 || cost < best_cost) {
             best = c;
             best_cost = cost;
