@@ -103,9 +103,8 @@ def make() -> tuple[Path, Path]:
         [str(SNARKJS), "wtns", "calculate", str(wasm), "input.json", wtns.name], cwd=folder, check=True
     )
     r1cs = read_r1cs(folder / "merkle.r1cs")
-    print(
-        f"compiled {r1cs.n_constraints} constraints, {r1cs.n_wires} wires ({time.perf_counter() - started:.1f} s)"
-    )
+    took = time.perf_counter() - started
+    print(f"compiled {r1cs.n_constraints} constraints, {r1cs.n_wires} wires ({took:.1f} s)")
     started = time.perf_counter()
     write_zkey(zkey, setup(r1cs, seed=b"poseidon merkle bench"))
     print(f"development key ({time.perf_counter() - started:.1f} s)")
