@@ -15,12 +15,16 @@ benchmarks/results/; about 4 minutes at 2^20 on two cores). Measured:
 
 Prints a table; writes benchmarks/results/bench_scale.json. Asserts nothing.
 
-Usage: ``python benchmarks/bench_scale.py [--constraints 1040000] [--repeat 1]``.
+Also the PSS of the key file's own mapped pages summed over the processes (what holding the key's points
+costs: one copy however many processes map it), and each process's PSS once the jobs are done.
+
+Usage: ``python benchmarks/bench_scale.py [--constraints 1040000] [--repeat 1] [--daemon-only]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -52,13 +56,42 @@ def _pss(pid: int) -> int:
         return 0
 
 
+def _mapped_pss(pid: int, path: Path) -> int:
+    """The summed PSS of the mappings of .zkey files named as ``path`` in process ``pid`` and every
+    process below it (the daemon keeps its own copy of a registered key under its data folder): the
+    machine's memory for the key file's pages, however many processes map them."""
+    total, wanted = 0, path.name
+    try:
+        processes = tree(psutil.Process(pid))
+    except psutil.Error:
+        return 0
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            total += sum(m.pss for m in process.memory_maps(grouped=True) if Path(m.path).name == wanted)
+    return total
+
+
+def _by_process(pid: int) -> list[dict[str, Any]]:
+    """Each process of the tree: its command line's tail and its PSS."""
+    rows = []
+    with contextlib.suppress(psutil.Error):
+        for process in tree(psutil.Process(pid)):
+            with contextlib.suppress(psutil.Error):
+                rows.append(
+                    {"cmd": " ".join(process.cmdline()[-2:])[-80:], "pss": process.memory_full_info().pss}
+                )
+    return rows
+
+
 class PssSampler:
     """Samples the PSS of one process tree in a thread; ``mark(label)`` starts a new phase."""
 
-    def __init__(self, pid: int, every: float = 0.5) -> None:
+    def __init__(self, pid: int, key: Path, every: float = 0.5) -> None:
         self.pid = pid
+        self.key = key
         self.every = every
         self.peaks: dict[str, int] = {}
+        self.key_peaks: dict[str, int] = {}  # the key file's mapped pages only
         self.phase = "start"
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -66,12 +99,14 @@ class PssSampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            pss = _pss(self.pid)
+            pss, mapped = _pss(self.pid), _mapped_pss(self.pid, self.key)
             self.peaks[self.phase] = max(self.peaks.get(self.phase, 0), pss)
+            self.key_peaks[self.phase] = max(self.key_peaks.get(self.phase, 0), mapped)
             self._stop.wait(self.every)
 
     def mark(self, phase: str) -> None:
         self.peaks[phase] = _pss(self.pid)
+        self.key_peaks[phase] = _mapped_pss(self.pid, self.key)
         self.phase = phase
 
     def stop(self) -> None:
@@ -123,7 +158,7 @@ def daemon_memory(zkey: Path, wtns: Path) -> dict[str, Any]:
             DaemonProcess(Path(tmp) / "data", profile="tiny", config_file=config) as daemon,
             Client(daemon.url, timeout=3600) as client,
         ):
-            sampler = PssSampler(daemon.pid)
+            sampler = PssSampler(daemon.pid, zkey)
             try:
                 sampler.mark("idle")
                 time.sleep(2 * sampler.every)
@@ -144,9 +179,11 @@ def daemon_memory(zkey: Path, wtns: Path) -> dict[str, Any]:
                 time.sleep(2 * sampler.every)
                 workers = client.status()["workers"]
                 out["workers"] = [w["worker_id"] for w in workers]
+                out["after_by_process"] = _by_process(daemon.pid)
             finally:
                 sampler.stop()
             out["pss_bytes"] = dict(sampler.peaks)
+            out["key_file_pss_bytes"] = dict(sampler.key_peaks)
     return out
 
 
@@ -154,6 +191,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("--constraints", type=int, default=1_040_000)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--daemon-only", action="store_true", help="skip the whole-process provers")
     args = parser.parse_args()
     zkey, wtns, source = inputs(BN128, args.constraints)
     key = read_zkey(zkey)
@@ -165,21 +203,27 @@ def main() -> None:
         "load_average": os.getloadavg(),
     }
     del key
-    row.update(whole_processes(zkey, wtns, args.repeat))
+    if not args.daemon_only:
+        row.update(whole_processes(zkey, wtns, args.repeat))
     row.update(daemon_memory(zkey, wtns))
     pss = row["pss_bytes"]
-    # What holding the key costs the machine: the peak while both workers prove over the idle daemon.
+    # What proving costs the machine: the peak while both workers prove over the idle daemon (the key's
+    # pages and each proof's working memory); the key file's own pages, however many processes map them.
     row["key_pss_bytes"] = pss.get("proving two jobs", 0) - pss.get("idle", 0)
     row["key_pss_over_key"] = row["key_pss_bytes"] / row["zkey_bytes"]
+    row["key_file_pss_over_key"] = max(row["key_file_pss_bytes"].values()) / row["zkey_bytes"]
     print_table(
         ["domain", "zkey MiB", "unseen key", "prooflane prove", "rapidsnark", "x rapidsnark", "register",
-         "two jobs", "PSS idle", "registering", "registered", "proving", "after", "(proving-idle) / key"],
-        [[row["domain"], row["zkey_bytes"] / MIB, row["cli_unseen_key_s"], row["cli_s"],
+         "two jobs", "PSS idle", "registering", "registered", "proving", "after", "(proving-idle) / key",
+         "key file PSS / key"],
+        [[row["domain"], row["zkey_bytes"] / MIB, row.get("cli_unseen_key_s", "-"), row.get("cli_s", "-"),
           row.get("rapidsnark_s", "-"), row.get("rapidsnark_ratio", "-"), row["register_s"],
           row["two_jobs_s"], *(row["pss_bytes"].get(p, 0) / MIB for p in
                                 ("idle", "registering", "registered", "proving two jobs", "after")),
-          row["key_pss_over_key"]]],
+          row["key_pss_over_key"], row["key_file_pss_over_key"]]],
     )  # fmt: skip
+    for process in row["after_by_process"]:
+        print(f"  after: {process['pss'] / MIB:8.1f} MiB  {process['cmd']}")
     print(
         "seconds and MiB; whole processes, cold (unseen key: nothing remembered, every check runs); "
         "x rapidsnark = rapidsnark's time / prooflane's; PSS: the daemon and every process it started "

@@ -61,6 +61,29 @@ static void GF(dbl)(GF(jac) *r, const GF(jac) *p) {
     r->z = z3;
 }
 
+/* The end of both additions: x3 = rr^2 - j - 2v, y3 = rr·(v - x3) - 2·s·j. */
+static inline void GF(add_tail)(EF(t) *x3, EF(t) *y3, const EF(t) *rr, const EF(t) *j, const EF(t) *v,
+                                const EF(t) *s) {
+    EF(t) t;
+    EF(sqr)(x3, rr);
+    EF(sub)(x3, x3, j);
+    EF(sub)(x3, x3, v);
+    EF(sub)(x3, x3, v);
+    EF(sub)(&t, v, x3);
+    EF(mul)(y3, rr, &t);
+    EF(mul)(&t, s, j);
+    EF(add)(&t, &t, &t);
+    EF(sub)(y3, y3, &t);
+}
+
+/* p + q where q has p's x: 2p when their y agree too (rr = 0), else the point at infinity. */
+static void GF(same_x)(GF(jac) *r, const GF(jac) *p, const EF(t) *rr) {
+    if (EF(is_zero)(rr))
+        GF(dbl)(r, p);
+    else
+        GF(set_inf)(r);
+}
+
 /* r = p + q with q affine and not at infinity; r may alias p. */
 static void GF(add_aff)(GF(jac) *r, const GF(jac) *p, const GF(aff) *q) {
     if (GF(is_inf)(p)) {
@@ -69,18 +92,15 @@ static void GF(add_aff)(GF(jac) *r, const GF(jac) *p, const GF(aff) *q) {
         r->z = *EF(one)();
         return;
     }
-    EF(t) z1z1, u2, s2, h, hh, i, j, rr, v, t, x3, y3, z3;
+    EF(t) z1z1, u2, s2, h, hh, i, j, rr, v, x3, y3, z3;
     EF(sqr)(&z1z1, &p->z);
     EF(mul)(&u2, &q->x, &z1z1);
     EF(mul)(&s2, &q->y, &p->z);
     EF(mul)(&s2, &s2, &z1z1);
     EF(sub)(&h, &u2, &p->x);
     EF(sub)(&rr, &s2, &p->y);
-    if (EF(is_zero)(&h)) {
-        if (EF(is_zero)(&rr))
-            GF(dbl)(r, p);
-        else
-            GF(set_inf)(r);
+    if (EF(is_zero)(&h)) { /* equal x: p = q (double) or p = -q (infinity) */
+        GF(same_x)(r, p, &rr);
         return;
     }
     EF(add)(&rr, &rr, &rr);
@@ -89,15 +109,7 @@ static void GF(add_aff)(GF(jac) *r, const GF(jac) *p, const GF(aff) *q) {
     EF(add)(&i, &i, &i);
     EF(mul)(&j, &h, &i);
     EF(mul)(&v, &p->x, &i);
-    EF(sqr)(&x3, &rr);
-    EF(sub)(&x3, &x3, &j);
-    EF(sub)(&x3, &x3, &v);
-    EF(sub)(&x3, &x3, &v);
-    EF(sub)(&t, &v, &x3);
-    EF(mul)(&y3, &rr, &t);
-    EF(mul)(&t, &p->y, &j);
-    EF(add)(&t, &t, &t);
-    EF(sub)(&y3, &y3, &t);
+    GF(add_tail)(&x3, &y3, &rr, &j, &v, &p->y);
     EF(add)(&z3, &p->z, &h);
     EF(sqr)(&z3, &z3);
     EF(sub)(&z3, &z3, &z1z1);
@@ -117,7 +129,7 @@ static void GF(add)(GF(jac) *r, const GF(jac) *p, const GF(jac) *q) {
         *r = *p;
         return;
     }
-    EF(t) z1z1, z2z2, u1, u2, s1, s2, h, i, j, rr, v, t, x3, y3, z3;
+    EF(t) z1z1, z2z2, u1, u2, s1, s2, h, i, j, rr, v, x3, y3, z3;
     EF(sqr)(&z1z1, &p->z);
     EF(sqr)(&z2z2, &q->z);
     EF(mul)(&u1, &p->x, &z2z2);
@@ -128,11 +140,8 @@ static void GF(add)(GF(jac) *r, const GF(jac) *p, const GF(jac) *q) {
     EF(mul)(&s2, &s2, &z1z1);
     EF(sub)(&h, &u2, &u1);
     EF(sub)(&rr, &s2, &s1);
-    if (EF(is_zero)(&h)) {
-        if (EF(is_zero)(&rr))
-            GF(dbl)(r, p);
-        else
-            GF(set_inf)(r);
+    if (EF(is_zero)(&h)) { /* equal x: p = q (double) or p = -q (infinity) */
+        GF(same_x)(r, p, &rr);
         return;
     }
     EF(add)(&i, &h, &h);
@@ -140,15 +149,7 @@ static void GF(add)(GF(jac) *r, const GF(jac) *p, const GF(jac) *q) {
     EF(mul)(&j, &h, &i);
     EF(add)(&rr, &rr, &rr);
     EF(mul)(&v, &u1, &i);
-    EF(sqr)(&x3, &rr);
-    EF(sub)(&x3, &x3, &j);
-    EF(sub)(&x3, &x3, &v);
-    EF(sub)(&x3, &x3, &v);
-    EF(sub)(&t, &v, &x3);
-    EF(mul)(&y3, &rr, &t);
-    EF(mul)(&t, &s1, &j);
-    EF(add)(&t, &t, &t);
-    EF(sub)(&y3, &y3, &t);
+    GF(add_tail)(&x3, &y3, &rr, &j, &v, &s1);
     EF(add)(&z3, &p->z, &q->z);
     EF(sqr)(&z3, &z3);
     EF(sub)(&z3, &z3, &z1z1);
