@@ -5,13 +5,14 @@ the quotient's NTT, synthesis, the on-curve check and its refusals of malformed 
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from prooflane.groth16 import BLS12381, BN128, Curve, _native, setup, synthesize
+from prooflane.groth16 import BLS12381, BN128, Curve, _native, read_zkey, setup, synthesize, write_zkey
 from prooflane.groth16._native import _CURVE_IDS, backend, mont_row, native_built
 from prooflane.groth16._ntt import _on_coset, _plan, coset_h
 from prooflane.groth16.field import FieldVector, from_ints, to_ints
@@ -212,3 +213,17 @@ def test_malformed_input_is_refused_with_a_reason() -> None:
 def test_field_vectors_are_what_the_extension_reads() -> None:
     vec: FieldVector = from_ints([1, 2**255, BN128.r - 1])
     assert vec.dtype == np.dtype("<u8") and vec.flags["C_CONTIGUOUS"] and vec.shape == (3, 4)
+
+
+@pytest.mark.parametrize("curve", CURVES)
+def test_a_key_s_coefficients_read_natively_equal_the_python_reading(
+    curve: Curve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "k.zkey"
+    write_zkey(path, setup(square_chain(curve, 30)[0], seed=b"coefficients"))
+    native = read_zkey(path).coefficients.value
+    monkeypatch.setattr(backend(curve), "native", False)
+    assert np.array_equal(native, read_zkey(path).coefficients.value)
+    assert _cm().from_montgomery(_CURVE_IDS[curve.name], (2**256 - 1).to_bytes(32, "little"), 0) == bytes(
+        [255] * 32
+    )

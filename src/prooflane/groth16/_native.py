@@ -117,6 +117,12 @@ class Backend:
         outside = self.outside_subgroup(self.bases(rows[index], group), group, rounds)
         return None if outside is None else int(index[outside])
 
+    def from_montgomery(self, values: bytes, times: int) -> bytes:
+        """Scalar-field values (32 bytes each, any below 2^256) times ``R^-times`` mod r."""
+        assert _curvemath is not None
+        raw: bytes = _curvemath.from_montgomery(_CURVE_IDS[self.curve.name], values, times)
+        return raw
+
     def synthesize_rows(
         self,
         matrix: NDArray[np.uint32],

