@@ -3,7 +3,8 @@
 (a) sequential, 1 core: this process, one partition at a time: synthesize, prove_start, prove_finish,
     verify (the engine verifies every partition too), with no overlap;
 (b) sequential, 2 cores: the same, one partition at a time, synthesis included, proving with
-    ``groth16.prove(..., processes=2)`` (its MSMs spread over two cores by a helper process), and verify;
+    ``groth16.prove(..., processes=2)`` (each MSM on two threads with the C extension; without it the
+    MSMs spread over two cores by a helper process), and verify;
 (c) two 1-core provers side by side: two processes, each proving every other partition as (a) does, with
     no pipeline and nothing shared. It is the ceiling for any layout on these cores that spends no CPU on
     coordination, and its CPU per partition against (a)'s is what running two MSM-heavy processes at once
