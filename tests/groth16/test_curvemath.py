@@ -227,3 +227,18 @@ def test_a_key_s_coefficients_read_natively_equal_the_python_reading(
     assert _cm().from_montgomery(_CURVE_IDS[curve.name], (2**256 - 1).to_bytes(32, "little"), 0) == bytes(
         [255] * 32
     )
+
+
+def test_more_threads_than_the_extension_runs_are_capped() -> None:
+    """``--processes`` admits up to 256: the extension runs at most 64 threads a call."""
+    rng, be = random.Random(4), backend(BN128)
+    gen, _ = _generator(BN128, 1)
+    points = [be.mul(gen, rng.randrange(1, BN128.r)) for _ in range(300)]
+    scalars = [rng.randrange(BN128.r) for _ in points]
+    rows = _rows(BN128, 1, points)
+    assert _native_msm(BN128, 1, rows, scalars, 256) == _native_msm(BN128, 1, rows, scalars, 1)
+    values = from_ints([rng.randrange(BN128.r) for _ in range(1024)])
+    assert np.array_equal(
+        coset_h(be, values, values, values, 1024, threads=256),
+        coset_h(be, values, values, values, 1024, threads=1),
+    )

@@ -141,6 +141,7 @@ static fq2bls_t g2bls_b;
 
 /* -- what every MSM shares: signed digits, the window, threads ----------------------------------------- */
 
+#define MAX_THREADS 64 /* threads of one call, the caller's included: more are asked for, these run */
 #define DIGIT_LIMBS 5 /* a scalar below 2^256 plus the signed-digit offset fits 5 limbs */
 
 /* The offset sum over windows i of 2^(c-1)·2^(c·i): with it added, window i's c bits minus 2^(c-1) are the
@@ -210,8 +211,8 @@ static int window_bits(size_t count, int bits) {
 /* Run worker(job) on min(threads, units) threads, this one included; the workers share the units. */
 static int run_threads(void *(*worker)(void *), void *job, int threads, int units) {
     int extra = (threads < units ? threads : units) - 1;
-    pthread_t ids[64];
-    if (extra > 64) extra = 64;
+    pthread_t ids[MAX_THREADS];
+    if (extra > MAX_THREADS - 1) extra = MAX_THREADS - 1;
     int started = 0;
     for (; started < extra; started++)
         if (pthread_create(&ids[started], NULL, worker, job) != 0) break; /* the others take its share */
@@ -481,7 +482,8 @@ static PyObject *py_coset_h(PyObject *self, PyObject *args) {
     job.m = (size_t)bufs[0].len / 32;
     job.log_n = __builtin_ctzll((unsigned long long)n);
     int t = 1;
-    while (2 * t <= threads && (size_t)(4 * t) <= job.n) t *= 2; /* a power of two, each block >= 2 */
+    while (2 * t <= threads && 2 * t <= MAX_THREADS && (size_t)(4 * t) <= job.n)
+        t *= 2; /* a power of two, each block >= 2 */
     job.threads = t;
     for (int v = 0; v < 3; v++) job.in[v] = bufs[v].buf;
     memcpy(job.w.v, (const unsigned char *)roots.buf, 32);
@@ -503,7 +505,7 @@ static PyObject *py_coset_h(PyObject *self, PyObject *args) {
     }
     pthread_barrier_init(&job.barrier, NULL, (unsigned)t);
     Py_BEGIN_ALLOW_THREADS;
-    pthread_t ids[64];
+    pthread_t ids[MAX_THREADS];
     for (int i = 1; i < t; i++) pthread_create(&ids[i], NULL, coset_worker, &job);
     coset_worker(&job);
     for (int i = 1; i < t; i++) pthread_join(ids[i], NULL);
