@@ -158,7 +158,8 @@ def test_a_cold_prove_process_proves_with_a_snarkjs_key_and_snarkjs_verifies(
             capture_output=True, text=True, env=env, check=False,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
-        loader = "rows" if native == "1" else "raw"  # the C extension builds no library points
+        # the C extension's BN254 MSMs build no library points; BLS12-381's MSMs stay on the library
+        loader = "rows" if native == "1" and sample.curve.name == "bn128" else "raw"
         assert json.loads(done.stdout)["bases_loader"] == {"g1": loader, "g2": loader}
         assert sample.snarkjs_accepts(sample.vkey, public, proof), run
         assert any((tmp_path / "point-checks").iterdir())  # the subgroup checks were remembered
