@@ -279,8 +279,10 @@ def _checked_points(
     remembered = _pointcheck.known(digest, name)
     shared = subgroup_rounds is not None  # another process does the rest of the checks
     if not remembered and not shared:
-        off = be.first_off_curve_rows(picked, group) if be.native else None
-        off = _pointcheck.first_off_curve(curve, picked, group) if not be.native else off
+        if be.native:
+            off = be.first_off_curve_rows(picked, group)
+        else:
+            off = _pointcheck.first_off_curve(curve, picked, group)
         if off is not None:
             raise _bad_point(digest, name, int(index[off]), "is not on the curve")
     try:
