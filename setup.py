@@ -11,7 +11,7 @@ setup(
         Extension(
             "prooflane.groth16._curvemath",
             sources=[f"{CSRC}/curvemath.c"],
-            depends=[f"{CSRC}/field.h", f"{CSRC}/curve.h", f"{CSRC}/mont4_x86.h"],
+            depends=[f"{CSRC}/{name}" for name in ("field.h", "inverse.h", "curve.h", "mont_x86.h")],
             extra_compile_args=["-O3", "-pthread"],
             extra_link_args=["-pthread"],
             optional=True,

@@ -80,11 +80,17 @@ def test_small_msms_equal_the_library_s(curve: Curve, group: int) -> None:
             assert _native_msm(curve, group, _rows(curve, group, points), scalars, threads) == want
 
 
+def _coords(curve: Curve, raw: bytes) -> tuple[int, ...]:
+    n8 = curve.n8q
+    return tuple(int.from_bytes(raw[i : i + n8], "little") for i in range(0, len(raw), n8))
+
+
+@pytest.mark.parametrize("curve", CURVES)
 @pytest.mark.parametrize("group", GROUPS)
-def test_batched_buckets_handle_repeats_doublings_and_cancellations(group: int) -> None:
+def test_batched_buckets_handle_repeats_doublings_and_cancellations(curve: Curve, group: int) -> None:
     """Enough terms for the batch-affine buckets, drawn from few points (every bucket meets equal and
     opposite points) with few distinct scalars."""
-    rng, be, curve = random.Random(5 + group), backend(BN128), BN128
+    rng, be = random.Random(5 + group), backend(curve)
     gen, _ = _generator(curve, group)
     few = [be.mul(gen, rng.randrange(1, curve.r)) for _ in range(6)]
     few += [be.mul(p, curve.r - 1) for p in few[:3]]  # their negations
@@ -101,8 +107,8 @@ def test_batched_buckets_handle_repeats_doublings_and_cancellations(group: int) 
     rows = _rows(curve, group, points)
     assert _native_msm(curve, group, rows, scalars, 2) == want
     for window in (11, 12):  # 2^10 and 2^11 affine buckets: the batched path whatever the default
-        raw = _cm().msm(0, group, rows, from_ints(scalars), 2, window)
-        assert tuple(int.from_bytes(raw[i : i + 32], "little") for i in range(0, len(raw), 32)) == want
+        raw = _cm().msm(_CURVE_IDS[curve.name], group, rows, from_ints(scalars), 2, window)
+        assert _coords(curve, raw) == want
 
 
 def test_terms_crowding_into_one_bucket_are_summed() -> None:
@@ -116,15 +122,16 @@ def test_terms_crowding_into_one_bucket_are_summed() -> None:
     assert tuple(int.from_bytes(raw[i : i + 32], "little") for i in range(0, 64, 32)) == want
 
 
-def test_an_msm_of_a_key_section_equals_the_library_s() -> None:
-    key = setup(square_chain(BN128, 300)[0], seed=b"native msm")
-    w = from_ints([random.Random(3).randrange(BN128.r) for _ in range(key.n_vars)])
-    be = backend(BN128)
+@pytest.mark.parametrize("curve", CURVES)
+def test_an_msm_of_a_key_section_equals_the_library_s(curve: Curve) -> None:
+    key = setup(square_chain(curve, 300)[0], seed=b"native msm")
+    w = from_ints([random.Random(3).randrange(curve.r) for _ in range(key.n_vars)])
+    be = backend(curve)
     for name, group in (("a", 1), ("b1", 1), ("b2", 2)):
         rows = getattr(key, f"{name}_points")
         points = [None if not row.any() else p for row, p in zip(rows, be.bases(rows, group), strict=True)]
-        assert _native_msm(BN128, group, rows, to_ints(w), 2) == _library_msm(
-            BN128, group, points, to_ints(w)
+        assert _native_msm(curve, group, rows, to_ints(w), 2) == _library_msm(
+            curve, group, points, to_ints(w)
         )
 
 

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 
 #include "field.h"
+#include "inverse.h"
 
 /* -- the fields ---------------------------------------------------------------------------------------- */
 
@@ -652,7 +653,7 @@ PyMODINIT_FUNC PyInit__curvemath(void) {
         {0x3267e6dc24a138e5ULL, 0xb5b4c5e559dbefa3ULL, 0x81be18991be06ac3ULL, 0x2b149d40ceb8aaaeULL},
         {0xe4a2bd0685c315d2ULL, 0xa74fa084e52d1852ULL, 0xcd2cafadeed8fdf4ULL, 0x009713b03af0fed4ULL},
     };
-#if HAVE_MONT4_ASM
+#if HAVE_MONT_ASM
     __builtin_cpu_init();
     have_adx = __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("adx");
 #endif
@@ -664,5 +665,10 @@ PyMODINIT_FUNC PyInit__curvemath(void) {
     plain_to_mont(g2bls_b.c1.v, 4, &BLS_Q);
     memcpy(fq2bn_ONE.c0.v, BN_Q.one, 32);
     memcpy(fq2bls_ONE.c0.v, BLS_Q.one, 48);
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "mulx", have_adx) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

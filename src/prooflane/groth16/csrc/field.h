@@ -15,13 +15,13 @@ typedef unsigned __int128 u128;
 #define MAXN 6
 #define INLINE static inline __attribute__((always_inline))
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include "mont4_x86.h"
-/* Whether this CPU has BMI2 and ADX (mulx, adcx, adox): set once at import. */
+/* Whether this CPU has BMI2 and ADX (mulx, adcx, adox): set once at import, on x86-64. */
 static int have_adx = 0;
-#define HAVE_MONT4_ASM 1
+#if defined(__x86_64__) && defined(__GNUC__)
+#include "mont_x86.h"
+#define HAVE_MONT_ASM 1
 #else
-#define HAVE_MONT4_ASM 0
+#define HAVE_MONT_ASM 0
 #endif
 
 typedef struct {
@@ -62,9 +62,13 @@ INLINE int f_below(const u64 *a, const field_t *f, const int n) {
 }
 
 INLINE void f_add(u64 *r, const u64 *a, const u64 *b, const field_t *f, const int n) {
-#if HAVE_MONT4_ASM
+#if HAVE_MONT_ASM
     if (n == 4) {
         mod_add4_asm(r, a, b, f->p);
+        return;
+    }
+    if (n == 6) {
+        mod_add6_asm(r, a, b, f->p);
         return;
     }
 #endif
@@ -80,9 +84,13 @@ INLINE void f_add(u64 *r, const u64 *a, const u64 *b, const field_t *f, const in
 }
 
 INLINE void f_sub(u64 *r, const u64 *a, const u64 *b, const field_t *f, const int n) {
-#if HAVE_MONT4_ASM
+#if HAVE_MONT_ASM
     if (n == 4) {
         mod_sub4_asm(r, a, b, f->p);
+        return;
+    }
+    if (n == 6 && have_adx) {
+        mod_sub6_asm(r, a, b, f->p);
         return;
     }
 #endif
@@ -108,9 +116,13 @@ INLINE void f_neg(u64 *r, const u64 *a, const field_t *f, const int n) {
 
 /* Montgomery multiplication, CIOS: r = a·b·R^-1 mod p. r may alias a or b. */
 INLINE void f_mul(u64 *r, const u64 *a, const u64 *b, const field_t *f, const int n) {
-#if HAVE_MONT4_ASM
+#if HAVE_MONT_ASM
     if (n == 4 && have_adx) {
         mont_mul4_adx(r, a, b, f->p, f->inv);
+        return;
+    }
+    if (n == 6 && have_adx) {
+        mont_mul6_adx(r, a, b, f->p, f->inv);
         return;
     }
 #endif
@@ -154,13 +166,6 @@ INLINE void f_pow(u64 *r, const u64 *a, const u64 *e, const field_t *f, const in
         if ((e[i / 64] >> (i % 64)) & 1) f_mul(acc, acc, base, f, n);
     }
     memcpy(r, acc, sizeof(u64) * n);
-}
-
-/* a^-1 by Fermat (a^(p-2)); zero stays zero. */
-INLINE void f_inv(u64 *r, const u64 *a, const field_t *f, const int n) {
-    u64 e[MAXN], two[MAXN] = {2};
-    limbs_sub(e, f->p, two, n);
-    f_pow(r, a, e, f, n);
 }
 
 INLINE void f_to_mont(u64 *r, const u64 *a, const field_t *f, const int n) { f_mul(r, a, f->r2, f, n); }
