@@ -20,6 +20,7 @@ from prooflane.devices.pool import _result
 from prooflane.devices.process import ProcessWorker, mp_context
 from prooflane.devices.roles import Role
 from prooflane.errors import WorkerDied
+from prooflane.groth16._native import cpu_threads
 from prooflane.kinds import StorageInput, SynthesisTask, prepare_builtin, synthesize_partition
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -123,13 +124,24 @@ async def _ended(pid: int) -> None:
         os.close(fd)
 
 
-def test_worker_processes_get_one_rayon_thread_unless_set() -> None:
+def test_worker_processes_get_one_rayon_and_one_extension_thread_unless_set() -> None:
     environ: dict[str, str] = {}
     limit_native_threads(environ)
-    assert environ == {"RAYON_NUM_THREADS": "1"}
-    explicit = {"RAYON_NUM_THREADS": "2"}
+    assert environ == {"RAYON_NUM_THREADS": "1", "PROOFLANE_THREADS": "1"}
+    explicit = {"RAYON_NUM_THREADS": "2", "PROOFLANE_THREADS": "3"}
     limit_native_threads(explicit)
-    assert explicit == {"RAYON_NUM_THREADS": "2"}
+    assert explicit == {"RAYON_NUM_THREADS": "2", "PROOFLANE_THREADS": "3"}
+
+
+def test_the_extension_s_default_threads_follow_prooflane_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PROOFLANE_THREADS", raising=False)
+    every_core = cpu_threads()
+    assert every_core == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("PROOFLANE_THREADS", "1")
+    assert cpu_threads() == 1
+    for ignored in ("0", "two", ""):  # not a count of threads: every core, as unset
+        monkeypatch.setenv("PROOFLANE_THREADS", ignored)
+        assert cpu_threads() == every_core
 
 
 def test_pool_processes_lower_their_priority_by_the_configured_niceness() -> None:

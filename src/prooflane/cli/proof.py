@@ -179,7 +179,10 @@ def prove_command(
             metavar="N",
             min=0,
             max=256,
-            help="Cores for the MSMs (0: all it may use; without the C extension, 2 for large keys).",
+            help=(
+                "Cores for the MSMs (0: $PROOFLANE_THREADS, else all it may use; without the C extension,"
+                " 2 for large keys)."
+            ),
         ),
     ] = 0,
     as_json: Annotated[

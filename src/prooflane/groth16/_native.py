@@ -40,10 +40,22 @@ try:  # by name: the extension has no stubs, and importing it through the packag
 except ImportError:  # not built: the libraries do everything
     _curvemath = None
 
-__all__ = ["G1", "G2", "NATIVE_ENV", "Backend", "backend", "cpu_threads", "mont_row", "native_built"]
+__all__ = [
+    "G1",
+    "G2",
+    "NATIVE_ENV",
+    "THREADS_ENV",
+    "Backend",
+    "backend",
+    "cpu_threads",
+    "mont_row",
+    "native_built",
+]
 
 NATIVE_ENV = "PROOFLANE_NATIVE"
 """``PROOFLANE_NATIVE=0`` leaves the C extension unused (read when a process first builds a backend)."""
+THREADS_ENV = "PROOFLANE_THREADS"
+"""``PROOFLANE_THREADS=N``: the C extension's threads a call by default (see :func:`cpu_threads`)."""
 
 G1 = tuple[int, int]
 G2 = tuple[int, int, int, int]
@@ -56,7 +68,12 @@ def native_built() -> bool:
 
 
 def cpu_threads() -> int:
-    """The cores this process may run on (its CPU affinity): the native MSMs' default threads."""
+    """The C extension's threads a call unless told: ``PROOFLANE_THREADS`` where set (the engine's worker
+    processes set it to 1: one partition a core), else the cores this process may run on (its CPU
+    affinity)."""
+    given = os.environ.get(THREADS_ENV, "")
+    if given.isdigit() and int(given) > 0:
+        return int(given)
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
