@@ -1,7 +1,7 @@
 """The pipelined engine against the non-pipelined prover on one and on two cores, same workload, one run.
 
-(a) sequential, 1 core: this process, one partition at a time: synthesize, prove_start, prove_finish,
-    verify (the engine verifies every partition too), with no overlap;
+(a) sequential, 1 core: this process, one partition at a time: synthesize, prove_start, prove_finish (the
+    C extension's MSMs on one thread), verify (the engine verifies every partition too), with no overlap;
 (b) sequential, 2 cores: the same, one partition at a time, synthesis included, proving with
     ``groth16.prove(..., processes=2)`` (each MSM on two threads with the C extension; without it the
     MSMs spread over two cores by a helper process), and verify;
@@ -57,7 +57,7 @@ from prooflane.client import Client
 from prooflane.config import Config
 from prooflane.devices.keys import load_key
 from prooflane.devices.roles import Role
-from prooflane.groth16 import preload, prove, prove_finish, prove_start, verify
+from prooflane.groth16 import preload, prove, prove_b2, prove_finish, prove_start, verify
 from prooflane.groth16._parallel import shutdown as stop_parallel_helper
 from prooflane.kinds import StorageInput, SynthesisTask, prepare_builtin, synthesize_partition
 
@@ -190,9 +190,9 @@ def _prove_one(
     synthesized, _ = synthesize_partition(task)
     t1 = time.perf_counter()
     key = load_key(meta.key_path)
-    state = prove_start(key, synthesized)
+    state = prove_start(key, synthesized, threads=1)  # one core: the C extension's MSMs on one thread
     t2 = time.perf_counter()
-    proof = prove_finish(state)
+    proof = prove_finish(state, b2=prove_b2(key, state.witness, threads=1))
     if not verify(key.verification_key, proof.public, proof):
         raise SystemExit(f"sequential prover: {kind} partition {partition} did not verify")
     proof.to_json()

@@ -17,7 +17,7 @@ benchmarks/results/). For each:
   by side), synthesize, prove_start and prove_finish (one process, warm), prove with two processes (warm),
   verify, peak RSS.
 
-Medians of --repeat runs. Prints a table; writes benchmarks/results/bench_prove.json.
+Medians of --repeat runs. Prints a table; writes benchmarks/results/bench_prove-<curves>.json.
 Usage: ``python benchmarks/bench_prove.py [--repeat N] [--curves bn128,bls12381] [--constraints N]``, or
 ``--zkey K --wtns W`` for one circuit of one's own (results in bench_prove-<zkey name>.json).
 """
@@ -338,7 +338,8 @@ def main() -> None:
         "rapidsnark: the median of the later ones); warm: prove 2p = synthesize + two-core prove; "
         "x = peer time / prooflane time (x rapidsnark in the warm table: rapidsnark's whole process)"
     )
-    name = "bench_prove" if args.zkey is None else f"bench_prove-{args.zkey.stem}"
+    # one file per input, so that a run of one curve leaves the other's results in place
+    name = f"bench_prove-{args.zkey.stem if args.zkey is not None else args.curves.replace(',', '-')}"
     write_json(name, {"repeat": args.repeat, "results": rows})
 
 

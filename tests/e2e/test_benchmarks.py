@@ -27,7 +27,7 @@ RUNS = [
         ["--profile", "tiny", "--jobs", "1", "--mix", "winning-post=1"],
         "bench_pipeline-tiny",
     ),
-    ("bench_prove.py", ["--constraints", "1000", "--repeat", "1", "--curves", "bn128"], "bench_prove"),
+    ("bench_prove.py", ["--constraints", "1000", "--repeat", "1", "--curves", "bn128"], "bench_prove-bn128"),
     ("bench_cold_worker.py", ["--constraints", "1000"], "bench_cold_worker"),
     ("bench_scale.py", ["--constraints", "1000"], "bench_scale"),
     (
