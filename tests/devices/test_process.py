@@ -124,10 +124,10 @@ async def _ended(pid: int) -> None:
         os.close(fd)
 
 
-def test_worker_processes_get_one_rayon_and_one_extension_thread_unless_set() -> None:
+def test_worker_processes_get_one_rayon_thread_unless_set() -> None:
     environ: dict[str, str] = {}
     limit_native_threads(environ)
-    assert environ == {"RAYON_NUM_THREADS": "1", "PROOFLANE_THREADS": "1"}
+    assert environ == {"RAYON_NUM_THREADS": "1"}  # the C extension's threads keep their default
     explicit = {"RAYON_NUM_THREADS": "2", "PROOFLANE_THREADS": "3"}
     limit_native_threads(explicit)
     assert explicit == {"RAYON_NUM_THREADS": "2", "PROOFLANE_THREADS": "3"}

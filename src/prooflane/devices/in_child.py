@@ -19,7 +19,6 @@ import threading
 from collections.abc import MutableMapping
 from typing import Any
 
-from ..groth16 import THREADS_ENV
 from .backend import DeviceFault, Finished
 from .cuda import CudaDevice
 from .keys import drop_key, give_back_free_memory, load_key, loaded_key
@@ -48,18 +47,18 @@ def ignore_interrupts() -> None:
 
 
 def limit_native_threads(environ: MutableMapping[str, str] | None = None) -> None:
-    """In a worker process, before any proving: one rayon thread unless ``RAYON_NUM_THREADS`` is set, and
-    one C extension thread a call unless ``PROOFLANE_THREADS`` is.
+    """In a worker process, before any proving: one rayon thread unless ``RAYON_NUM_THREADS`` is set.
 
-    prooflane's C extension (every core a call by default), py-arkworks-bls12381's MSMs and zksnake's rayon
-    pool otherwise spread over every core by themselves, which defeats one-partition-per-core devices: a
-    daemon's provers, finalizers and synthesis would each run as many threads as there are cores. Rayon
-    reads its variable when its pool is first used, so this runs first thing in every prover, finalizer
-    and synthesis process. An explicit value in the daemon's environment is kept.
+    py-arkworks-bls12381's MSMs (where the C extension's do not run) and zksnake's rayon pool otherwise
+    spread over every core by themselves, which defeats one-partition-per-core devices. Rayon reads the
+    variable when its pool is first used, so this runs first thing in every prover, finalizer and synthesis
+    process. An explicit value in the daemon's environment is kept.
+
+    The C extension's threads are left at their default (every core a call, or ``PROOFLANE_THREADS``): one
+    thread a call measured no faster at ``small`` and ``medium`` (docs/engine.md), and every core lets a
+    lone partition's MSMs use the machine.
     """
-    env = os.environ if environ is None else environ
-    env.setdefault("RAYON_NUM_THREADS", "1")
-    env.setdefault(THREADS_ENV, "1")
+    (os.environ if environ is None else environ).setdefault("RAYON_NUM_THREADS", "1")
 
 
 def name_process(name: str) -> None:

@@ -5,7 +5,6 @@ The prover is split the way a device prover is: ``synthesize`` -> ``prove_start`
 development key.
 """
 
-from ._native import THREADS_ENV
 from .curves import BLS12381, BN128, CURVES, Curve, curve_by_name, curve_by_prime
 from .field import FieldVector, from_ints, to_ints
 from .proof import Proof, VerificationKey
@@ -30,7 +29,6 @@ __all__ = [
     "BN128",
     "CURVES",
     "R1CS",
-    "THREADS_ENV",
     "Curve",
     "FieldVector",
     "Proof",

@@ -68,9 +68,8 @@ def native_built() -> bool:
 
 
 def cpu_threads() -> int:
-    """The C extension's threads a call unless told: ``PROOFLANE_THREADS`` where set (the engine's worker
-    processes set it to 1: one partition a core), else the cores this process may run on (its CPU
-    affinity)."""
+    """The C extension's threads a call unless told: ``PROOFLANE_THREADS`` where set (a daemon started with
+    it passes it to its workers), else the cores this process may run on (its CPU affinity)."""
     given = os.environ.get(THREADS_ENV, "")
     if given.isdigit() and int(given) > 0:
         return int(given)
