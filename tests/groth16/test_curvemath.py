@@ -5,6 +5,8 @@ the quotient's NTT, synthesis, the on-curve check and its refusals of malformed 
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -249,3 +251,42 @@ def test_more_threads_than_the_extension_runs_are_capped() -> None:
         coset_h(be, values, values, values, 1024, threads=256),
         coset_h(be, values, values, values, 1024, threads=1),
     )
+
+
+REFUSED_THREADS = """
+import random, resource, threading
+import numpy as np
+from prooflane.groth16 import BN128
+from prooflane.groth16._native import backend, mont_row
+from prooflane.groth16._ntt import coset_h
+from prooflane.groth16.field import from_ints
+
+rng, be, r = random.Random(4), backend(BN128), BN128.r
+vectors = [from_ints([rng.randrange(r) for _ in range(1024)]) for _ in range(3)]
+gen = be.g1(be.g1_gen)
+rows = np.stack([mont_row(BN128, be.g1_xy(be.mul(gen, rng.randrange(1, r)))) for _ in range(300)])
+scalars = from_ints([rng.randrange(r) for _ in range(300)])
+want = coset_h(be, *vectors, 1024, threads=1), be.msm_rows(rows, scalars, 1, 1)
+# room for these calls' buffers, none for a thread's stack (8 MiB)
+with open("/proc/self/status") as status:
+    mapped = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize"))
+resource.setrlimit(resource.RLIMIT_AS, (mapped + (4 << 20), resource.getrlimit(resource.RLIMIT_AS)[1]))
+try:
+    threading.Thread(target=lambda: None).start()
+    print("a thread started")
+except RuntimeError:
+    print("threads refused")
+got = coset_h(be, *vectors, 1024, threads=4), be.msm_rows(rows, scalars, 1, 4)
+print("same" if bool((got[0] == want[0]).all()) and got[1] == want[1] else "different")
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmSize from /proc")
+def test_threads_the_system_refuses_leave_the_work_to_those_that_started() -> None:
+    """With no memory left for a thread's stack, pthread_create fails: the NTT (whose stages wait at a
+    barrier for every thread) and the MSM finish on the threads that did start, with the same results."""
+    done = subprocess.run(
+        [sys.executable, "-c", REFUSED_THREADS], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["threads", "refused", "same"]

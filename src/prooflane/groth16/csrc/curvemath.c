@@ -281,6 +281,9 @@ typedef struct {
     unsigned char *h;             /* the result, n canonical 32-byte values */
     pthread_barrier_t barrier;
     int next_thread;
+    pthread_mutex_t gate; /* the started threads wait here until `threads` is known */
+    pthread_cond_t opened;
+    int open;
 } coset_job;
 
 static void powers(fr_t *out, const fr_t *start, const fr_t *step, size_t lo, size_t hi, const field_t *f) {
@@ -326,6 +329,7 @@ static void ntt_stages(coset_job *job, fr_t *x, int t) {
 static void *coset_worker(void *arg) {
     coset_job *job = arg;
     const int t = __atomic_fetch_add(&job->next_thread, 1, __ATOMIC_RELAXED);
+    if (t >= job->threads) return NULL; /* a thread beyond the power of two that runs */
     const field_t *f = job->f;
     const size_t n = job->n, T = (size_t)job->threads, lo = n * t / T, hi = n * (t + 1) / T;
     fr_t one;
@@ -453,6 +457,15 @@ done:
     return result;
 }
 
+
+/* A started thread: waits at the gate until the caller has fixed the number of threads, then works. */
+static void *coset_thread(void *arg) {
+    coset_job *job = arg;
+    pthread_mutex_lock(&job->gate);
+    while (!job->open) pthread_cond_wait(&job->opened, &job->gate);
+    pthread_mutex_unlock(&job->gate);
+    return coset_worker(job);
+}
 static PyObject *py_coset_h(PyObject *self, PyObject *args) {
     int curve, threads;
     Py_ssize_t n;
@@ -484,8 +497,7 @@ static PyObject *py_coset_h(PyObject *self, PyObject *args) {
     job.log_n = __builtin_ctzll((unsigned long long)n);
     int t = 1;
     while (2 * t <= threads && 2 * t <= MAX_THREADS && (size_t)(4 * t) <= job.n)
-        t *= 2; /* a power of two, each block >= 2 */
-    job.threads = t;
+        t *= 2; /* a power of two, each block >= 2: the threads wanted (job.threads: those that run) */
     for (int v = 0; v < 3; v++) job.in[v] = bufs[v].buf;
     memcpy(job.w.v, (const unsigned char *)roots.buf, 32);
     memcpy(job.shift.v, (const unsigned char *)roots.buf + 32, 32);
@@ -504,14 +516,29 @@ static PyObject *py_coset_h(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    pthread_barrier_init(&job.barrier, NULL, (unsigned)t);
     Py_BEGIN_ALLOW_THREADS;
+    /* Threads first, held at the gate: the barrier's count is the largest power of two of those that
+     * started (this one included), so a thread the system refuses leaves none waiting for it. */
     pthread_t ids[MAX_THREADS];
-    for (int i = 1; i < t; i++) pthread_create(&ids[i], NULL, coset_worker, &job);
+    pthread_mutex_init(&job.gate, NULL);
+    pthread_cond_init(&job.opened, NULL);
+    int started = 0;
+    for (; started < t - 1; started++)
+        if (pthread_create(&ids[started], NULL, coset_thread, &job) != 0) break;
+    int run = 1;
+    while (2 * run <= started + 1) run *= 2;
+    job.threads = run;
+    pthread_barrier_init(&job.barrier, NULL, (unsigned)run);
+    pthread_mutex_lock(&job.gate);
+    job.open = 1;
+    pthread_cond_broadcast(&job.opened);
+    pthread_mutex_unlock(&job.gate);
     coset_worker(&job);
-    for (int i = 1; i < t; i++) pthread_join(ids[i], NULL);
-    Py_END_ALLOW_THREADS;
+    for (int i = 0; i < started; i++) pthread_join(ids[i], NULL);
     pthread_barrier_destroy(&job.barrier);
+    pthread_cond_destroy(&job.opened);
+    pthread_mutex_destroy(&job.gate);
+    Py_END_ALLOW_THREADS;
 done:
     free(job.scratch);
     free(job.tw);
