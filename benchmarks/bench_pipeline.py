@@ -57,7 +57,7 @@ from prooflane.client import Client
 from prooflane.config import Config
 from prooflane.devices.keys import load_key
 from prooflane.devices.roles import Role
-from prooflane.groth16 import preload, prove, prove_b2, prove_finish, prove_start, verify
+from prooflane.groth16 import preload, prove, prove_finish, prove_start, verify
 from prooflane.groth16._parallel import shutdown as stop_parallel_helper
 from prooflane.kinds import StorageInput, SynthesisTask, prepare_builtin, synthesize_partition
 
@@ -192,7 +192,7 @@ def _prove_one(
     key = load_key(meta.key_path)
     state = prove_start(key, synthesized, threads=1)  # one core: the C extension's MSMs on one thread
     t2 = time.perf_counter()
-    proof = prove_finish(state, b2=prove_b2(key, state.witness, threads=1))
+    proof = prove_finish(state, threads=1)
     if not verify(key.verification_key, proof.public, proof):
         raise SystemExit(f"sequential prover: {kind} partition {partition} did not verify")
     proof.to_json()

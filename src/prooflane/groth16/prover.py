@@ -430,10 +430,10 @@ def prove_b2(key: ProvingKey, witness: FieldVector, *, threads: int | None = Non
     return msm(key.curve, key.digest, "b2", key.b2_points, witness, threads=threads)  # type: ignore[return-value]
 
 
-def prove_finish(state: ProvingState, *, b2: G2 | None = None) -> Proof:
+def prove_finish(state: ProvingState, *, b2: G2 | None = None, threads: int | None = None) -> Proof:
     """The G2 MSM (B2, unless ``b2`` is given: ``prove_b2`` of the same key and witness) and the assembly of
-    the proof."""
-    return assemble(state, prove_b2(state.key, state.witness) if b2 is None else b2)
+    the proof; ``threads`` as for ``prove_start``."""
+    return assemble(state, prove_b2(state.key, state.witness, threads=threads) if b2 is None else b2)
 
 
 def assemble(state: ProvingState, b2_msm: G2) -> Proof:

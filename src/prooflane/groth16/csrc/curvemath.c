@@ -457,7 +457,6 @@ done:
     return result;
 }
 
-
 /* A started thread: waits at the gate until the caller has fixed the number of threads, then works. */
 static void *coset_thread(void *arg) {
     coset_job *job = arg;
@@ -466,6 +465,7 @@ static void *coset_thread(void *arg) {
     pthread_mutex_unlock(&job->gate);
     return coset_worker(job);
 }
+
 static PyObject *py_coset_h(PyObject *self, PyObject *args) {
     int curve, threads;
     Py_ssize_t n;
