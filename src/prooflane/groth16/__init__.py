@@ -5,6 +5,7 @@ The prover is split the way a device prover is: ``synthesize`` -> ``prove_start`
 development key.
 """
 
+from ._native import arithmetics
 from .curves import BLS12381, BN128, CURVES, Curve, curve_by_name, curve_by_prime
 from .field import FieldVector, from_ints, to_ints
 from .proof import Proof, VerificationKey
@@ -38,6 +39,7 @@ __all__ = [
     "Synthesized",
     "VerificationKey",
     "Witness",
+    "arithmetics",
     "curve_by_name",
     "curve_by_prime",
     "from_ints",

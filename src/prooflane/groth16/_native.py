@@ -46,6 +46,7 @@ __all__ = [
     "NATIVE_ENV",
     "THREADS_ENV",
     "Backend",
+    "arithmetics",
     "backend",
     "cpu_threads",
     "mont_row",
@@ -65,6 +66,11 @@ Point = Any  # a library point object: zksnake PointG1/PointG2 or py_arkworks_bl
 def native_built() -> bool:
     """Whether the C extension is built and not switched off by ``PROOFLANE_NATIVE=0``."""
     return _curvemath is not None and os.environ.get(NATIVE_ENV, "1") != "0"
+
+
+def arithmetics() -> dict[str, str]:
+    """Which arithmetic proves on each curve in this process: "c-extension", or "libraries: <why>"."""
+    return {be.curve.name: be.arithmetic for be in (backend(BN128), backend(BLS12381))}
 
 
 def cpu_threads() -> int:
@@ -99,6 +105,17 @@ class Backend:
         self._reasons: dict[int, str | None] = {}
         self.native = native_built()
         self.native_msm = self.native and self.native_msm_curve
+
+    @property
+    def arithmetic(self) -> str:
+        """ "c-extension" where the C extension proves this curve, else "libraries: <why>"."""
+        if self.native_msm:
+            return "c-extension"
+        if _curvemath is None:
+            return "libraries: the C extension is not built"
+        if not self.native:
+            return f"libraries: {NATIVE_ENV}=0"
+        return "libraries: the C extension's MSM is slower here (no mulx/adx)"
 
     # -- the C extension ----------------------------------------------------------------------------------
     def msm_rows(self, rows: NDArray[np.uint8], scalars: FieldVector, group: int, threads: int) -> G1 | G2:
