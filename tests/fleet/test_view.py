@@ -11,6 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from prooflane import events as ev
 from prooflane.fleet.view import (
+    RATE_WINDOW_SECS,
+    RATE_WINDOWS_SECS,
     DaemonFacts,
     daemon_entry,
     fleet_metrics,
@@ -23,6 +25,7 @@ from prooflane.fleet.view import (
     summarize,
 )
 from prooflane.server.metrics import render
+from prooflane.status.timing import THROUGHPUT_WINDOWS
 from prooflane.status.tracker import StatusTracker, TrackerConfig
 from tests.support.clock import ManualClock
 from tests.support.tracker import metric_samples
@@ -118,21 +121,40 @@ def test_ids_sort_in_natural_order() -> None:
     assert sorted(ids, key=natural_key) == ["cpu:0", "cpu:1", "cpu:1/w0", "cpu:1/w1", "cpu:2", "cpu:10"]
 
 
-def test_proofs_per_hour_over_the_history_window() -> None:
-    hour = {"minute_secs": 60.0, "proofs_per_minute": [1] * 60, "partitions_per_minute": [],
-            "busy_fraction_per_minute": []}  # fmt: skip
-    assert proofs_per_hour({"history": hour, "uptime_secs": 7200.0}) == pytest.approx(60.0)
-    # Up for two minutes, 10 proofs: the window is the uptime, not the hour.
-    young = {**hour, "proofs_per_minute": [0] * 58 + [4, 6]}
-    assert proofs_per_hour({"history": young, "uptime_secs": 120.0}) == pytest.approx(300.0)
-    # Never less than one bucket, so a daemon up for a second does not claim thousands per hour.
-    assert proofs_per_hour({"history": {**hour, "proofs_per_minute": [1]}, "uptime_secs": 1.0}) == 60.0
+def test_proofs_per_hour_are_the_daemons_own_1_and_10_minute_rates() -> None:
+    # Busy for an hour, idle for the last two minutes: the per-minute history still holds the busy hour, but
+    # the daemon's own rates (what its dashboard shows) say 0 over the last minute, less over the last ten.
+    busy: dict[str, Any] = {"minute_secs": 60.0, "proofs_per_minute": [90] * 58 + [0, 0],
+                            "proofs_per_hour_1m": 0.0, "proofs_per_hour_10m": 4320.0}  # fmt: skip
+    snapshot = {"history": busy, "uptime_secs": 7200.0}
+    assert proofs_per_hour(snapshot, 60.0) == 0.0
+    assert proofs_per_hour(snapshot, 600.0) == pytest.approx(4320.0)
+    assert proofs_per_hour(snapshot) == proofs_per_hour(snapshot, RATE_WINDOW_SECS) == pytest.approx(4320.0)
+    assert RATE_WINDOWS_SECS == THROUGHPUT_WINDOWS == (60.0, 600.0)
+    # A daemon from before those figures: the per-minute history's last 1 or 10 minutes, never the hour.
+    before = {k: v for k, v in busy.items() if not k.startswith("proofs_per_hour")}
+    old = {"history": before, "uptime_secs": 7200.0}
+    assert proofs_per_hour(old, 60.0) == 0.0
+    assert proofs_per_hour(old, 600.0) == pytest.approx(90 * 8 * 6.0)
+    young = {"history": {**before, "proofs_per_minute": [0] * 58 + [4, 6]}, "uptime_secs": 120.0}
+    assert proofs_per_hour(young, 600.0) == pytest.approx(300.0)  # up two minutes: over its uptime
     assert proofs_per_hour({}) == 0.0
+
+
+def test_an_idle_daemon_does_not_reach_break_even_on_its_busy_hour() -> None:
+    snap = _proving_snapshot()
+    snap["uptime_secs"] = 7200.0
+    snap["history"] = {**snap["history"], "proofs_per_minute": [90] * 58 + [0, 0]}
+    snap["history"].update(proofs_per_hour_1m=0.0, proofs_per_hour_10m=0.0)  # idle for ten minutes
+    priced = dataclasses.replace(_facts("a", snap, cost=0.5), price_per_proof=0.01)
+    entry = daemon_entry(priced, 101.0, STALE_AFTER)
+    assert entry["summary"]["proofs_per_hour"] == 0.0 and entry["summary"]["rate_window_secs"] == 600.0
+    assert entry["break_even"]["reached"] is False
 
 
 def test_cost_per_proof_for_a_daemon_and_the_fleet() -> None:
     snap = _proving_snapshot()
-    snap["history"] = {"minute_secs": 60.0, "proofs_per_minute": [2] * 60}
+    snap["history"] = {"minute_secs": 60.0, "proofs_per_minute": [2] * 60, "proofs_per_hour_10m": 120.0}
     snap["uptime_secs"] = 7200.0
     entries = [
         daemon_entry(_facts("a", snap, cost=3.0), 101.0, STALE_AFTER),
@@ -249,7 +271,7 @@ def test_a_daemon_that_does_not_say_its_machine_counts_as_one_of_its_own() -> No
 
 def test_break_even_is_cost_over_price_and_reached_only_with_a_live_rate() -> None:
     snap = _proving_snapshot()
-    snap["history"] = {"minute_secs": 60.0, "proofs_per_minute": [1] * 60}
+    snap["history"] = {"minute_secs": 60.0, "proofs_per_minute": [1] * 60, "proofs_per_hour_10m": 60.0}
     snap["uptime_secs"] = 7200.0  # 60 proofs an hour
     priced = dataclasses.replace(_facts("a", snap, cost=0.5), price_per_proof=0.01)  # needs 50 an hour
     entry = daemon_entry(priced, 101.0, STALE_AFTER)

@@ -6,8 +6,9 @@ Pure functions over plain data, so the rules are tested without a network:
   (its last good snapshot is older than ``stale_after_secs``) or ``up``. Only ``up`` daemons have live
   numbers; the others keep their last snapshot and the time since it, and are never counted as idle or zero.
 - Fleet totals add up the ``up`` daemons and name the ones left out.
-- Proofs per hour come from the snapshot's per-minute history; cost per proof is cost per hour divided by
-  proofs per hour (none while no proof was made).
+- Proofs per hour are the daemon's own, over the last minute and the last ten (its dashboard's windows);
+  the 10-minute one is added up, priced and judged by break-even, and the page says so. Cost per proof is
+  cost per hour divided by proofs per hour (none while no proof was made).
 - Break-even: with a cost per hour and the fleet's price per proof, the proofs per hour a daemon needs to
   pay for itself (cost per hour / price per proof), and whether its measured proofs per hour reach it
   (unknown while it is not up).
@@ -22,8 +23,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..states import TERMINAL_JOB_STATES
+from ..status.timing import THROUGHPUT_WINDOWS
 
 __all__ = [
+    "RATE_WINDOWS_SECS",
+    "RATE_WINDOW_SECS",
     "DaemonFacts",
     "Health",
     "break_even",
@@ -76,19 +80,31 @@ def health(facts: DaemonFacts, now: float, stale_after_secs: float) -> Health:
     return "up"
 
 
-def proofs_per_hour(snapshot: Mapping[str, Any]) -> float:
-    """Proofs completed over the snapshot's history window (up to an hour), as a rate per hour.
+RATE_WINDOWS_SECS: tuple[float, float] = THROUGHPUT_WINDOWS
+"""The windows of the fleet's proofs per hour: the daemon dashboard's own (1 and 10 minutes)."""
+RATE_WINDOW_SECS = RATE_WINDOWS_SECS[-1]
+"""The window of the rate the fleet adds up, prices (cost per proof) and judges break-even by: 10 minutes."""
 
-    The window is the history's length, or the daemon's uptime when that is shorter, and at least one bucket.
+
+def proofs_per_hour(snapshot: Mapping[str, Any], window: float = RATE_WINDOW_SECS) -> float:
+    """Proofs completed over the last ``window`` seconds (one of :data:`RATE_WINDOWS_SECS`), as a rate per
+    hour: the daemon's own figure (``history.proofs_per_hour_1m`` / ``_10m``, what its dashboard shows).
+
+    A daemon from before those figures: its per-minute history's last ``window`` seconds, over that window
+    or its uptime when shorter, at least one bucket.
     """
     history = snapshot.get("history") or {}
+    own = history.get(f"proofs_per_hour_{round(window / 60)}m")
+    if isinstance(own, int | float):
+        return float(own)
     counts = [float(x) for x in history.get("proofs_per_minute") or []]
     bucket = float(history.get("minute_secs") or 60.0)
     if not counts:
         return 0.0
+    counts = counts[-max(1, math.ceil(window / bucket)) :]
     uptime = float(snapshot.get("uptime_secs") or 0.0)
-    window = max(min(len(counts) * bucket, uptime), bucket)
-    return sum(counts) * 3600.0 / window
+    span = max(min(len(counts) * bucket, uptime), bucket)
+    return sum(counts) * 3600.0 / span
 
 
 def summarize(snapshot: Mapping[str, Any], cost_per_hour: float | None) -> dict[str, Any]:
@@ -102,7 +118,7 @@ def summarize(snapshot: Mapping[str, Any], cost_per_hour: float | None) -> dict[
     fractions = [float(d.get("busy_fraction_1m") or 0.0) for d in devices]
     counters = snapshot.get("counters") or {}
     memory = snapshot.get("memory") or {}
-    pph = proofs_per_hour(snapshot)
+    pph = proofs_per_hour(snapshot, RATE_WINDOW_SECS)
     return {
         "version": snapshot.get("version"),
         "boot_id": snapshot.get("boot_id"),
@@ -127,7 +143,10 @@ def summarize(snapshot: Mapping[str, Any], cost_per_hour: float | None) -> dict[
         "memory_total_bytes": int(memory.get("total_bytes") or 0),
         "machine": machine_of(snapshot),
         "process_rss_bytes": memory.get("process_rss_bytes"),
-        "proofs_per_hour": pph,
+        "proofs_per_hour": pph,  # over the last RATE_WINDOW_SECS
+        "proofs_per_hour_1m": proofs_per_hour(snapshot, RATE_WINDOWS_SECS[0]),
+        "proofs_per_hour_10m": proofs_per_hour(snapshot, RATE_WINDOWS_SECS[1]),
+        "rate_window_secs": RATE_WINDOW_SECS,
         "cost_per_hour": cost_per_hour,
         "cost_per_proof": _per_proof(cost_per_hour, pph),
         "last_error": last_error(snapshot),
@@ -338,7 +357,7 @@ def fleet_metrics(entries: Sequence[Mapping[str, Any]]) -> str:
            [(e["name"], 1.0 if e["health"] == "up" else 0.0) for e in entries])  # fmt: skip
     family("prooflane_fleet_snapshot_age_seconds", "Seconds since the daemon's last good snapshot.",
            [(e["name"], e["snapshot_age_secs"]) for e in entries])  # fmt: skip
-    family("prooflane_fleet_proofs_per_hour", "Proofs per hour over the daemon's history window (up only).",
+    family("prooflane_fleet_proofs_per_hour", "Proofs per hour over the last 10 minutes (up only).",
            [(e["name"], e["summary"]["proofs_per_hour"] if e["health"] == "up" else None)
             for e in entries])  # fmt: skip
     family("prooflane_fleet_cost_per_hour", "What the daemon's machine costs per hour, as declared.",

@@ -144,7 +144,8 @@ function createRow(name) {
     td("live", "d-busy", [
       h("div", { class: "bar-row" }, [h("div", { class: "minibar" }, [h("div", { class: "minibar-fill busy-fill" })])]),
       h("div", { class: "d-busy-text num" })]),
-    td("r live num", "d-workers"), td("r live num", "d-pph"), td("r num", "d-cost"), td("r live num", "d-cpp"),
+    td("r live num", "d-workers"),
+    td("r live num", "d-pph", [h("div", { class: "d-pph-10m" }), h("div", { class: "d-pph-1m sub" })]), td("r num", "d-cost"), td("r live num", "d-cpp"),
     td("r num", "d-need"),
     td("r live num", "d-memory"), td("r live num", "d-queue"), td("d-error wrap", "d-error"),
   ]);
@@ -173,7 +174,12 @@ function updateRow(tr, d) {
   setText($(".d-busy-text", tr), fresh
     ? `${s.devices_busy} of ${s.devices} proving now; ${fmtPct(frac)} busy (1 min)` : dash);
   setText(byTestId("d-workers", tr), live(s ? `${s.workers_proving} / ${s.workers}` : dash));
-  setText(byTestId("d-pph", tr), live(s ? fmtRate(s.proofs_per_hour) : dash));
+  // The daemon dashboard's windows: the 10-minute rate (the one added up, priced and judged by break-even),
+  // and under it the last minute's.
+  const pph = byTestId("d-pph", tr);
+  setText($(".d-pph-10m", pph), live(s ? fmtRate(s.proofs_per_hour_10m ?? s.proofs_per_hour) : dash));
+  setText($(".d-pph-1m", pph), fresh && s && s.proofs_per_hour_1m !== undefined
+    ? `${fmtRate(s.proofs_per_hour_1m)} last min` : "");
   setText(byTestId("d-cost", tr), fmtMoney(d.cost_per_hour));
   setText(byTestId("d-cpp", tr), live(s ? fmtMoney(s.cost_per_proof) : dash));
   renderNeed(byTestId("d-need", tr), fresh ? d.break_even : d.break_even && { ...d.break_even, reached: null });
