@@ -116,6 +116,25 @@ def test_every_error_carries_its_age() -> None:
     assert isinstance(job["ended_secs_ago"], float)  # how long before its snapshot the job failed
 
 
+def test_last_error_outlives_the_recent_jobs() -> None:
+    """A failure followed by more finished jobs than ``recent_jobs`` holds is still the last error."""
+    tracker, clock = _tracker([("cpu:0/w0", "cpu:0")])
+    tracker.apply(ev.JobSubmitted(at=clock.now, job_id="bad", kind="winning-post", priority="normal",
+                                  partitions=1))  # fmt: skip
+    tracker.apply(ev.JobFailed(at=clock.now, job_id="bad", reason="partition 0: witness", partition=0))
+    for n in range(60):
+        clock.now += 1.0
+        job_id = f"ok{n}"
+        tracker.apply(ev.JobSubmitted(at=clock.now, job_id=job_id, kind="winning-post", priority="normal",
+                                      partitions=1))  # fmt: skip
+        tracker.apply(ev.JobCancelled(at=clock.now, job_id=job_id))
+    snapshot: dict[str, Any] = json.loads(tracker.snapshot().to_json_text())
+    assert all(j["job_id"] != "bad" for j in snapshot["recent_jobs"])  # it left the short history
+    error = summarize(snapshot, cost_per_hour=None)["last_error"]
+    assert error is not None and error["job_id"] == "bad" and error["reason"] == "partition 0: witness"
+    assert error["ended_secs_ago"] == pytest.approx(60.0)
+
+
 def test_ids_sort_in_natural_order() -> None:
     ids = ["cpu:10", "cpu:2", "cpu:1/w1", "cpu:1/w0", "cpu:1", "cpu:0"]
     assert sorted(ids, key=natural_key) == ["cpu:0", "cpu:1", "cpu:1/w0", "cpu:1/w1", "cpu:2", "cpu:10"]

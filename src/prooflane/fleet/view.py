@@ -155,8 +155,11 @@ def summarize(snapshot: Mapping[str, Any], cost_per_hour: float | None) -> dict[
 
 
 def last_error(snapshot: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The newest failed job's id and reason, from the snapshot's recent jobs and live pipelines."""
-    failed = [j for j in snapshot.get("recent_jobs") or [] if j.get("outcome", j.get("state")) == "failed"]
+    """The newest failed job's id and reason: from the snapshot's ``recent_failures`` (kept apart from
+    ``recent_jobs``, so a failure is still there however many jobs finished after it), its live pipelines,
+    and its recent jobs (a daemon from before ``recent_failures``)."""
+    failed = list(snapshot.get("recent_failures") or [])
+    failed += [j for j in snapshot.get("recent_jobs") or [] if j.get("outcome", j.get("state")) == "failed"]
     failed += [j for j in snapshot.get("pipelines") or [] if j.get("state") == "failed"]
     if not failed:
         return None
