@@ -22,7 +22,15 @@ import tomli_w
 from ..config import DEFAULT_PORT, coerce_value
 from ..errors import ConfigError
 
-__all__ = ["DEFAULT_FLEET_PORT", "SSH_OPTIONS", "DaemonSpec", "FleetConfig", "check_ssh_options", "dump_toml"]
+__all__ = [
+    "DEFAULT_FLEET_PORT",
+    "SSH_OPTIONS",
+    "DaemonSpec",
+    "FleetConfig",
+    "check_ssh_options",
+    "check_token",
+    "dump_toml",
+]
 
 DEFAULT_FLEET_PORT = 9830
 DEFAULT_DAEMON_PORT = DEFAULT_PORT  # a daemon reached without a port in its URL
@@ -72,6 +80,7 @@ class DaemonSpec:
                    f"got {self.ssh!r}")  # fmt: skip
             check_ssh_options(self.name, self.ssh_options)
         _check(0 < self.remote_port < 65536, "remote_port", "expected 1..65535")
+        check_token(self.token, f"daemon {self.name!r}")
         if self.cost_per_hour is not None:
             _check(self.cost_per_hour >= 0, "cost_per_hour", "expected a number >= 0")
         _check(not self.deploy_dir or bool(self.ssh), "deploy_dir", "only for a daemon reached with ssh")
@@ -124,6 +133,7 @@ class FleetConfig:
 
     def __post_init__(self) -> None:
         _check(0 <= self.port < 65536, "port", "expected 0..65535 (0: any free port)")
+        check_token(self.token, "the fleet")
         for key in (
             "poll_secs",
             "timeout_secs",
@@ -227,9 +237,24 @@ def check_ssh_options(name: str, options: tuple[str, ...]) -> None:
             raise ConfigError(f"key 'ssh_options': daemon {name!r}: {key} needs a value on one line")
 
 
+def check_token(token: str, whose: str) -> None:
+    """Refuse a bearer token that cannot go in an HTTP header as it is: printable ASCII only (no CR, LF, tab
+    or other control character, which would end the header or inject another; nothing an HTTP client
+    cannot encode)."""
+    bad = next((c for c in token if not " " <= c <= "~"), None)
+    if bad is not None:
+        raise ConfigError(f"key 'token': {whose}: the token holds {bad!r}: expected printable ASCII only "
+                          "(it is sent in an Authorization header)")  # fmt: skip
+
+
 def _check_url(name: str, url: str) -> None:
-    """An http(s) URL of a daemon's root whose host and port parse (a port in 1..65535)."""
+    """An http(s) URL of a daemon's root whose host and port parse (a port in 1..65535), with no query or
+    fragment (the fleet appends its own paths and queries) and no control character or space."""
     problem = f"daemon {name!r}: expected http(s)://host:port, got {url!r}"
+    if "?" in url or "#" in url:
+        raise ConfigError(f"key 'url': {problem} (a daemon's URL takes no ?query or #fragment)")
+    if any(ord(c) <= 32 or 127 <= ord(c) < 160 for c in url):
+        raise ConfigError(f"key 'url': {problem} (a URL holds no space or control character)")
     try:
         parts = urlsplit(url)
         port = parts.port  # raises ValueError for a port out of range or not a number
