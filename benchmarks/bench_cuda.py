@@ -50,9 +50,10 @@ def median(repeat: int, fn: Callable[[], Any]) -> tuple[float, Any]:
 
 def msm_inputs(curve: Curve, log_n: int) -> tuple[np.ndarray[Any, Any], FieldVector]:
     """(rows of bases, scalars) for an MSM of 2^log_n: a quarter 0/1 like a witness, the rest random."""
-    from prooflane.groth16._native import backend, mont_row
+    from prooflane.groth16.adapters import library
+    from prooflane.groth16.points import mont_row
 
-    be, rng = backend(curve), random.Random(log_n)
+    be, rng = library(curve), random.Random(log_n)
     step = be.mul(be.g1(be.g1_gen), rng.randrange(1, curve.r))
     acc, points = step, []
     for _ in range(min(DISTINCT, 1 << log_n)):
@@ -77,18 +78,16 @@ def cpu_worker(curve: Curve, sizes: list[int], cpu_max_log: int, constraints: in
     """Measure the cpu primitives here (the parent pinned this process) and print JSON."""
     from bench_prove import inputs
     from prooflane.groth16 import prove, prove_finish, prove_start, read_wtns, read_zkey, synthesize
-    from prooflane.groth16._native import backend
-    from prooflane.groth16._ntt import coset_h
+    from prooflane.groth16.arithmetic import arithmetic, cpu_threads
 
-    be, out = backend(curve), dict[str, Any]()
+    arith, out = arithmetic(curve), dict[str, Any]()
     for log_n in (s for s in sizes if s <= cpu_max_log):
         rows, scalars = msm_inputs(curve, log_n)
-        distinct = be.bases(rows[:DISTINCT], 1)
-        points = distinct * ((1 << log_n) // len(distinct))
-        seconds, total = median(repeat, lambda: be.msm(points, scalars, 1))  # noqa: B023
-        out[f"msm/{log_n}"] = {"s": seconds, "result": list(be.g1_xy(total))}
+        section = arith.section(rows, 1, checked=True)
+        seconds, total = median(repeat, lambda: arith.msm(section, scalars, cpu_threads()))  # noqa: B023
+        out[f"msm/{log_n}"] = {"s": seconds, "result": list(total)}
         a, b, c = h_inputs(curve, log_n)
-        seconds, h = median(repeat, lambda: coset_h(be, a, b, c, 1 << log_n))  # noqa: B023
+        seconds, h = median(repeat, lambda: arith.coset_h(a, b, c, 1 << log_n, cpu_threads()))  # noqa: B023
         out[f"h/{log_n}"] = {"s": seconds, "result": int(np.bitwise_xor.reduce(h, axis=None))}
     zkey, wtns, _ = inputs(curve, constraints)
     key, witness = read_zkey(zkey), read_wtns(wtns)
@@ -98,8 +97,7 @@ def cpu_worker(curve: Curve, sizes: list[int], cpu_max_log: int, constraints: in
     out["prove_start"] = {"s": seconds, "result": [list(state.a), list(state.h)]}
     out["prove"] = {"s": median(repeat, lambda: prove_finish(prove_start(key, synthesize(key, witness))))[0]}
     if os.cpu_count() and len(os.sched_getaffinity(0)) > 1:
-        prove(key, witness, processes=2)  # warm the helper process
-        out["prove_2proc"] = {"s": median(repeat, lambda: prove(key, witness, processes=2))[0]}
+        out["prove_2proc"] = {"s": median(repeat, lambda: prove(key, witness, threads=2))[0]}
     print(json.dumps(out))
 
 

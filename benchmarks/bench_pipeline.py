@@ -3,8 +3,8 @@
 (a) sequential, 1 core: this process, one partition at a time: synthesize, prove_start, prove_finish (the
     C extension's MSMs on one thread), verify (the engine verifies every partition too), with no overlap;
 (b) sequential, 2 cores: the same, one partition at a time, synthesis included, proving with
-    ``groth16.prove(..., processes=2)`` (each MSM on two threads with the C extension; without it the
-    MSMs spread over two cores by a helper process), and verify;
+    ``groth16.prove(..., threads=2)`` (each MSM and the NTT on two threads with the C extension; the
+    libraries run on one core), and verify;
 (c) two 1-core provers side by side: two processes, each proving every other partition as (a) does, with
     no pipeline and nothing shared. It is the ceiling for any layout on these cores that spends no CPU on
     coordination, and its CPU per partition against (a)'s is what running two MSM-heavy processes at once
@@ -58,7 +58,6 @@ from prooflane.config import Config
 from prooflane.devices.keys import load_key
 from prooflane.devices.roles import Role
 from prooflane.groth16 import preload, prove, prove_finish, prove_start, verify
-from prooflane.groth16._parallel import shutdown as stop_parallel_helper
 from prooflane.kinds import StorageInput, SynthesisTask, prepare_builtin, synthesize_partition
 
 CURVE = "bn128"
@@ -203,10 +202,10 @@ def _prove_one(
 
 
 def run_two_cores(kinds: list[str], sectors: list[str], metas: dict[str, Any], profile: str) -> SequentialRun:
-    """Prove every partition one after the other with ``prove(..., processes=2)``: synthesis here, the
-    MSMs split between this process and the prover's helper process. CPU counts both processes."""
+    """Prove every partition one after the other with ``prove(..., threads=2)``: synthesis here, each MSM
+    and the NTT on two threads (the libraries: one core)."""
     for kind in set(kinds):  # warm-up: both processes' shares of every key built, one partition proven
-        preload(load_key(metas[kind].key_path), processes=2)
+        preload(load_key(metas[kind].key_path))
         _prove_two(kind, sectors[kinds.index(kind)], 0, metas[kind], profile, SequentialRun())
     run = SequentialRun()
     me = psutil.Process()
@@ -216,7 +215,6 @@ def run_two_cores(kinds: list[str], sectors: list[str], metas: dict[str, Any], p
             _prove_two(kind, sector, partition, metas[kind], profile, run, job=n)
     run.wall_secs = time.perf_counter() - wall
     run.cpu_secs = time.process_time() + _children_cpu(me) - cpu
-    stop_parallel_helper()
     return run
 
 
@@ -239,7 +237,7 @@ def _prove_two(
     synthesized, _ = synthesize_partition(task)
     t1 = time.perf_counter()
     key = load_key(meta.key_path)
-    proof = prove(key, synthesized, processes=2)
+    proof = prove(key, synthesized, threads=2)
     if not verify(key.verification_key, proof.public, proof):
         raise SystemExit(f"2-core prover: {kind} partition {partition} did not verify")
     proof.to_json()

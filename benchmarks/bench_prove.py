@@ -76,16 +76,14 @@ PROOFLANE = Path(sys.executable).parent / "prooflane"
 KEY_LOAD = """
 import json, sys, time
 start = time.perf_counter()
-from prooflane.groth16 import preload, read_zkey
-from prooflane.groth16._native import backend
+from prooflane.groth16 import arithmetics, preload, read_zkey
 imported = time.perf_counter()
 key = read_zkey(sys.argv[1])
 read = time.perf_counter()
 preload(key)
 done = time.perf_counter()
-be = backend(key.curve)
 print(json.dumps({"import_s": imported - start, "read_s": read - imported, "build_s": done - read,
-                  "loader": [be.loader(1), be.loader(2)]}))
+                  "arithmetic": arithmetics()[key.curve.name]}))
 """
 # groth16py's whole process: import the .zkey, prove the .wtns (GPL-3.0: run, never imported here).
 GROTH16PY = """
@@ -236,7 +234,7 @@ def whole_processes(zkey: Path, wtns: Path, curve: Curve, repeat: int) -> dict[s
     for field in ("import_s", "read_s", "build_s"):
         out[f"fresh_key_{field}"] = statistics.median(load[field] for load in loads)
     out["fresh_key_load_s"] = statistics.median(load["read_s"] + load["build_s"] for load in loads)
-    out["bases_loader"] = loads[0]["loader"]
+    out["arithmetic"] = loads[0]["arithmetic"]
     return out
 
 
@@ -246,11 +244,11 @@ def bench(
     zkey_path, wtns_path, source = inputs(curve, constraints, given)
     read_s, key = timed(lambda: read_zkey(zkey_path))
     witness = read_wtns(wtns_path)
-    cold2_s, _ = timed(lambda: preload(key, processes=2))
+    cold2_s, _ = timed(lambda: preload(key))
     row: dict[str, Any] = {"curve": curve.name, "source": source, "domain": key.domain_size}
-    row["prove_2proc_cold_s"], proof = timed(lambda: prove(key, witness, processes=2))
-    row["prove_2proc_s"] = median(repeat, lambda: prove(key, witness, processes=2))
-    cold1_s, _ = timed(lambda: preload(key))
+    row["prove_2proc_cold_s"], proof = timed(lambda: prove(key, witness, threads=2))
+    row["prove_2proc_s"] = median(repeat, lambda: prove(key, witness, threads=2))
+    cold1_s = 0.0  # one load serves every thread count
     synthesized = synthesize(key, witness)
     row["synthesize_s"] = median(repeat, lambda: synthesize(key, witness))
     row["prove_start_s"] = median(repeat, lambda: prove_start(key, synthesized))

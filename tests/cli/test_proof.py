@@ -10,8 +10,7 @@ from typer.testing import CliRunner, Result
 
 from prooflane.cli import proof as _cli_proof
 from prooflane.cli.entry import app
-from prooflane.groth16 import BLS12381, BN128, Curve, write_r1cs, write_wtns
-from prooflane.groth16._native import native_built
+from prooflane.groth16 import BLS12381, BN128, Curve, arithmetics, write_r1cs, write_wtns
 from tests.support.groth16_samples import square_chain
 
 CURVES = [pytest.param(BN128, id="bn128"), pytest.param(BLS12381, id="bls12381")]
@@ -126,9 +125,8 @@ def test_prove_json_prints_the_timings_of_each_stage(tmp_path: Path) -> None:
     done = invoke("prove", p["k.zkey"], p["wtns"], *_outputs(tmp_path), "--processes", "1", "--json")
     assert done.exit_code == 0, done.output
     report = json.loads(done.stdout)
-    assert report["curve"] == "bn128" and report["processes"] == 1
-    loader = "rows" if native_built() else "raw"  # the C extension builds no library points
-    assert report["bases_loader"] == {"g1": loader, "g2": loader}
+    assert report["curve"] == "bn128" and report["threads"] == 1
+    assert report["arithmetic"] == arithmetics()["bn128"]
     timings = report["timings_s"]
     assert set(timings) >= {
         "reading the key",

@@ -20,7 +20,7 @@ from prooflane.devices.pool import _result
 from prooflane.devices.process import ProcessWorker, mp_context
 from prooflane.devices.roles import Role
 from prooflane.errors import WorkerDied
-from prooflane.groth16._native import cpu_threads
+from prooflane.groth16.arithmetic import MAX_THREADS, cpu_threads
 from prooflane.kinds import StorageInput, SynthesisTask, prepare_builtin, synthesize_partition
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -139,9 +139,11 @@ def test_the_extension_s_default_threads_follow_prooflane_threads(monkeypatch: p
     assert every_core == len(os.sched_getaffinity(0))
     monkeypatch.setenv("PROOFLANE_THREADS", "1")
     assert cpu_threads() == 1
-    for ignored in ("0", "two", ""):  # not a count of threads: every core, as unset
+    for ignored in ("0", "two", "", "-3"):  # not a count of threads: every core, as unset
         monkeypatch.setenv("PROOFLANE_THREADS", ignored)
         assert cpu_threads() == every_core
+    monkeypatch.setenv("PROOFLANE_THREADS", str(2**70))  # read bounded: at most MAX_THREADS
+    assert cpu_threads() == MAX_THREADS
 
 
 def test_pool_processes_lower_their_priority_by_the_configured_niceness() -> None:

@@ -18,7 +18,7 @@ from prooflane.groth16 import (
     Curve,
     Proof,
     VerificationKey,
-    _native,
+    arithmetics,
     prove,
     read_r1cs,
     read_wtns,
@@ -28,8 +28,8 @@ from prooflane.groth16 import (
     verify,
     write_zkey,
 )
-from prooflane.groth16._native import native_built
 from prooflane.groth16.proof import parse_public
+from tests.support.arithmetics import extension_module
 from tests.support.paths import NODE_BIN, SHARED_BENCH
 
 pytestmark = pytest.mark.slow
@@ -148,21 +148,25 @@ def test_a_snarkjs_key_proves_in_prooflane_and_snarkjs_verifies(sample: Sample) 
 def test_a_cold_prove_process_proves_with_a_snarkjs_key_and_snarkjs_verifies(
     sample: Sample, tmp_path: Path, native: str
 ) -> None:
-    if native == "1" and not native_built():
-        pytest.skip("the C extension is not built")
+    if native == "1":
+        extension_module()  # required under CI
     env = dict(os.environ, PROOFLANE_POINT_CHECKS=str(tmp_path / "point-checks"), PROOFLANE_NATIVE=native)
     for run in ("unseen key", "remembered key"):
         proof, public = tmp_path / f"{run}-proof.json", tmp_path / f"{run}-public.json"
         done = subprocess.run(
             [sys.executable, "-c", "from prooflane.cli import main; main()", "prove", sample.zkey,
-             sample.wtns, "--processes", "2", "--proof", proof, "--public", public, "--json"],
+             sample.wtns, "--threads", "2", "--proof", proof, "--public", public, "--json"],
             capture_output=True, text=True, env=env, check=False,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
-        # the C extension's MSMs build no library points (BLS12-381's where the CPU has mulx)
-        over_rows = sample.curve.name == "bn128" or bool(_native._curvemath.mulx)
-        loader = "rows" if native == "1" and over_rows else "raw"
-        assert json.loads(done.stdout)["bases_loader"] == {"g1": loader, "g2": loader}
+        # the C extension on both curves (BLS12-381's where the CPU has mulx), else the libraries
+        said = json.loads(done.stdout)["arithmetic"]
+        if native == "0":
+            assert said == "libraries: PROOFLANE_NATIVE=0"
+        else:
+            assert said == arithmetics()[sample.curve.name] and (
+                sample.curve.name != "bn128" or said == "c-extension"
+            )
         assert sample.snarkjs_accepts(sample.vkey, public, proof), run
         assert any((tmp_path / "point-checks").iterdir())  # the subgroup checks were remembered
     tampered = {**_json(proof), "pi_a": _json(proof)["pi_c"]}

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from prooflane.groth16 import CURVES, _parallel, _pointcheck, prover
-from prooflane.groth16._native import NATIVE_ENV, backend, native_built
+from prooflane.groth16 import CURVES, _pointcheck, prover
 from prooflane.groth16._sections import SectionCache
+from prooflane.groth16.arithmetic import NATIVE_ENV, choose
+from tests.support.arithmetics import c_extension, libraries
 
 
 @pytest.fixture
@@ -21,28 +21,26 @@ def memo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-@pytest.fixture
-def library_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Proving on the libraries alone, as where the C extension is not built: in this process (a fresh
-    cache of sections) and in the helper processes it starts."""
-    _parallel.shutdown()
-    monkeypatch.setenv(NATIVE_ENV, "0")
+def _use(monkeypatch: pytest.MonkeyPatch, make: object) -> None:
     for curve in CURVES.values():
-        be = backend(curve)
-        monkeypatch.setattr(be, "native", False)
-        monkeypatch.setattr(be, "native_msm", False)
+        monkeypatch.setitem(choose._CHOSEN, curve.name, make(curve))  # type: ignore[operator]
     monkeypatch.setattr(prover, "_CACHE", SectionCache(4, "loaded in this process"))
-    yield
-    _parallel.shutdown()
+
+
+@pytest.fixture
+def library_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Proving on the libraries alone, as where the C extension is not built: in this process (a fresh
+    cache of sections) and in the processes it starts."""
+    monkeypatch.setenv(NATIVE_ENV, "0")
+    _use(monkeypatch, libraries)
 
 
 @pytest.fixture(params=["native", "libraries"])
-def arithmetic(request: pytest.FixtureRequest) -> str:
-    """Each test that takes it runs twice: on the C extension (skipped where it is not built) and on the
-    libraries alone."""
+def arithmetic(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test that takes it runs twice: on the C extension, on both curves (where it is not built the
+    test fails under CI and is skipped elsewhere), and on the libraries alone."""
     if request.param == "native":
-        if not native_built():
-            pytest.skip("the C extension is not built")
+        _use(monkeypatch, c_extension)
     else:
         request.getfixturevalue("library_only")
     return str(request.param)

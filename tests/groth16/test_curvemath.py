@@ -14,30 +14,32 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from prooflane.groth16 import BLS12381, BN128, Curve, _native, read_zkey, setup, synthesize, write_zkey
-from prooflane.groth16._native import _CURVE_IDS, backend, mont_row, native_built
-from prooflane.groth16._ntt import _on_coset, _plan, coset_h
+from prooflane.groth16 import BLS12381, BN128, Curve, read_zkey, setup, synthesize, write_zkey
+from prooflane.groth16.adapters import library
+from prooflane.groth16.arithmetic import choose
 from prooflane.groth16.field import FieldVector, from_ints, to_ints
+from prooflane.groth16.points import TWIST_B, mont_row
 from tests.support import curve_reference as ref
+from tests.support.arithmetics import c_extension, extension_module, libraries
 from tests.support.groth16_samples import square_chain
 
-pytestmark = pytest.mark.skipif(not native_built(), reason="the C extension is not built")
+_CURVE_IDS = {"bn128": 0, "bls12381": 1}
 
 CURVES = [pytest.param(BN128, id="bn128"), pytest.param(BLS12381, id="bls12381")]
 GROUPS = [pytest.param(1, id="G1"), pytest.param(2, id="G2")]
 
 
 def _cm() -> Any:
-    return _native._curvemath
+    return extension_module()
 
 
 def _generator(curve: Curve, group: int) -> tuple[Any, Any]:
-    be = backend(curve)
+    be = library(curve)
     return (be.g1(be.g1_gen), be.g1_xy) if group == 1 else (be.g2(be.g2_gen), be.g2_xy)
 
 
 def _library_msm(curve: Curve, group: int, points: list[Any], scalars: list[int]) -> tuple[int, ...]:
-    be = backend(curve)
+    be = library(curve)
     _, xy = _generator(curve, group)
     total = None
     for point, k in zip(points, scalars, strict=True):
@@ -59,7 +61,7 @@ def _rows(curve: Curve, group: int, points: list[Any]) -> NDArray[np.uint8]:
 
 
 def _native_msm(curve: Curve, group: int, rows: NDArray[np.uint8], scalars: list[int], threads: int) -> Any:
-    return backend(curve).msm_rows(
+    return c_extension(curve).msm_rows(
         rows, from_ints(scalars) if scalars else np.zeros((0, 4), "<u8"), group, threads
     )
 
@@ -67,7 +69,7 @@ def _native_msm(curve: Curve, group: int, rows: NDArray[np.uint8], scalars: list
 @pytest.mark.parametrize("curve", CURVES)
 @pytest.mark.parametrize("group", GROUPS)
 def test_small_msms_equal_the_library_s(curve: Curve, group: int) -> None:
-    rng, be = random.Random(11 + group), backend(curve)
+    rng, be = random.Random(11 + group), library(curve)
     gen, _ = _generator(curve, group)
     for n in (0, 1, 2, 7, 40):
         points: list[Any] = [be.mul(gen, rng.randrange(1, curve.r)) for _ in range(n)]
@@ -92,7 +94,7 @@ def _coords(curve: Curve, raw: bytes) -> tuple[int, ...]:
 def test_batched_buckets_handle_repeats_doublings_and_cancellations(curve: Curve, group: int) -> None:
     """Enough terms for the batch-affine buckets, drawn from few points (every bucket meets equal and
     opposite points) with few distinct scalars."""
-    rng, be = random.Random(5 + group), backend(curve)
+    rng, be = random.Random(5 + group), library(curve)
     gen, _ = _generator(curve, group)
     few = [be.mul(gen, rng.randrange(1, curve.r)) for _ in range(6)]
     few += [be.mul(p, curve.r - 1) for p in few[:3]]  # their negations
@@ -115,7 +117,7 @@ def test_batched_buckets_handle_repeats_doublings_and_cancellations(curve: Curve
 
 def test_terms_crowding_into_one_bucket_are_summed() -> None:
     """0/1 values (a circuit's bits) put every term of window 0 into one bucket: the batch's overflow."""
-    rng, be = random.Random(9), backend(BN128)
+    rng, be = random.Random(9), library(BN128)
     gen, _ = _generator(BN128, 1)
     points = [be.mul(gen, rng.randrange(1, BN128.r)) for _ in range(6000)]  # batched: 4 terms a bucket
     scalars = [rng.choice([1, 1, 1, rng.randrange(BN128.r)]) for _ in points]
@@ -128,10 +130,11 @@ def test_terms_crowding_into_one_bucket_are_summed() -> None:
 def test_an_msm_of_a_key_section_equals_the_library_s(curve: Curve) -> None:
     key = setup(square_chain(curve, 300)[0], seed=b"native msm")
     w = from_ints([random.Random(3).randrange(curve.r) for _ in range(key.n_vars)])
-    be = backend(curve)
+    be = library(curve)
     for name, group in (("a", 1), ("b1", 1), ("b2", 2)):
         rows = getattr(key, f"{name}_points")
-        points = [None if not row.any() else p for row, p in zip(rows, be.bases(rows, group), strict=True)]
+        built = iter(be.points(rows[rows.any(axis=1)], group))
+        points = [next(built) if row.any() else None for row in rows]
         assert _native_msm(curve, group, rows, to_ints(w), 2) == _library_msm(
             curve, group, points, to_ints(w)
         )
@@ -139,14 +142,7 @@ def test_an_msm_of_a_key_section_equals_the_library_s(curve: Curve) -> None:
 
 def test_the_msm_is_the_group_law_outside_g2() -> None:
     """Twist points outside G2 (the subgroup test by combinations relies on it)."""
-    rng, q, b = (
-        random.Random(17),
-        BN128.q,
-        (  # BN254's twist b' = 3 / (9 + u)
-            19485874751759354771024239261021720505790618469301721065564631296452457478373,
-            266929791119991161246907387137283842545076965332900288569378510910307636690,
-        ),
-    )
+    rng, q, b = random.Random(17), BN128.q, TWIST_B["bn128"]
     plain = [ref.random_point(rng, q, b, extension=True) for _ in range(5)]
     scalars = [rng.randrange(BN128.r) for _ in plain]
     expected = None
@@ -161,25 +157,25 @@ def test_the_msm_is_the_group_law_outside_g2() -> None:
 
 @pytest.mark.parametrize("curve", CURVES)
 def test_the_coset_values_equal_the_library_fft_s(curve: Curve) -> None:
-    rng, be, r = random.Random(8), backend(curve), curve.r
+    rng, ext, lib, r = random.Random(8), c_extension(curve), libraries(curve), curve.r
     for n, m in ((1, 1), (2, 2), (4, 3), (16, 9), (1024, 1000)):
         a, b = ([rng.randrange(r) for _ in range(m)] for _ in range(2))
         c = [x * y % r for x, y in zip(a, b, strict=True)]
         vectors = [from_ints(v) for v in (a, b, c)]
-        perm, powers = _plan(be, n)
-        order = None if bool((perm == np.arange(n)).all()) else perm.tolist()
-        on = [_on_coset(be, v, n, order, powers) for v in vectors]  # the library's FFT, in Python ints
-        want = [(x * y - z) % r for x, y, z in zip(*on, strict=True)]
+        want = to_ints(
+            lib.coset_h(vectors[0], vectors[1], vectors[2], n, 1)
+        )  # the library's FFT, in Python ints
         for threads in (1, 2, 4):
-            assert to_ints(coset_h(be, vectors[0], vectors[1], vectors[2], n, threads=threads)) == want
+            assert to_ints(ext.coset_h(vectors[0], vectors[1], vectors[2], n, threads)) == want
 
 
 @pytest.mark.parametrize("curve", CURVES)
 def test_synthesis_equals_the_python_one(curve: Curve, monkeypatch: pytest.MonkeyPatch) -> None:
     r1cs, witness = square_chain(curve, 40)
     key = setup(r1cs, seed=b"native synthesis")
+    monkeypatch.setitem(choose._CHOSEN, curve.name, c_extension(curve))
     native = synthesize(key, witness)
-    monkeypatch.setattr(backend(curve), "native", False)
+    monkeypatch.setitem(choose._CHOSEN, curve.name, libraries(curve))
     plain = synthesize(key, witness)
     for name in ("a", "b", "c"):
         assert np.array_equal(getattr(native, name), getattr(plain, name))
@@ -188,15 +184,15 @@ def test_synthesis_equals_the_python_one(curve: Curve, monkeypatch: pytest.Monke
 @pytest.mark.parametrize("curve", CURVES)
 @pytest.mark.parametrize("group", GROUPS)
 def test_the_on_curve_check_finds_the_first_bad_row(curve: Curve, group: int) -> None:
-    be, rng = backend(curve), random.Random(21)
+    be, rng, cm = library(curve), random.Random(21), _cm()
     gen, _ = _generator(curve, group)
     rows = _rows(curve, group, [be.mul(gen, rng.randrange(1, curve.r)) for _ in range(6)] + [None])
-    assert be.first_off_curve_rows(rows, group) is None  # the row of zeros (infinity) passes
+    assert cm.first_off_curve(_CURVE_IDS[curve.name], group, rows) == -1  # infinity's zeros pass
     bad = rows.copy()
     bad[4, 0] ^= 1  # x changed: off the curve
     bad[5] = 0xFF  # coordinates above q
-    assert be.first_off_curve_rows(bad, group) == 4
-    assert be.first_off_curve_rows(bad[5:], group) == 0
+    assert cm.first_off_curve(_CURVE_IDS[curve.name], group, bad) == 4
+    assert cm.first_off_curve(_CURVE_IDS[curve.name], group, bad[5:]) == 0
 
 
 def test_malformed_input_is_refused_with_a_reason() -> None:
@@ -230,8 +226,9 @@ def test_a_key_s_coefficients_read_natively_equal_the_python_reading(
 ) -> None:
     path = tmp_path / "k.zkey"
     write_zkey(path, setup(square_chain(curve, 30)[0], seed=b"coefficients"))
+    monkeypatch.setitem(choose._CHOSEN, curve.name, c_extension(curve))
     native = read_zkey(path).coefficients.value
-    monkeypatch.setattr(backend(curve), "native", False)
+    monkeypatch.setitem(choose._CHOSEN, curve.name, libraries(curve))
     assert np.array_equal(native, read_zkey(path).coefficients.value)
     assert _cm().from_montgomery(_CURVE_IDS[curve.name], (2**256 - 1).to_bytes(32, "little"), 0) == bytes(
         [255] * 32
@@ -239,8 +236,8 @@ def test_a_key_s_coefficients_read_natively_equal_the_python_reading(
 
 
 def test_more_threads_than_the_extension_runs_are_capped() -> None:
-    """``--processes`` admits up to 256: the extension runs at most 64 threads a call."""
-    rng, be = random.Random(4), backend(BN128)
+    """The extension runs at most 64 threads a call, however many it is asked for."""
+    rng, be, ext = random.Random(4), library(BN128), c_extension(BN128)
     gen, _ = _generator(BN128, 1)
     points = [be.mul(gen, rng.randrange(1, BN128.r)) for _ in range(300)]
     scalars = [rng.randrange(BN128.r) for _ in points]
@@ -248,25 +245,28 @@ def test_more_threads_than_the_extension_runs_are_capped() -> None:
     assert _native_msm(BN128, 1, rows, scalars, 256) == _native_msm(BN128, 1, rows, scalars, 1)
     values = from_ints([rng.randrange(BN128.r) for _ in range(1024)])
     assert np.array_equal(
-        coset_h(be, values, values, values, 1024, threads=256),
-        coset_h(be, values, values, values, 1024, threads=1),
+        ext.coset_h(values, values, values, 1024, 256), ext.coset_h(values, values, values, 1024, 1)
     )
+    assert _native_msm(BN128, 1, rows, scalars, 2**40) == _native_msm(BN128, 1, rows, scalars, 1)
 
 
 REFUSED_THREADS = """
 import random, resource, threading
 import numpy as np
 from prooflane.groth16 import BN128
-from prooflane.groth16._native import backend, mont_row
-from prooflane.groth16._ntt import coset_h
+from prooflane.groth16.adapters import library
+from prooflane.groth16.arithmetic import arithmetic
 from prooflane.groth16.field import from_ints
+from prooflane.groth16.points import mont_row
 
-rng, be, r = random.Random(4), backend(BN128), BN128.r
+rng, be, ext, r = random.Random(4), library(BN128), arithmetic(BN128), BN128.r
+assert ext.name == "c-extension"
+
 vectors = [from_ints([rng.randrange(r) for _ in range(1024)]) for _ in range(3)]
 gen = be.g1(be.g1_gen)
 rows = np.stack([mont_row(BN128, be.g1_xy(be.mul(gen, rng.randrange(1, r)))) for _ in range(300)])
 scalars = from_ints([rng.randrange(r) for _ in range(300)])
-want = coset_h(be, *vectors, 1024, threads=1), be.msm_rows(rows, scalars, 1, 1)
+want = ext.coset_h(*vectors, 1024, 1), ext.msm_rows(rows, scalars, 1, 1)
 # room for these calls' buffers, none for a thread's stack (8 MiB)
 with open("/proc/self/status") as status:
     mapped = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize"))
@@ -276,7 +276,7 @@ try:
     print("a thread started")
 except RuntimeError:
     print("threads refused")
-got = coset_h(be, *vectors, 1024, threads=4), be.msm_rows(rows, scalars, 1, 4)
+got = ext.coset_h(*vectors, 1024, 4), ext.msm_rows(rows, scalars, 1, 4)
 print("same" if bool((got[0] == want[0]).all()) and got[1] == want[1] else "different")
 """
 
@@ -285,6 +285,7 @@ print("same" if bool((got[0] == want[0]).all()) and got[1] == want[1] else "diff
 def test_threads_the_system_refuses_leave_the_work_to_those_that_started() -> None:
     """With no memory left for a thread's stack, pthread_create fails: the NTT (whose stages wait at a
     barrier for every thread) and the MSM finish on the threads that did start, with the same results."""
+    extension_module()
     done = subprocess.run(
         [sys.executable, "-c", REFUSED_THREADS], capture_output=True, text=True, timeout=120, check=False
     )

@@ -1,4 +1,5 @@
-"""Building a key's library points: written raw from the key's bytes, validated in full, remembered."""
+"""Loading a key's sections on each arithmetic: validated in full, remembered; the libraries' points
+written raw from the key's bytes."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import numpy as np
 import pytest
 
 from prooflane.errors import FormatError, ProoflaneError
-from prooflane.groth16 import BLS12381, BN128, Curve, ProvingKey, _native, _pointcheck, prove, setup, verify
-from prooflane.groth16._native import backend, mont_row, plain_coordinates
+from prooflane.groth16 import BLS12381, BN128, Curve, ProvingKey, _pointcheck, adapters, prove, setup, verify
 from prooflane.groth16._rawpoints import RawWriter
 from prooflane.groth16._sections import SectionCache
+from prooflane.groth16.adapters import library
+from prooflane.groth16.points import TWIST_B, mont_row, plain_coordinates
 from prooflane.groth16.prover import check_points, preload, release
 from prooflane.groth16.zkey import write_zkey
 from prooflane.kinds import inspect_zkey
@@ -26,19 +28,19 @@ CURVES = [pytest.param(BN128, id="bn128"), pytest.param(BLS12381, id="bls12381")
 @pytest.mark.parametrize("curve", CURVES)
 def test_points_written_raw_equal_the_library_s_checked_points(curve: Curve) -> None:
     key = setup(square_chain(curve, 6)[0], seed=b"raw")
-    be = backend(curve)
+    be = library(curve)
     assert (be.loader(1), be.loader(2)) == ("raw", "raw")
     for rows, group in ((key.a_points, 1), (key.h_points, 1), (key.b2_points, 2)):
         rows = rows[np.flatnonzero(rows.any(axis=1))]
         make = be.g1 if group == 1 else be.g2
         checked = [make(c) for c in plain_coordinates(curve, rows)]  # type: ignore[arg-type]
-        raw = be.bases(rows, group)
+        raw = be.points(rows, group)
         assert len(raw) == len(checked) > 0
         assert all(a == b for a, b in zip(raw, checked, strict=True))
 
 
 @pytest.mark.parametrize("curve", CURVES)
-def test_a_base_point_off_the_curve_is_refused_at_load(curve: Curve) -> None:
+def test_a_base_point_off_the_curve_is_refused_at_load(curve: Curve, arithmetic: str) -> None:
     key = setup(square_chain(curve, 6)[0], seed=b"off-curve")
     rows = key.h_points.copy()
     rows[3, 5] ^= 1  # one bit of point 3's x
@@ -62,7 +64,7 @@ def _bls_g1_point_outside_the_subgroup() -> tuple[int, int]:
 
 def _bn_twist_point_outside_g2() -> tuple[int, int, int, int]:
     """A point of BN254's twist y^2 = x^3 + 3/(9+u) over Fq2 outside G2 (its cofactor is 2q - r)."""
-    q, b = BN128.q, _pointcheck._B2["bn128"]
+    q, b = BN128.q, TWIST_B["bn128"]
     for x0 in range(1, 200):
         x = (x0, 1)
         rhs = fq2_mul(fq2_mul(x, x, q), x, q)
@@ -83,7 +85,7 @@ def _with_row(key: ProvingKey, name: str, index: int, coords: tuple[int, ...]) -
     [pytest.param(BN128, "b2", id="bn128-g2"), pytest.param(BLS12381, "c", id="bls12381-g1")],
 )
 def test_a_point_outside_the_subgroup_is_refused_and_not_remembered(
-    memo: Path, curve: Curve, section: str
+    memo: Path, curve: Curve, section: str, arithmetic: str
 ) -> None:
     key = setup(square_chain(curve, 6)[0], seed=b"subgroup")
     point = _bn_twist_point_outside_g2() if curve == BN128 else _bls_g1_point_outside_the_subgroup()
@@ -94,7 +96,7 @@ def test_a_point_outside_the_subgroup_is_refused_and_not_remembered(
     assert not any(p.name.startswith(bad.digest) for p in memo.glob("*"))
 
 
-def test_a_key_is_checked_once_then_remembered_across_processes(memo: Path) -> None:
+def test_a_key_is_checked_once_then_remembered_across_processes(memo: Path, arithmetic: str) -> None:
     key = setup(square_chain(BN128, 6)[0], seed=b"memo")
     fresh = dataclasses.replace(key, contributions=b"\x01" * 68)  # same points, unknown to the memory
     assert fresh.digest == key.digest  # the digest covers the points, not the contributions
@@ -122,11 +124,11 @@ def test_nothing_is_remembered_across_processes_when_the_folder_is_switched_off(
 
 @pytest.mark.parametrize("curve", CURVES)
 def test_a_failed_self_check_falls_back_to_the_checked_constructors(
-    monkeypatch: pytest.MonkeyPatch, curve: Curve
+    monkeypatch: pytest.MonkeyPatch, curve: Curve, library_only: None
 ) -> None:
     monkeypatch.setattr(RawWriter, "expected_size", lambda self: 1)  # as if the library's layout changed
-    monkeypatch.setattr(_native, "_BACKENDS", {})
-    be = backend(curve)
+    monkeypatch.setattr(adapters, "_LIBRARIES", {})
+    be = library(curve)
     assert be.loader(1).startswith("checked (") and "bytes, not 1" in be.loader(1)
     assert be.writer(2) is None
     r1cs, witness = square_chain(curve, 6)
@@ -142,7 +144,7 @@ def test_a_failed_self_check_falls_back_to_the_checked_constructors(
         release(key)
 
 
-def test_registering_a_key_checks_its_points(memo: Path, tmp_path: Path) -> None:
+def test_registering_a_key_checks_its_points(memo: Path, tmp_path: Path, arithmetic: str) -> None:
     key = setup(square_chain(BN128, 6)[0], seed=b"register")
     for path in memo.glob("*"):
         path.unlink()

@@ -16,18 +16,19 @@ from prooflane.groth16 import (
     Curve,
     Proof,
     Witness,
-    _parallel,
     from_ints,
     preload,
     prove,
     prove_b2,
     prove_finish,
     prove_start,
+    release,
     setup,
     synthesize,
     verify,
 )
-from prooflane.groth16._parallel import shutdown
+from prooflane.groth16.arithmetic import choose
+from tests.support.arithmetics import c_extension, libraries
 from tests.support.groth16_samples import square_chain
 
 CURVES = [pytest.param(BN128, id="bn128"), pytest.param(BLS12381, id="bls12381")]
@@ -140,33 +141,30 @@ def test_proof_from_json_rejects_points_off_the_curve() -> None:
     assert not verify(key.verification_key, proof.public, bad_b)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("curve", CURVES)
-def test_two_process_prove_gives_a_valid_proof(curve: Curve, arithmetic: str) -> None:
+def test_a_prove_on_several_threads_equals_one_on_one(curve: Curve, arithmetic: str) -> None:
     r1cs, witness = square_chain(curve, 10)
-    key = setup(r1cs, seed=b"parallel")
-    proof = prove(key, witness, processes=2, randomness=(5, 6))
-    assert proof == prove(key, witness, randomness=(5, 6))
+    key = setup(r1cs, seed=b"threads")
+    proof = prove(key, witness, threads=2, randomness=(5, 6))
+    assert proof == prove(key, witness, threads=1, randomness=(5, 6))
     assert verify(key.verification_key, proof.public, proof)
-    assert prove(key, witness, processes=2, randomness=(5, 6)) == proof  # the helper's cache is warm now
-    shutdown()  # a later call starts a fresh helper
-    assert prove(key, witness, processes=2, randomness=(5, 6)) == proof
 
 
-@pytest.mark.slow
-@pytest.mark.usefixtures("library_only")
-def test_a_killed_helper_is_replaced() -> None:
-    r1cs, witness = square_chain(BN128, 10)
-    key = setup(r1cs, seed=b"killed")
-    proof = prove(key, witness, processes=2, randomness=(7, 8))
-    helper = _parallel._HELPER
-    assert helper is not None
-    helper._proc.kill()
-    helper._proc.wait()
-    assert prove(key, witness, processes=2, randomness=(7, 8)) == proof
+@pytest.mark.parametrize("curve", CURVES)
+def test_both_arithmetics_make_the_same_proof(curve: Curve, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seam: the C extension over rows and the libraries over points compute the same proof, step by
+    step (synthesis, H, every MSM), from the same blinding."""
+    r1cs, witness = square_chain(curve, 20)
+    key = setup(r1cs, seed=b"one seam")
+    proofs = []
+    for make in (c_extension, libraries):
+        monkeypatch.setitem(choose._CHOSEN, curve.name, make(curve))
+        release(key)
+        proofs.append(prove(key, witness, randomness=(11, 12)))
+    assert proofs[0] == proofs[1] and verify(key.verification_key, proofs[0].public, proofs[0])
 
 
-def test_two_process_prove_refuses_a_witness_of_the_wrong_length(arithmetic: str) -> None:
+def test_a_prove_refuses_a_witness_of_the_wrong_length(arithmetic: str) -> None:
     key = setup(square_chain(BN128, 3)[0], seed=b"len2")
     with pytest.raises(InvalidWitnessError, match="8 values"):
-        prove(key, square_chain(BN128, 4)[1], processes=2)
+        prove(key, square_chain(BN128, 4)[1], threads=2)

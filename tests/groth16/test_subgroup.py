@@ -6,19 +6,24 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from numpy.typing import NDArray
 
 from prooflane.errors import FormatError
-from prooflane.groth16 import BLS12381, BN128, Curve, _parallel, _pointcheck, prove, setup, verify
-from prooflane.groth16._native import backend, mont_row, native_built
+from prooflane.groth16 import BLS12381, BN128, Curve, _pointcheck, prove, setup, verify
+from prooflane.groth16.adapters import library
+from prooflane.groth16.arithmetic import Arithmetic
+from prooflane.groth16.points import CURVE_B, TWIST_B, BadPoint, mont_row
 from tests.support import curve_reference as ref
+from tests.support.arithmetics import c_extension, libraries
 from tests.support.groth16_samples import square_chain
 
-BN_B2 = _pointcheck._B2["bn128"]
+BN_B2 = TWIST_B["bn128"]
 BN_COFACTOR = 2 * BN128.q - BN128.r
 SEED = 20261201
 
@@ -45,9 +50,9 @@ def _probably_prime(n: int) -> bool:
 
 def _library_points(curve: Curve, coords: list[tuple[int, ...]], group: int) -> list[Any]:
     """Library points written raw from plain coordinates (no validation: points outside G2 included)."""
-    be = backend(curve)
+    be = library(curve)
     assert be.loader(group) == "raw"
-    return be.bases(np.stack([mont_row(curve, c) for c in coords]), group)
+    return be.points(np.stack([mont_row(curve, c) for c in coords]), group)
 
 
 def _bn_outsiders(rng: random.Random, count: int) -> list[tuple[ref.Fq2, ref.Fq2]]:
@@ -55,7 +60,7 @@ def _bn_outsiders(rng: random.Random, count: int) -> list[tuple[ref.Fq2, ref.Fq2
 
 
 def _bn_insiders(rng: random.Random, count: int) -> list[Any]:
-    be = backend(BN128)
+    be = library(BN128)
     gen = be.g2(be.g2_gen)
     return [gen * rng.randrange(1, BN128.r) for _ in range(count)]
 
@@ -77,7 +82,7 @@ def test_the_bn254_g2_cofactor_is_the_product_of_the_primes_named() -> None:
 
 
 def test_the_library_s_arithmetic_outside_g2_is_the_group_law() -> None:
-    rng, be, q = random.Random(SEED + 1), backend(BN128), BN128.q
+    rng, be, q = random.Random(SEED + 1), library(BN128), BN128.q
     outsiders = _bn_outsiders(rng, 4)
     points = _library_points(BN128, [ref.flat(p, extension=True) for p in outsiders], 2)
     for plain, point in zip(outsiders, points, strict=True):
@@ -91,16 +96,42 @@ def test_the_library_s_arithmetic_outside_g2_is_the_group_law() -> None:
     assert _to_ref(be, be._ec.multiscalar_mul_g2(points, scalars)) == expected  # type: ignore[attr-defined]
 
 
-def test_the_combination_check_agrees_with_r_times_p_on_random_points() -> None:
-    rng, be = random.Random(SEED + 2), backend(BN128)
-    outsiders = _bn_outsiders(rng, 150)
-    cases = [(p, False) for p in _library_points(BN128, [ref.flat(p, extension=True) for p in outsiders], 2)]
-    cases += [(p, True) for p in _bn_insiders(rng, 150)]
-    for point, inside in cases:
-        assert (be.outside_subgroup([point], 2) is None) is inside
-        assert (be.first_outside_each([point]) is None) is inside  # type: ignore[attr-defined]
-    for point, inside in cases[:3] + cases[-3:]:  # and the slow check against plain Python
-        assert (ref.mul(_to_ref(be, point), BN128.r, BN128.q) is None) is inside
+def _rows_of(curve: Curve, coords: Sequence[tuple[int, ...]]) -> NDArray[np.uint8]:
+    return np.stack([mont_row(curve, c) for c in coords])
+
+
+def _first_outside(arith: Arithmetic, rows: NDArray[np.uint8], group: int) -> int | None:
+    """The row a section's check refuses as outside the subgroup, or None when it passes."""
+    try:
+        arith.section(rows, group, checked=False)
+    except BadPoint as bad:
+        assert "subgroup" in bad.problem
+        return bad.index
+    return None
+
+
+ARITHMETICS = [pytest.param(c_extension, id="c-extension"), pytest.param(libraries, id="libraries")]
+
+
+@pytest.mark.parametrize("make", ARITHMETICS)
+def test_the_combination_check_agrees_with_r_times_p_on_random_points(make: Any) -> None:
+    rng, lib, arith = random.Random(SEED + 2), library(BN128), make(BN128)
+    outsiders = [ref.flat(p, extension=True) for p in _bn_outsiders(rng, 150)]
+    insiders = [lib.g2_xy(p) for p in _bn_insiders(rng, 150)]
+    cases = [(c, False) for c in outsiders] + [(c, True) for c in insiders]
+    for coords, inside in cases:
+        assert (_first_outside(arith, _rows_of(BN128, [coords]), 2) is None) is inside
+    for point, inside in zip(
+        _library_points(BN128, [c for c, _ in cases], 2), [i for _, i in cases], strict=True
+    ):
+        assert (lib.first_outside_subgroup([point], 2) is None) is inside  # [r]P = 0 on each
+    for coords, inside in cases[:3] + cases[-3:]:  # and the slow check against plain Python
+        plain = ((coords[0], coords[1]), (coords[2], coords[3]))
+        assert (ref.mul(plain, BN128.r, BN128.q) is None) is inside
+    rows = np.concatenate([_rows_of(BN128, insiders), np.zeros((1, 128), np.uint8)])  # zeros: infinity
+    assert _first_outside(arith, rows, 2) is None
+    rows[7] = mont_row(BN128, outsiders[0])
+    assert _first_outside(arith, rows, 2) == 7
 
 
 def _small_order_point(rng: random.Random, prime: int) -> tuple[ref.Fq2, ref.Fq2]:
@@ -112,61 +143,28 @@ def _small_order_point(rng: random.Random, prime: int) -> tuple[ref.Fq2, ref.Fq2
             return point
 
 
+@pytest.mark.parametrize("make", ARITHMETICS)
 @pytest.mark.parametrize("prime", _pointcheck.BN254_G2_COFACTOR_PRIMES[:2])
-def test_the_smallest_cofactor_components_are_caught_among_many_points(prime: int) -> None:
-    rng, be, q = random.Random(SEED + prime), backend(BN128), BN128.q
-    good = _bn_insiders(rng, 300)
-    assert be.outside_subgroup(good, 2) is None
-    torsion = _small_order_point(rng, prime)
-    minus = (torsion[0], ((-torsion[1][0]) % q, (-torsion[1][1]) % q))
-    bad = [
-        ref.flat(ref.add(_to_ref(be, good[i]), t, q), extension=True)  # type: ignore[arg-type]
-        for i, t in ((17, torsion), (250, minus))
-    ]
-    points = list(good)
-    points[17], points[250] = _library_points(BN128, bad, 2)  # their small components cancel in a plain sum
-    assert be.outside_subgroup(points, 2) == 17
-    points[17] = good[17]
-    assert be.outside_subgroup(points, 2) == 250
-
-
-needs_native = pytest.mark.skipif(not native_built(), reason="the C extension is not built")
-
-
-@needs_native
-def test_the_combination_check_over_rows_agrees_with_r_times_p() -> None:
-    """The C extension's path: combinations of a section's rows, with no library points."""
-    rng, be = random.Random(SEED + 3), backend(BN128)
-    outsiders = [mont_row(BN128, ref.flat(p, extension=True)) for p in _bn_outsiders(rng, 150)]
-    insiders = [mont_row(BN128, be.g2_xy(p)) for p in _bn_insiders(rng, 150)]
-    for row, inside in [(r, False) for r in outsiders] + [(r, True) for r in insiders]:
-        assert (be.rows_outside_subgroup(row[None, :], 2) is None) is inside
-    rows = np.stack([*insiders, np.zeros_like(insiders[0])])  # a row of zeros is the point at infinity
-    assert be.rows_outside_subgroup(rows, 2) is None
-    rows[7] = outsiders[0]
-    assert be.rows_outside_subgroup(rows, 2) == 7
-
-
-@needs_native
-@pytest.mark.parametrize("prime", _pointcheck.BN254_G2_COFACTOR_PRIMES[:2])
-def test_the_smallest_cofactor_components_are_caught_among_many_rows(prime: int) -> None:
-    rng, be, q = random.Random(SEED + prime + 1), backend(BN128), BN128.q
-    good = [_to_ref(be, p) for p in _bn_insiders(rng, 300)]
-    torsion = _small_order_point(rng, prime)
-    minus = (torsion[0], ((-torsion[1][0]) % q, (-torsion[1][1]) % q))
+def test_the_smallest_cofactor_components_are_caught_among_many_points(prime: int, make: Any) -> None:
+    rng, lib, q, arith = random.Random(SEED + prime), library(BN128), BN128.q, make(BN128)
+    good = [_to_ref(lib, p) for p in _bn_insiders(rng, 300)]
     rows = np.stack([mont_row(BN128, ref.flat(p, extension=True)) for p in good])
+    assert _first_outside(arith, rows, 2) is None
+    torsion = _small_order_point(rng, prime)
+    minus = (torsion[0], ((-torsion[1][0]) % q, (-torsion[1][1]) % q))
     for i, t in ((17, torsion), (250, minus)):  # their small components cancel in a plain sum
         rows[i] = mont_row(BN128, ref.flat(ref.add(good[i], t, q), extension=True))  # type: ignore[arg-type]
-    assert be.rows_outside_subgroup(rows, 2) == 17
+    assert _first_outside(arith, rows, 2) == 17
     rows[17] = mont_row(BN128, ref.flat(good[17], extension=True))
-    assert be.rows_outside_subgroup(rows, 2) == 250
+    assert _first_outside(arith, rows, 2) == 250
 
 
+@pytest.mark.parametrize("make", ARITHMETICS)
 @pytest.mark.parametrize("group", [1, 2])
-def test_bls12_381_s_subgroup_test_agrees_with_r_times_p_on_random_points(group: int) -> None:
-    rng, be, q = random.Random(SEED + group), backend(BLS12381), BLS12381.q
+def test_bls12_381_s_subgroup_test_agrees_with_r_times_p_on_random_points(group: int, make: Any) -> None:
+    rng, be, q, arith = random.Random(SEED + group), library(BLS12381), BLS12381.q, make(BLS12381)
     extension = group == 2
-    b = _pointcheck._B2["bls12381"] if extension else (_pointcheck._B1["bls12381"], 0)
+    b = TWIST_B["bls12381"] if extension else (CURVE_B["bls12381"], 0)
     outsiders = [ref.random_point(rng, q, b, extension=extension) for _ in range(64)]
     gen = be.g1(be.g1_gen) if group == 1 else be.g2(be.g2_gen)
     xy = be.g1_xy if group == 1 else be.g2_xy
@@ -176,9 +174,13 @@ def test_bls12_381_s_subgroup_test_agrees_with_r_times_p_on_random_points(group:
     for c, point in zip(coords, points, strict=True):
         plain = ((c[0], c[1]), (c[2], c[3])) if extension else ((c[0], 0), (c[1], 0))
         inside = ref.mul(plain, BLS12381.r, q) is None
-        assert (be.outside_subgroup([point], group) is None) is inside
-    assert [be.outside_subgroup([p], group) is None for p in points] == [False] * 64 + [True] * 64
-    assert be.outside_subgroup(points[64:100] + points[:1] + points[100:], group) == 36
+        assert (be.first_outside_subgroup([point], group) is None) is inside
+    rows = _rows_of(BLS12381, coords)
+    assert [_first_outside(arith, rows[i : i + 1], group) is None for i in range(0, 128, 9)] == [
+        i >= 64 for i in range(0, 128, 9)
+    ]
+    order = [*range(64, 100), 0, *range(100, 128)]
+    assert _first_outside(arith, rows[order], group) == 36
 
 
 def _bad_key(curve: Curve, name: str, row: int, coords: tuple[int, ...], seed: bytes) -> Any:
@@ -188,39 +190,32 @@ def _bad_key(curve: Curve, name: str, row: int, coords: tuple[int, ...], seed: b
     return dataclasses.replace(key, **{f"{name}_points": rows})
 
 
-def test_an_unseen_key_proves_on_two_cores_and_is_remembered(memo: Path, arithmetic: str) -> None:
-    _parallel.shutdown()  # a helper started with this test's memory
+def test_an_unseen_key_proves_and_is_remembered(memo: Path, arithmetic: str) -> None:
     r1cs, witness = square_chain(BN128, 12)
-    key = setup(r1cs, seed=f"two cores, unseen, {arithmetic}".encode())
+    key = setup(r1cs, seed=f"unseen, {arithmetic}".encode())
     for path in memo.glob("*"):
         path.unlink()
     _pointcheck._KNOWN.clear()
-    proof = prove(key, witness, processes=2)
+    proof = prove(key, witness, threads=2)
     assert verify(key.verification_key, proof.public, proof)
     remembered = {path.name.split(".", 1)[1] for path in memo.glob(f"{key.digest}.*")}
-    if arithmetic == "native":  # whole sections, in this process
-        assert remembered == {"a", "b1", "b2", "c", "h"}
-    else:  # the helper's sections too
-        assert {"a", "h", "b2", "c", "b1_0_3_", "b1_3_16_"} <= remembered
-    assert verify(key.verification_key, proof.public, prove(key, witness, processes=2))
+    assert remembered == {"a", "b1", "b2", "c", "h"}  # whole sections
+    assert verify(key.verification_key, proof.public, prove(key, witness, threads=2))
 
 
 @pytest.mark.parametrize(
     ("name", "problem"),
     [("b2", "is not in the subgroup"), ("b2", "is not on the curve"), ("c", "is not on the curve")],
 )
-def test_a_bad_key_is_refused_on_two_cores_every_time(
-    memo: Path, name: str, problem: str, arithmetic: str
-) -> None:
-    _parallel.shutdown()
+def test_a_bad_key_is_refused_every_time(memo: Path, name: str, problem: str, arithmetic: str) -> None:
     if "subgroup" in problem:
         coords = ref.flat(_bn_outsiders(random.Random(SEED), 1)[0], extension=True)
     else:
         coords = (1, 2, 3, 4) if name == "b2" else (1, 3)
     key = _bad_key(BN128, name, 1, coords, f"bad {name} {problem}".encode())
     witness = square_chain(BN128, 12)[1]
-    for _ in range(2):  # the helper keeps what it built; the refusal stays
+    for _ in range(2):  # nothing of a refused section is kept: the refusal stays
         with pytest.raises(FormatError, match=f"section {name}: point 1 {problem}"):
-            prove(key, witness, processes=2)
+            prove(key, witness, threads=2)
     assert not _pointcheck.known(key.digest, name)
     assert not any(path.name.startswith(f"{key.digest}.{name}") for path in memo.glob("*"))

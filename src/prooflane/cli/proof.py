@@ -172,17 +172,15 @@ def prove_command(
     witness: Annotated[Path, typer.Argument(metavar="WITNESS", hidden=True)],
     proof: Annotated[Path, typer.Option("--proof", metavar="FILE", help="Where to write proof.json.")],
     public: Annotated[Path, typer.Option("--public", metavar="FILE", help="Where to write public.json.")],
-    processes: Annotated[
+    threads: Annotated[
         int,
         typer.Option(
+            "--threads",
             "--processes",
             metavar="N",
             min=0,
-            max=256,
-            help=(
-                "Cores for the MSMs (0: $PROOFLANE_THREADS, else all it may use; without the C extension,"
-                " 2 for large keys)."
-            ),
+            max=64,
+            help="Threads of each MSM and the NTT (0: $PROOFLANE_THREADS, else every core it may use).",
         ),
     ] = 0,
     as_json: Annotated[
@@ -191,17 +189,14 @@ def prove_command(
 ) -> None:
     """Prove WITNESS (.wtns) with the proving key KEY (.zkey); writes snarkjs-compatible proof.json and
     public.json. Runs longer than a second show their stages on stderr."""
-    from ..groth16 import prove, read_wtns, read_zkey
-    from ..groth16.proving import bases_loaders, default_processes, prestart
+    from ..groth16 import arithmetics, prove, read_wtns, read_zkey
+    from ..groth16.arithmetic import cpu_threads
 
     stages = _Stages(PROGRESS_AFTER_S)
     with _bad_input(), stages:
         stages("reading the key")
         zkey = read_zkey(key)
-        if processes == 0:
-            processes = default_processes(zkey)
-        if processes > 1:
-            prestart(zkey.curve)  # the helper's interpreter starts while this process reads on
+        threads = threads or cpu_threads()
         stages("reading the witness")
         wtns = read_wtns(witness)
         if wtns.curve != zkey.curve:
@@ -210,7 +205,7 @@ def prove_command(
             )
         if len(wtns) != zkey.n_vars:
             raise FormatError(witness, f"{len(wtns)} values, but the key {key} expects {zkey.n_vars}")
-        result = prove(zkey, wtns, processes=processes, on_stage=stages)
+        result = prove(zkey, wtns, threads=threads, on_stage=stages)
         stages("writing the proof")
         _write_json(proof, result.to_json())
         _write_json(public, result.public_json())
@@ -221,8 +216,8 @@ def prove_command(
             "public": str(public),
             "curve": zkey.curve.name,
             "domain": zkey.domain_size,
-            "processes": processes,
-            "bases_loader": bases_loaders(zkey.curve),
+            "threads": threads,
+            "arithmetic": arithmetics()[zkey.curve.name],
             "timings_s": {name: round(t, 4) for name, t in stages.times.items()} | {"total": round(total, 4)},
         }
         typer.echo(json.dumps(report, indent=1))

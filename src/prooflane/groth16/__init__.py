@@ -5,20 +5,21 @@ The prover is split the way a device prover is: ``synthesize`` -> ``prove_start`
 development key.
 """
 
-from ._native import arithmetics
+from .arithmetic import arithmetics
 from .curves import BLS12381, BN128, CURVES, Curve, curve_by_name, curve_by_prime
 from .field import FieldVector, from_ints, to_ints
 from .proof import Proof, VerificationKey
 from .prover import (
     ProvingState,
     Synthesized,
+    preload,
     prove_b2,
     prove_finish,
     prove_start,
     release,
     synthesize,
 )
-from .proving import preload, prove
+from .proving import prove
 from .r1cs import R1CS, SparseMatrix, read_r1cs, write_r1cs
 from .setup import setup
 from .verifier import verify

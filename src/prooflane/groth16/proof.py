@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._native import G1, G2
 from .curves import Curve, curve_by_name
 from .errors import FormatError
+from .points import G1, G2
 
 __all__ = ["Proof", "VerificationKey"]
 

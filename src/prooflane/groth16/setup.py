@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._native import Backend, backend
-from ._ntt import root_of_unity
 from ._pointcheck import remember
+from .adapters import Library, library
 from .field import from_ints, to_ints
 from .prover import BASES
 from .r1cs import R1CS
+from .roots import root_of_unity
 from .zkey import Coefficients, ProvingKey
 
 __all__ = ["setup"]
@@ -51,7 +51,7 @@ def setup(r1cs: R1CS, *, seed: bytes | None = None) -> ProvingKey:
     mixed = [(beta * u[j] + alpha * v[j] + w[j]) % r for j in range(r1cs.n_wires)]
     inv_gamma, inv_delta = pow(gamma, -1, r), pow(delta, -1, r)
     lag2 = _lagrange(r, root_of_unity(r, 2 * n), 2 * n, tau)
-    be = backend(curve)
+    be = library(curve)
     g1 = _multiplier(be, 1)
     g2 = _multiplier(be, 2)
     key = ProvingKey(
@@ -127,7 +127,7 @@ def _at_tau(
     return out
 
 
-def _multiplier(be: Backend, group: int) -> Callable[[int], tuple[int, ...]]:
+def _multiplier(be: Library, group: int) -> Callable[[int], tuple[int, ...]]:
     gen = be.g1(be.g1_gen) if group == 1 else be.g2(be.g2_gen)
     to_xy = be.g1_xy if group == 1 else be.g2_xy
     table = _FixedBase(gen, be.curve.r.bit_length())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._native import backend
+from .adapters import library
 from .errors import KeyMismatchError
 from .proof import Proof, VerificationKey
 
@@ -25,7 +25,7 @@ def verify(vk: VerificationKey, public: Sequence[int], proof: Proof) -> bool:
     r = vk.curve.r
     if any(not 0 <= v < r for v in public):
         return False
-    be = backend(vk.curve)
+    be = library(vk.curve)
     try:
         a, b, c = be.g1(proof.a), be.g2(proof.b), be.g1(proof.c)
         ic = [be.g1(p) for p in vk.ic]

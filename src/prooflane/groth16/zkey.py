@@ -24,10 +24,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._binfile import Reader, read_sections, section, write_sections
-from ._native import G1, G2, _on_curve_g1, backend
+from .adapters import library
+from .arithmetic import arithmetic
 from .curves import Curve, curve_by_prime
 from .errors import FormatError
 from .field import FieldVector
+from .points import G1, G2, on_curve_g1
 from .proof import VerificationKey
 
 __all__ = ["Coefficients", "ProvingKey", "read_zkey", "write_zkey"]
@@ -120,7 +122,7 @@ def read_zkey(path: str | Path) -> ProvingKey:
     g1s = [conv.g1(hdr.take(2 * n8q)) for _ in range(2)]
     beta2, gamma2 = conv.g2(hdr.take(4 * n8q)), conv.g2(hdr.take(4 * n8q))
     delta1, delta2 = conv.g1(hdr.take(2 * n8q)), conv.g2(hdr.take(4 * n8q))
-    be = backend(curve)
+    be = library(curve)
     for name, p in (("alpha1", g1s[0]), ("beta1", g1s[1]), ("delta1", delta1)):
         try:
             be.g1(p)
@@ -142,7 +144,7 @@ def read_zkey(path: str | Path) -> ProvingKey:
     ic = conv.plain(points(3, "IC", n_public + 1, 1).tobytes()).reshape(n_public + 1, 2 * n8q)
     for i, row in enumerate(ic):
         p = _row_g1(row, n8q)
-        if p != (0, 0) and not _on_curve_g1(curve, p, 3 if curve.name == "bn128" else 4):
+        if p != (0, 0) and not on_curve_g1(curve, p):
             raise FormatError(path, f"IC point {i} is not on the curve")
     key = ProvingKey(
         curve=curve,
@@ -238,24 +240,8 @@ def _read_coefficients(path: str | Path, raw: memoryview, curve: Curve) -> Coeff
     count = reader.u32()
     body = reader.take(count * _COEF.itemsize)
     rec = np.frombuffer(body, dtype=_COEF)
-    factor = pow(_R2, -1, curve.r)
     raw_values = np.ascontiguousarray(rec["value"]).tobytes()
-    be = backend(curve)
-    if be.native:  # c·R^2 to c by two Montgomery reductions each (5 ms for 250,000 values)
-        return _coefficients(rec, be.from_montgomery(raw_values, 2))
-    r, frm = curve.r, int.from_bytes
-    # A circuit's coefficients repeat (1, -1, its constants): each distinct one is converted once.
-    seen: dict[bytes, bytes] = {}
-
-    def convert(value: bytes) -> bytes:
-        plain = seen[value] = (frm(value, "little") * factor % r).to_bytes(32, "little")
-        return plain
-
-    plain = b"".join(
-        seen.get(value) or convert(value)
-        for value in (raw_values[i : i + 32] for i in range(0, len(raw_values), 32))
-    )
-    return _coefficients(rec, plain)
+    return _coefficients(rec, arithmetic(curve).coefficients(raw_values))
 
 
 def _coefficients(rec: NDArray[np.void], plain: bytes) -> Coefficients:

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from prooflane.groth16 import BLS12381, BN128, Curve
-from prooflane.groth16._native import G1, backend
+from prooflane.groth16.adapters import library
 from prooflane.groth16.cuda._curve import g1_ops
 from prooflane.groth16.cuda._field import Field, field, from_limbs, to_limbs
 from prooflane.groth16.cuda._runtime import cuda as numba_cuda
+from prooflane.groth16.points import G1
 from tests.support.gpu import random_points
 
 pytestmark = pytest.mark.engine  # the CUDA simulator: seconds a test
@@ -105,7 +106,7 @@ def _point_kernel(curve: Curve) -> Any:
 @pytest.mark.parametrize("curve", CURVES)
 def test_point_operations_match_the_cpu_library(curve: Curve) -> None:
     rng = random.Random(curve.name)
-    be, f = backend(curve), field(curve.q)
+    be, f = library(curve), field(curve.q)
     a, b, c, d = random_points(curve, 4, rng)
     minus_b = (b[0], curve.q - b[1])
     # (p, q) pairs: generic, p at infinity, q at infinity, p == q, p == -q

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 from prooflane.groth16 import BLS12381, BN128, Curve, from_ints
-from prooflane.groth16._native import G1, backend
+from prooflane.groth16.adapters import library
 from prooflane.groth16.cuda._field import field
 from prooflane.groth16.cuda._msm import _runs, default_slices, default_window, msm_kernels
 from prooflane.groth16.cuda._runtime import cuda as numba_cuda
+from prooflane.groth16.points import G1
 from tests.support.gpu import cpu_msm, gpu, random_points, rows
 
 pytestmark = pytest.mark.engine  # the CUDA simulator: seconds a test
@@ -41,7 +42,7 @@ def test_window_and_slices_grow_with_the_input() -> None:
 def test_bucket_reduction_weighs_each_bucket_by_its_index(slices: int) -> None:
     """One window of 8 buckets (0 unused, some empty): the reduction is sum_b b * B_b."""
     rng = random.Random(slices)
-    be, f, kernels = backend(BN128), field(BN128.q), msm_kernels(BN128.q)
+    be, f, kernels = library(BN128), field(BN128.q), msm_kernels(BN128.q)
     per_window, windows = 8, 2
     points = random_points(BN128, 5, rng)
     filled = {(0, 1): points[0], (0, 4): points[1], (0, 7): points[2], (1, 2): points[3], (1, 6): points[4]}
@@ -117,7 +118,7 @@ def test_msm_matches_the_cpu_primitive_on_full_scalars(curve: Curve, n: int) -> 
 @pytest.mark.parametrize("log_n", [4, 10, 16])
 def test_msm_matches_the_cpu_primitive_on_a_gpu(curve: Curve, log_n: int) -> None:
     rng = random.Random(log_n)
-    be = backend(curve)
+    be = library(curve)
     base = be.g1(be.g1_gen)
     step = be.mul(base, rng.randrange(1, curve.r))
     points, acc = [], base

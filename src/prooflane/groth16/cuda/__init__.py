@@ -6,7 +6,7 @@ kernels run in numba's CUDA simulator on the CPU (slowly: for checking the arith
 
 The primitives mirror the cpu path's, so a ``cuda`` device backend swaps them in inside its device section:
 
-- ``coset_h(curve, a, b, c, n)`` for ``_ntt.coset_h(backend(curve), a, b, c, n)``;
+- ``coset_h(curve, a, b, c, n)`` for ``arithmetic(curve).coset_h(a, b, c, n, threads)``;
 - ``msm_g1(curve, digest, name, rows, scalars)`` for ``prover._msm(...)`` (the result affine);
 - ``prove_start(key, synthesized)`` for ``prover.prove_start``; ``prover.prove_finish`` completes it;
 - ``ntt(curve, values, inverse=False)``: the plain transform at snarkjs' roots of unity;

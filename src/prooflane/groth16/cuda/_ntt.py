@@ -20,8 +20,8 @@ import numpy as np
 from numba import cuda as _cuda
 from numpy.typing import NDArray
 
-from .._ntt import root_of_unity
 from ..field import FieldVector
+from ..roots import root_of_unity
 from ._field import Field, field, to_limbs
 from ._runtime import simulated
 

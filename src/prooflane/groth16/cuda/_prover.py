@@ -13,10 +13,10 @@ import functools
 import numpy as np
 from numpy.typing import NDArray
 
-from .._native import G1
 from .._sections import SectionCache
 from ..curves import Curve
 from ..field import FieldVector
+from ..points import G1
 from ..prover import (
     DEVICE_SECTION_BASES,
     ProvingState,
@@ -46,7 +46,7 @@ _CACHE: SectionCache[DeviceG1Bases] = SectionCache(_CACHED_KEYS, "in device memo
 
 
 def coset_h(curve: Curve, a: FieldVector, b: FieldVector, c: FieldVector, n: int) -> FieldVector:
-    """``a*b - c`` on the odd coset, as ``_ntt.coset_h(backend(curve), a, b, c, n)`` computes it."""
+    """``a*b - c`` on the odd coset, as ``arithmetic(curve).coset_h(a, b, c, n, threads)`` computes it."""
     return ntt_kernels(curve.r).coset_h(a, b, c, n)
 
 
