@@ -138,3 +138,15 @@ def test_worker_restarts_are_counted_per_worker_and_device() -> None:
         (("device", "cpu0"), ("worker", 'cpu0/w"0')): 0,
         (("device", "cpu1"), ("worker", "cpu1/w0")): 2,
     }
+
+
+def test_arithmetic_is_an_info_gauge_per_curve_and_libraries_leave_up_at_one() -> None:
+    arithmetic = {"bn128": "c-extension", "bls12381": "libraries: PROOFLANE_NATIVE=0"}
+    tracker = StatusTracker(TrackerConfig(sample_rss=False, arithmetic=arithmetic), clock=ManualClock(1.0))
+    tracker.apply(ev.WorkerRegistered(at=1.0, worker_id="cpu0/w0", device="cpu0"))
+    samples = metric_samples(render(tracker))
+    assert {k[1]: v for k, v in samples.items() if k[0] == "prooflane_arithmetic"} == {
+        (("arithmetic", "c-extension"), ("curve", "bn128"), ("reason", "")): 1,
+        (("arithmetic", "libraries"), ("curve", "bls12381"), ("reason", "PROOFLANE_NATIVE=0")): 1,
+    }
+    assert samples[("prooflane_up", ())] == 1  # the slower path is a warning, never down

@@ -140,7 +140,9 @@ def test_health_names_every_device_without_a_live_worker() -> None:
     health = s.tracker.health()
     assert (health.ok, health.devices_down) == (False, ("cpu1",))
     assert health.reasons == ("device cpu1 has no live worker (cpu1/w0 restarting: exit code -9)",)
-    assert s.status()["health"] == {"ok": False, "reasons": list(health.reasons), "devices_down": ["cpu1"]}
+    assert s.status()["health"] == {
+        "ok": False, "reasons": list(health.reasons), "devices_down": ["cpu1"], "warnings": [],
+    }  # fmt: skip
     s(ev.WorkerRegistered, worker_id="cpu1/w0", device="cpu1")
     assert s.tracker.health().ok is True
     stalled = s.tracker.health("queue stalled for 300 s")

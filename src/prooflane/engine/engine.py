@@ -30,6 +30,7 @@ from .. import events as ev
 from ..config import Config
 from ..devices import DeviceBackend, PoolProcessDied, WorkerInfo, backend_for, check_devices
 from ..errors import Conflict, Invalid, NotFound, StorageFull, Unavailable
+from ..groth16 import arithmetics
 from ..memory import MemoryBudget
 from ..models import CircuitInfo, JobProof, JobRequest, JobView, KindInfo, PartitionProof
 from ..states import JobState
@@ -77,6 +78,9 @@ class Engine:
                 memory_total_bytes=cfg.memory_budget_bytes,
                 synthesis_max_concurrent=cfg.synthesis_workers,
                 stall_secs=cfg.stall_secs,
+                # which arithmetic proves each curve here: the workers inherit this process's environment
+                # and install, so this is theirs too; found once, at the start
+                arithmetic=arithmetics(),
             ),
             clock=clock,
         )

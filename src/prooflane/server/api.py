@@ -418,9 +418,12 @@ def _add_status_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -
     @app.get("/healthz", tags=["status"])
     async def healthz() -> JSONResponse:
         """200 only when the daemon can do its work: running, every device with a live worker, the queue not
-        stalled. 503 otherwise, with the reasons (for systemd and container health checks)."""
+        stalled. 503 otherwise, with the reasons (for systemd and container health checks). Either way
+        ``warnings``: what does not stop the work but should be known (a curve proved on the libraries)."""
         health = engine.health()
+        warnings = list(health.warnings)
         if health.ok:
-            return JSONResponse({"ok": True, "version": __version__})
+            return JSONResponse({"ok": True, "version": __version__, "warnings": warnings})
         detail = "; ".join(health.reasons)
-        return JSONResponse({"ok": False, "detail": detail, "reasons": list(health.reasons)}, status_code=503)
+        body = {"ok": False, "detail": detail, "reasons": list(health.reasons), "warnings": warnings}
+        return JSONResponse(body, status_code=503)

@@ -78,6 +78,8 @@ async def run_daemon(
     try:
         await engine.start()
         started = True
+        for warning in engine.health().warnings:  # said once: they hold for the daemon's life
+            log.warning("%s", warning, extra={"warning": warning})
         if on_ready is not None:
             on_ready(url)
         await _until_stopped(stop, serving, engine)

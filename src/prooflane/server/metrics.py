@@ -6,7 +6,8 @@ drift from ``/status``. :func:`render` reads one :class:`~prooflane.status.Track
 the text format 0.0.4; the tests parse the result with ``prometheus_client``'s own parser.
 
 Conventions: ``prooflane_`` prefix, base units (seconds, bytes, ratios), ``_total`` on counters, and labels
-of small fixed sets only (kind, outcome, phase, worker, device, state): per-job detail stays in ``/status``.
+of small fixed sets only (kind, outcome, phase, worker, device, state, curve): per-job detail stays in
+``/status``. ``prooflane_arithmetic`` is an info gauge (always 1): its labels are the fact.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ def render_totals(t: TrackerTotals) -> str:
             "Jobs that reached an outcome (done, failed, cancelled), by proof kind; each counted once.",
             _by_kind_outcome(t.jobs, "prooflane_jobs_total"))  # fmt: skip
     _histograms(out, t)
+    _family(out, "prooflane_arithmetic", "gauge",
+            "The arithmetic that proves each curve here, always 1: c-extension, or libraries (the slower"
+            " path; reason says why).", _arithmetic(t.arithmetic))  # fmt: skip
     _family(out, "prooflane_worker_busy_seconds_total", "counter",
             "Seconds each worker spent holding a current lease (its device section).",
             [("prooflane_worker_busy_seconds_total", (("worker", w),), s)
@@ -90,6 +94,17 @@ def render_totals(t: TrackerTotals) -> str:
 
 def _by_kind_outcome(counts: Mapping[tuple[str, str], int], name: str) -> list[Sample]:
     return [(name, (("kind", k), ("outcome", o)), n) for (k, o), n in sorted(counts.items())]
+
+
+def _arithmetic(arithmetic: Mapping[str, str]) -> list[Sample]:
+    """``{"bls12381": "libraries: PROOFLANE_NATIVE=0"}`` -> ``curve="bls12381", arithmetic="libraries",
+    reason="PROOFLANE_NATIVE=0"`` (reason empty for the C extension)."""
+    samples: list[Sample] = []
+    for curve, said in sorted(arithmetic.items()):
+        name, _, reason = said.partition(":")
+        labels = (("curve", curve), ("arithmetic", name.strip()), ("reason", reason.strip()))
+        samples.append(("prooflane_arithmetic", labels, 1))
+    return samples
 
 
 def _histograms(out: list[str], t: TrackerTotals) -> None:

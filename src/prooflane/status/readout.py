@@ -84,6 +84,7 @@ class TrackerTotals:
     health: Health
     # device -> its memory (cuda devices with a budget): total, resident keys' and in-use bytes
     device_memory: Mapping[str, DeviceMemoryStatus] = field(default_factory=lambda: MappingProxyType({}))
+    arithmetic: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # curve -> as /status
 
 
 def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
@@ -99,6 +100,7 @@ def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
         taken_at=head.taken_at,
         uptime_secs=head.uptime_secs,
         machine=r.machine or this_machine(),
+        arithmetic=r.arithmetic,
         invariants_ok=not head.invariant_violations,
         invariant_violations=head.invariant_violations,
         health=health(r, now, head.health_reasons),
@@ -123,7 +125,7 @@ def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
 def health(r: Records, now: float, extra_reasons: Iterable[str] = ()) -> Health:
     """Ok when some worker is listed, every device listed has a live one, and no device section or
     finalization has run past ``stall_secs`` (a worker that does not answer: stopped, deadlocked); plus
-    ``extra_reasons``."""
+    ``extra_reasons``. Warned (never against ``ok``): each curve proved on the libraries."""
     reasons = [] if r.workers else ["no worker is registered"]
     reasons += [f"worker {w.worker_id}: {said}" for w in r.workers.values() if (said := stuck(r, w, now))]
     down = []
@@ -133,7 +135,23 @@ def health(r: Records, now: float, extra_reasons: Iterable[str] = ()) -> Health:
             down.append(device.name)
             said = "; ".join(f"{w.worker_id} {w.state.value}: {w.last_error}" for w in workers)
             reasons.append(f"device {device.name} has no live worker ({said})")
-    return Health(not reasons, tuple(reasons), tuple(down)).with_reasons(*extra_reasons)
+    warnings = arithmetic_warnings(r.arithmetic)
+    return Health(not reasons, tuple(reasons), tuple(down), warnings).with_reasons(*extra_reasons)
+
+
+def arithmetic_warnings(arithmetic: Mapping[str, str]) -> tuple[str, ...]:
+    """One warning per reason some curves prove on the libraries (the slower path), naming those curves:
+    ``"bn128 and bls12381 prove on the libraries, the slower arithmetic (PROOFLANE_NATIVE=0)"``."""
+    curves_by_why: dict[str, list[str]] = {}
+    for curve, said in arithmetic.items():
+        if said.startswith("libraries"):
+            _, _, why = said.partition(":")
+            curves_by_why.setdefault(why.strip() or said, []).append(curve)
+    return tuple(
+        f"{' and '.join(curves)} {'proves' if len(curves) == 1 else 'prove'} on the libraries, the slower "
+        f"arithmetic ({why})"
+        for why, curves in curves_by_why.items()
+    )
 
 
 def totals(
@@ -168,6 +186,7 @@ def totals(
         retries=r.retries,
         health=health(r, now, health_reasons),
         device_memory=MappingProxyType({d: _device_memory(m) for d, m in r.device_memory.items()}),
+        arithmetic=r.arithmetic,
     )
 
 

@@ -8,7 +8,9 @@ read them on the same loop and hand out frozen copies (:mod:`.snapshot`) or word
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import assert_never
 
 from .. import events as ev
@@ -52,6 +54,9 @@ class TrackerConfig:
     sample_rss: bool = True
     stall_secs: float = Config.stall_secs  # a device section or finalization running longer: hung
     machine: MachineStatus | None = None  # None: the machine the tracker runs on (tests give a fixed one)
+    # curve -> "c-extension" or "libraries: <why>": what proves it here, found by whoever runs the proofs
+    # (the engine); any curve on the libraries is a health warning. Empty: not said.
+    arithmetic: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
 class StaleEvent(Exception):
@@ -219,6 +224,7 @@ class Records:
     failures_kept_secs: float = 0.0  # how long it keeps each, at least (the retention time)
     stall_secs: float = Config.stall_secs  # a device section or finalization running longer: hung
     machine: MachineStatus | None = None  # None: the machine the tracker runs on (tests give a fixed one)
+    arithmetic: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # never changes
     recent_partitions_added: int = 0  # bumped with every append to recent_partitions
     recent_partitions_json: tuple[int, str] | None = None  # the read-out's text of them, at that count
     seq: int = 0  # the id of the last event received (applied or dropped)
@@ -258,6 +264,7 @@ class Records:
             failures_kept_secs=config.retention_secs,
             stall_secs=config.stall_secs,
             machine=config.machine or this_machine(),
+            arithmetic=MappingProxyType(dict(config.arithmetic)),
         )
 
     def ledger_for(self, event: MemoryEvent) -> MemoryLedger:

@@ -272,16 +272,19 @@ class Health:
     """Whether the daemon can do its work now: ``ok`` exactly when ``reasons`` is empty.
 
     ``devices_down``: the devices listed with no live worker (each also named in ``reasons``). Other parts add
-    their own reasons with :meth:`with_reasons` (the engine's "queue stalled", say).
+    their own reasons with :meth:`with_reasons` (the engine's "queue stalled", say). ``warnings``: what a
+    person should know that does not stop the work (a curve proved on the slower arithmetic); they never
+    count against ``ok``.
     """
 
     ok: bool
     reasons: tuple[str, ...]
     devices_down: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
 
     def with_reasons(self, *reasons: str) -> Health:
         """This health with more reasons against it (itself when there are none)."""
-        return Health(False, self.reasons + reasons, self.devices_down) if reasons else self
+        return Health(False, self.reasons + reasons, self.devices_down, self.warnings) if reasons else self
 
 
 @dataclass(frozen=True, slots=True)
@@ -426,6 +429,8 @@ class StatusSnapshot:
     taken_at: float
     uptime_secs: float
     machine: MachineStatus
+    # curve -> the arithmetic that proves it in this daemon's processes: "c-extension" or "libraries: <why>"
+    arithmetic: Mapping[str, str]
     invariants_ok: bool
     invariant_violations: tuple[str, ...]
     health: Health
