@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -175,3 +178,14 @@ def test_proof_commands_start_without_the_daemons_modules(tmp_path: Path) -> Non
     full = subprocess.run([sys.executable, "-c", probe, "--help"], capture_output=True, text=True, check=True)
     assert "serve" in full.stdout and "prove" in full.stdout  # every command is listed
     assert "'prooflane.client'" in full.stdout.splitlines()[-1]
+
+
+def test_prove_json_names_the_libraries_when_the_c_extension_is_turned_off(tmp_path: Path) -> None:
+    p = _prove(tmp_path, BLS12381)
+    run = [sys.executable, "-c", "from prooflane.cli import main; main()"]
+    args = ["prove", str(p["k.zkey"]), str(p["wtns"]), *map(str, _outputs(tmp_path)), "--json"]
+    env = dict(os.environ, PROOFLANE_NATIVE="0")  # read once, when the process chooses its arithmetic
+    done = subprocess.run([*run, *args], capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["curve"], report["arithmetic"]) == ("bls12381", "libraries: PROOFLANE_NATIVE=0")
