@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from prooflane.config import DEFAULT_PORT, Config, RaySettings
+from prooflane.config import DEFAULT_PORT, Config, RaySettings, default_threads
 from prooflane.errors import ConfigError
 from prooflane.logs import LOG_FORMATS, LOG_LEVELS
 
@@ -117,3 +117,18 @@ def test_every_key_is_documented_in_docs_config() -> None:
     keys = {f.name for f in dataclasses.fields(Config) if f.name != "ray"}
     keys |= {f"ray.{f.name}" for f in dataclasses.fields(RaySettings)}
     assert keys <= documented, sorted(keys - documented)
+
+
+def test_the_thread_policy_shares_the_cores_among_the_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PROOFLANE_THREADS", raising=False)
+    assert [default_threads(cores, workers) for cores, workers in ((2, 2), (16, 16), (16, 2), (64, 4))] == [
+        1, 1, 8, 16,
+    ]  # fmt: skip
+    assert default_threads(256, 1) == 64 and default_threads(1, 4) == 1  # at most MAX_THREADS, at least 1
+    monkeypatch.setenv("PROOFLANE_THREADS", "5")  # the daemon's environment names it: that value
+    assert default_threads(16, 16) == 5
+    resolved = Config(devices=("cpu:0", "cpu:1"), workers_per_device=2).resolved()
+    assert resolved.threads_per_call == 5
+    assert Config(threads_per_call=7).resolved().threads_per_call == 7  # the config's key first
+    with pytest.raises(ConfigError, match="threads_per_call"):
+        Config(threads_per_call=-1)

@@ -26,6 +26,7 @@ __all__ = [
     "RaySettings",
     "coerce_value",
     "default_data_dir",
+    "default_threads",
     "visible_gpus",
 ]
 
@@ -86,6 +87,8 @@ class Config:
     synthesis_workers: int = 1
     synthesis_workers_max: int = 0
     worker_niceness: int = 5
+    # Threads of each MSM and NTT call in a worker; 0: the cores shared among the workers (docs/engine.md).
+    threads_per_call: int = 0
     core_budget: int = 0
     memory_budget_bytes: int = 0
     memory_margin_bytes: int = 2 * _GIB
@@ -127,6 +130,7 @@ class Config:
             "memory_margin_bytes",
             "prefetch_partitions",
             "device_memory_bytes",
+            "threads_per_call",
         ):
             _check(getattr(self, key) >= 0, key, "expected 0 (automatic) or a positive number")
         _check(0 <= self.worker_niceness <= 19, "worker_niceness", "expected 0..19")
@@ -199,7 +203,8 @@ class Config:
         budget = self.memory_budget_bytes
         if budget == 0:
             budget = max(psutil.virtual_memory().total - self.memory_margin_bytes, 256 << 20)
-        prefetch = self.prefetch_partitions or len(devices) * self.workers_per_device
+        workers = len(devices) * self.workers_per_device
+        prefetch = self.prefetch_partitions or workers
         synthesis = self.synthesis_workers or cores
         return dataclasses.replace(
             self,
@@ -209,6 +214,7 @@ class Config:
             synthesis_workers_max=max(synthesis, self.synthesis_workers_max or cores),
             memory_budget_bytes=budget,
             prefetch_partitions=prefetch,
+            threads_per_call=self.threads_per_call or default_threads(cores, workers),
         )
 
     @property
@@ -220,6 +226,18 @@ class Config:
     def url(self) -> str:
         """The daemon's base URL."""
         return f"http://{self.host}:{self.port}"
+
+
+def default_threads(cores: int, workers: int) -> int:
+    """The thread policy, its one home: each worker's calls get an equal share of the cores, so that by
+    default workers x threads per call <= cores (at least 1, at most the prover's ``MAX_THREADS``);
+    ``PROOFLANE_THREADS`` in the daemon's environment, where set, is the explicit value instead."""
+    from .groth16.arithmetic.base import MAX_THREADS, THREADS_ENV  # the prover's bound (heavy to import)
+
+    given = os.environ.get(THREADS_ENV, "").strip()
+    if given.isdigit() and int(given) > 0:
+        return min(int(given), MAX_THREADS)
+    return max(1, min(cores // max(workers, 1), MAX_THREADS))
 
 
 def visible_gpus(*, simulator: bool = True) -> int:

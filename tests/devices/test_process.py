@@ -293,3 +293,13 @@ async def test_a_pool_process_that_dies_is_a_broken_pool_and_a_cancelled_wait_ca
         assert request.cancelled()
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+async def test_worker_processes_run_the_configured_threads_a_call() -> None:
+    backend = ProcessBackend(pool_size=1, workers=1, threads=3)
+    await backend.start()
+    try:
+        async with asyncio.timeout(120):
+            assert await backend.run(cpu_threads) == 3  # exit_with set PROOFLANE_THREADS in the process
+    finally:
+        await backend.stop()

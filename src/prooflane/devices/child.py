@@ -40,6 +40,8 @@ class ChildProcess:
         io: ThreadPoolExecutor,
         niceness: int = 0,
         budget: CoreBudget | None = None,
+        *,
+        threads: int = 0,
     ) -> None:
         self.name = name
         self._io = io
@@ -47,7 +49,9 @@ class ChildProcess:
         self._niceness = niceness
         parent, self._child = ctx.Pipe(duplex=True)
         self._conn: Connection = parent
-        self._proc = ctx.Process(target=target, args=(self._child, os.getpid()), name=name, daemon=True)
+        self._proc = ctx.Process(
+            target=target, args=(self._child, os.getpid(), threads), name=name, daemon=True
+        )
         self._lock = asyncio.Lock()  # one request in flight per process: replies match requests in order
         self._pidfd: int | None = None
         self._unwatch: Callable[[], object] = lambda: None

@@ -27,4 +27,5 @@ def backend_for(config: Config) -> DeviceBackend:
         workers=len(resolved.devices) * resolved.workers_per_device,
         niceness=resolved.worker_niceness,
         cores=resolved.core_budget,
+        threads=resolved.threads_per_call,
     )

@@ -19,6 +19,7 @@ import threading
 from collections.abc import MutableMapping
 from typing import Any
 
+from ..groth16.arithmetic import THREADS_ENV
 from .backend import DeviceFault, Finished
 from .cuda import CudaDevice
 from .keys import drop_key, give_back_free_memory, load_key, loaded_key
@@ -54,9 +55,8 @@ def limit_native_threads(environ: MutableMapping[str, str] | None = None) -> Non
     variable when its pool is first used, so this runs first thing in every prover, finalizer and synthesis
     process. An explicit value in the daemon's environment is kept.
 
-    The C extension's threads are left at their default (every core a call, or ``PROOFLANE_THREADS``): one
-    thread a call measured no faster at ``small`` and ``medium`` (docs/engine.md), and every core lets a
-    lone partition's MSMs use the machine.
+    The C extension's threads are the daemon's ``threads_per_call`` (``exit_with`` sets
+    ``PROOFLANE_THREADS``).
     """
     (os.environ if environ is None else environ).setdefault("RAYON_NUM_THREADS", "1")
 
@@ -73,15 +73,18 @@ def below_this_process(niceness: int) -> int:
     return min(19, os.getpriority(os.PRIO_PROCESS, 0) + niceness)
 
 
-def exit_with(daemon_pid: int, niceness: int = 0, name: str = "") -> None:
-    """In a child process: ignore Ctrl-C, run ``niceness`` below the daemon, show as ``name``, and exit as
-    soon as the daemon process ``daemon_pid`` is gone.
+def exit_with(daemon_pid: int, niceness: int = 0, name: str = "", threads: int = 0) -> None:
+    """In a child process: ignore Ctrl-C, run ``niceness`` below the daemon, show as ``name``, run the C
+    extension's calls on ``threads`` threads (unless 0), and exit as soon as the daemon process
+    ``daemon_pid`` is gone.
 
     A child blocks on a pipe or queue whose other end the daemon holds, so it would never see the daemon
     die (``kill -9``) if the end were shared; a thread waits on the daemon's pidfd and ends this process then.
     """
     ignore_interrupts()
     limit_native_threads()
+    if threads > 0:
+        os.environ[THREADS_ENV] = str(threads)
     os.nice(niceness)
     if name:
         name_process(name)
@@ -221,13 +224,13 @@ def serve(conn: Connection, side: _Side) -> None:
 _HEAVY = frozenset({"start", "b2", "finish", "drop"})
 
 
-def prover_main(conn: Connection, daemon_pid: int) -> None:
-    """A worker's prover process."""
-    exit_with(daemon_pid, name=Role.PROVER)
+def prover_main(conn: Connection, daemon_pid: int, threads: int = 0) -> None:
+    """A worker's prover process (``threads``: each MSM's and NTT's, 0 for the prover's default)."""
+    exit_with(daemon_pid, name=Role.PROVER, threads=threads)
     serve(conn, ProverSide())
 
 
-def finalizer_main(conn: Connection, daemon_pid: int) -> None:
-    """A worker's finalizer process."""
-    exit_with(daemon_pid, name=Role.FINALIZER)
+def finalizer_main(conn: Connection, daemon_pid: int, threads: int = 0) -> None:
+    """A worker's finalizer process (``threads`` as for the prover)."""
+    exit_with(daemon_pid, name=Role.FINALIZER, threads=threads)
     serve(conn, FinalizerSide())

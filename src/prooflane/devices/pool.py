@@ -54,11 +54,14 @@ class SynthesisPool:
         budget: CoreBudget,
         starter: Executor,
         most: int | None = None,
+        *,
+        threads: int = 0,
     ) -> None:
         self._ctx = ctx
         self._size = size
         self._most = max(size, (os.cpu_count() or 1) if most is None else most)
         self._niceness = niceness
+        self._threads = threads
         self._budget = budget
         self._starter = starter  # the one thread that starts processes, off the event loop
         self._pool: ProcessPoolExecutor | None = None
@@ -153,7 +156,7 @@ class SynthesisPool:
             max_workers=size,
             mp_context=self._ctx,
             initializer=exit_with,
-            initargs=(os.getpid(), self._niceness, Role.SYNTHESIS.value),
+            initargs=(os.getpid(), self._niceness, Role.SYNTHESIS.value, self._threads),
         )
 
 

@@ -9,10 +9,14 @@ processes:
   ``prove_start`` under it;
 - the *finalizer* runs ``prove_finish`` and verifies the partition proof.
 
-Why a separate finalizer process, not a thread: zksnake's BN254 MSMs hold the GIL, so a finalizer thread
-beside the prover would serialize with the next ``prove_start``. A sibling process per worker (rather than
-one per device) keeps a worker's keys and its finalizer together: both load the same key once, and a
-worker that dies takes down only its own pair, whose partitions are retried elsewhere.
+Why a separate finalizer process, not a thread: the C extension releases the GIL in its MSMs, so a thread
+would overlap there too, but the libraries' MSMs (zksnake's BN254 ones, where the extension is not used)
+hold it, so a finalizer thread would serialize with the next ``prove_start``; and a finalizer that dies
+(a library's panic, a key's pages gone) takes no staged partition with it. A sibling process per worker
+(rather than one per device) keeps a worker's keys and its finalizer together: with the extension both map
+the same key file (the page cache holds its rows once), and a worker that dies takes down only its own
+pair, whose partitions are retried elsewhere. Each process runs each MSM and NTT on the config's
+``threads_per_call`` threads (``PROOFLANE_THREADS`` in its environment).
 
 Each process is a :class:`~.child.ChildProcess` (followed through its pidfd, one request at a time); what
 runs in it is :mod:`.in_child`; the synthesis pool is :class:`~.pool.SynthesisPool`.
@@ -63,15 +67,20 @@ class ProcessBackend(DeviceBackend):
 
     name = "process"
 
-    def __init__(self, *, pool_size: int, workers: int, niceness: int = 0, cores: int = 0) -> None:
+    def __init__(
+        self, *, pool_size: int, workers: int, niceness: int = 0, cores: int = 0, threads: int = 0
+    ) -> None:
         super().__init__()
         self._ctx = mp_context()
         self._niceness = niceness
+        self._threads = threads  # each MSM's and NTT's threads in a worker (0: the prover's default)
         self.budget = CoreBudget(cores)
         self._io = ThreadPoolExecutor(max_workers=4 * workers + 4, thread_name_prefix="prooflane-io")
         # Processes are started in one thread of their own, off the event loop (see ChildProcess.start).
         self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prooflane-start")
-        self._pool = SynthesisPool(self._ctx, pool_size, niceness, self.budget, self._starter)
+        self._pool = SynthesisPool(
+            self._ctx, pool_size, niceness, self.budget, self._starter, threads=threads
+        )
 
     async def start(self) -> None:
         self._pool.start()
@@ -86,7 +95,14 @@ class ProcessBackend(DeviceBackend):
 
     def new_worker(self, worker_id: str, device: Device) -> ProcessWorker:
         return ProcessWorker(
-            worker_id, device, self._ctx, self._io, self._niceness, self.budget, starter=self._starter
+            worker_id,
+            device,
+            self._ctx,
+            self._io,
+            self._niceness,
+            self.budget,
+            starter=self._starter,
+            threads=self._threads,
         )
 
     def pool_pids(self) -> list[int]:
@@ -107,14 +123,15 @@ class ProcessWorker(DeviceWorker):
         budget: CoreBudget | None = None,
         *,
         starter: Executor | None = None,
+        threads: int = 0,
     ) -> None:
         super().__init__(worker_id, device)
         self._budget = budget or CoreBudget(0)
         self._starter = starter or io
         # Lower priority than the daemon: its event loop schedules the devices and answers /status.
-        self.prover = ChildProcess(f"{worker_id} prover", prover_main, ctx, io, niceness)
+        self.prover = ChildProcess(f"{worker_id} prover", prover_main, ctx, io, niceness, threads=threads)
         self.finalizer = ChildProcess(
-            f"{worker_id} finalizer", finalizer_main, ctx, io, niceness, self._budget
+            f"{worker_id} finalizer", finalizer_main, ctx, io, niceness, self._budget, threads=threads
         )
         self._pending: set[asyncio.Task[Any]] = set()  # requests nobody awaits (see _early_b2)
         # A partition's early G2 MSM and its finish each send the finalizer two requests (the key's load,
