@@ -4,27 +4,36 @@ over a real sshd is tests/e2e/test_fleet_deploy.py."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
+import logging
+import subprocess
+import sys
+import sysconfig
 import tomllib
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
 from prooflane.errors import ConfigError
-from prooflane.fleet.config import DaemonSpec
-from prooflane.fleet.deploy import DeployRequest
-from prooflane.fleet.wheel import PACKAGE, build_wheel, wheel_version
+from prooflane.fleet.config import DaemonSpec, FleetConfig
+from prooflane.fleet.deploy import _UNSUPPORTED, DeployRequest, arithmetic_note, deploy
+from prooflane.fleet.ssh import RemoteResult
+from prooflane.fleet.wheel import PACKAGE, PURE_TAG, build_wheel, extension_tag, wheel_tag, wheel_version
 
 pytestmark = pytest.mark.timeout(60)
+EXT_SUFFIX = str(sysconfig.get_config_var("EXT_SUFFIX"))
 
 
 def test_the_wheel_holds_the_running_package_its_dependencies_and_its_script(tmp_path: Path) -> None:
     path = build_wheel(tmp_path)
     version = wheel_version()
-    assert path.name == f"prooflane-{version}-py3-none-any.whl"
+    assert path.name == f"prooflane-{version}-{wheel_tag()}.whl"
     with zipfile.ZipFile(path) as wheel:
         names = set(wheel.namelist())
         info = f"prooflane-{version}.dist-info"
@@ -38,7 +47,8 @@ def test_the_wheel_holds_the_running_package_its_dependencies_and_its_script(tmp
         } <= names
         assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
         assert len([n for n in names if n.startswith("prooflane/")]) == len(
-            [p for p in PACKAGE.rglob("*") if p.is_file() and "__pycache__" not in p.parts])  # fmt: skip
+            [p for p in PACKAGE.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+             and (not p.name.endswith(".so") or p.name.endswith(EXT_SUFFIX))])  # fmt: skip
         metadata = wheel.read(f"{info}/METADATA").decode()
         assert f"\nVersion: {version}\n" in metadata
         assert "Requires-Dist: numpy" in metadata  # pip brings the dependencies on the host
@@ -118,3 +128,141 @@ def test_what_a_redeploy_does_not_say_is_what_the_last_deploy_into_the_folder_us
     assert told.pip_args == () and "profile" not in tomllib.loads(told.daemon_config("/srv/gpu-1"))
     fresh = DeployRequest.from_dict("gpu-1", {"ssh": "h"}, None).settled({"python": 3, "config": "x"})
     assert (fresh.python, fresh.pip_args, fresh.config) == ("python3", (), {})  # a damaged record: defaults
+
+
+def _compiled(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as opened:
+        return [n for n in opened.namelist() if n.endswith((".so", ".pyd"))]
+
+
+def _wheel_file(wheel: Path) -> str:
+    with zipfile.ZipFile(wheel) as opened:
+        return opened.read(f"prooflane-{wheel.name.split('-')[1]}.dist-info/WHEEL").decode()
+
+
+def test_the_wheel_with_the_c_extension_is_tagged_for_its_platform(tmp_path: Path) -> None:
+    if not list(PACKAGE.rglob(f"*{EXT_SUFFIX}")):
+        pytest.skip("no C extension is built into the package here")
+    wheel = build_wheel(tmp_path)
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    assert extension_tag().startswith(f"{tag}-{tag}") and extension_tag().endswith(
+        sysconfig.get_platform().replace("-", "_").replace(".", "_"))  # fmt: skip
+    assert wheel.name.endswith(f"-{extension_tag()}.whl") and wheel_tag() == extension_tag()
+    assert [n.rsplit("/", 1)[-1] for n in _compiled(wheel)] == [
+        p.name for p in sorted(PACKAGE.rglob(f"*{EXT_SUFFIX}"))]  # fmt: skip
+    assert f"Tag: {extension_tag()}\n" in _wheel_file(wheel) and "Root-Is-Purelib: false" in _wheel_file(
+        wheel
+    )
+
+
+def test_the_pure_wheel_has_no_compiled_file_and_fits_any_platform(tmp_path: Path) -> None:
+    wheel = build_wheel(tmp_path, extension=False)
+    assert wheel.name == f"prooflane-{wheel_version(extension=False)}-{PURE_TAG}.whl"
+    assert _compiled(wheel) == []
+    assert f"Tag: {PURE_TAG}\n" in _wheel_file(wheel) and "Root-Is-Purelib: true" in _wheel_file(wheel)
+
+
+def _pip_would_install(wheel: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--no-index", "--no-input",
+         "--disable-pip-version-check", "--target", str(wheel.parent / "target"), str(wheel)],
+        capture_output=True, text=True, timeout=50, check=False,
+    )  # fmt: skip
+
+
+def test_pip_installs_the_tagged_wheel_here_and_refuses_it_on_another_platform(tmp_path: Path) -> None:
+    wheel = build_wheel(tmp_path)
+    if wheel_tag() == PURE_TAG:
+        pytest.skip("no C extension is built into the package here")
+    assert _pip_would_install(wheel).returncode == 0
+    elsewhere = wheel.with_name(wheel.name.replace(extension_tag(), "cp311-cp311-win_amd64"))
+    wheel.rename(elsewhere)
+    refused = _pip_would_install(elsewhere)
+    assert (
+        refused.returncode != 0 and _UNSUPPORTED in refused.stdout + refused.stderr
+    )  # what deploy looks for
+
+
+class _Host:
+    """A host for a deploy, answering each command as a real one would: it holds an empty folder, refuses
+    wheels tagged for the fleet's platform when ``refuses_extension``, and its installed prooflane says
+    ``arithmetic`` (or, with the pure wheel, that the C extension is not built)."""
+
+    def __init__(self, *, refuses_extension: bool = False, arithmetic: dict[str, str] | None = None) -> None:
+        self.refuses_extension = refuses_extension
+        self.arithmetic = arithmetic or {"bn128": "c-extension", "bls12381": "c-extension"}
+        self.sent: list[str] = []  # the wheels copied, in order
+        self.installed: str | None = None
+
+    async def run(self, spec: DaemonSpec, command: str, *, stdin: bytes = b"", within: float) -> RemoteResult:
+        if "wheels/.upload" in command:
+            self.sent.append(command.rsplit("wheels/", 1)[-1].strip("'"))
+            return RemoteResult(0, "/srv/gpu-1\n" if "pwd" in command else "", "")
+        if "pip install" in command:
+            wheel = command.rsplit("wheels/", 1)[-1].strip("'")
+            if self.refuses_extension and not wheel.endswith(f"-{PURE_TAG}.whl"):
+                return RemoteResult(1, "", f"ERROR: {wheel} {_UNSUPPORTED}.\n")
+            self.installed = wheel
+            return RemoteResult(0, f"Successfully installed {wheel}\n", "")
+        if "g.arithmetics()" in command:
+            said = self.arithmetic
+            if self.installed is not None and self.installed.endswith(f"-{PURE_TAG}.whl"):
+                said = dict.fromkeys(said, "libraries: the C extension is not built")
+            return RemoteResult(0, json.dumps(said) + "\n", "")
+        if "[ -x venv/bin/prooflane ]" in command:
+            return RemoteResult(1, "", "")  # no earlier daemon in the folder
+        if "service start" in command:
+            return RemoteResult(0, "started: supervisor pid 7; /healthz says it can work\n", "")
+        return RemoteResult(0, "", "")  # reading deploy.json (none), the venv, the config files
+
+
+def _deploy(host: _Host) -> dict[str, Any]:
+    followed: list[DaemonSpec] = []
+
+    async def put(spec: DaemonSpec) -> None:
+        followed.append(spec)
+
+    fleet = SimpleNamespace(config=FleetConfig(), tunnels=host, operations=set(), stopped={}, put=put)
+    request = DeployRequest.from_dict("gpu-1", {"ssh": "prover@10.0.0.7"}, None)
+    done = asyncio.run(deploy(cast(Any, fleet), request))
+    assert [s.name for s in followed] == ["gpu-1"]
+    return done
+
+
+def test_a_host_that_refuses_the_extension_gets_the_pure_wheel_and_one_line_saying_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    if wheel_tag() == PURE_TAG:
+        pytest.skip("no C extension is built into the package here")
+    host = _Host(refuses_extension=True)
+    with caplog.at_level(logging.WARNING, logger="prooflane.fleet"):
+        done = _deploy(host)
+    assert [w.endswith(f"-{extension_tag()}.whl") for w in host.sent] == [True, False]
+    assert host.installed == host.sent[1] and host.installed.endswith(f"-{PURE_TAG}.whl")
+    note = done["arithmetic_note"]
+    assert note == (
+        "gpu-1 on prover@10.0.0.7 will prove on the libraries, the slower arithmetic: pip refused the "
+        f"fleet's C extension (built for {extension_tag()}) there"
+    )
+    assert done["arithmetic"] == dict.fromkeys(
+        ("bn128", "bls12381"), "libraries: the C extension is not built"
+    )
+    assert done["version"] == host.installed.split("-")[1]
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [note]
+
+
+def test_a_host_that_installs_and_loads_the_extension_says_nothing_more() -> None:
+    host = _Host()
+    done = _deploy(host)
+    assert host.sent == [host.installed] and done["arithmetic_note"] is None
+    assert done["arithmetic"] == {"bn128": "c-extension", "bls12381": "c-extension"}
+
+
+def test_a_host_whose_prooflane_proves_on_the_libraries_is_named_from_what_it_says() -> None:
+    host = _Host(arithmetic={"bn128": "c-extension", "bls12381": "libraries: PROOFLANE_NATIVE=0"})
+    done = _deploy(host)
+    assert done["arithmetic_note"] == (
+        "gpu-1 on prover@10.0.0.7: bls12381 proves on the libraries, the slower arithmetic"
+        " (PROOFLANE_NATIVE=0)"
+    )
+    assert arithmetic_note("gpu-1", "h", None, None) is None  # the host did not say: nothing claimed

@@ -205,6 +205,8 @@ def deploy(
     done = _ask("POST", _route(fleet_url, name, "deploy"), token, body=sent, wait=MANAGE_TIMEOUT_SECS)
     print(f"deployed {done['name']} ({done['version']}) at {done['where']}, folder {done['deploy_dir']}")
     print(done["started"])
+    if done.get("arithmetic_note"):  # the host proves on the libraries: said in one line
+        print(done["arithmetic_note"])
 
 
 @fleet_app.command()

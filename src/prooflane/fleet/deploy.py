@@ -12,6 +12,11 @@
    it with ``pip install PIP_ARGS WHEEL`` (``--no-index --find-links DIR`` for a host without internet);
 4. the daemon's config is written (``prooflane.toml``: 127.0.0.1, its port, its token, its data folder,
    and the keys given), and ``deploy.json`` beside it;
+   The wheel carries the C extension built for the fleet's platform and is tagged for it
+   (:mod:`.wheel`): where pip refuses it (another Python or platform), the pure wheel is sent and installed
+   instead. Either way the host's prooflane is then asked which arithmetic proves each curve there, and a
+   host on the libraries (the slower path) is said in one line: in the deploy's answer (``arithmetic_note``,
+   printed by ``prooflane fleet deploy``) and the fleet's log;
 5. ``prooflane service start`` starts it under a detached supervisor and waits until its ``/healthz``
    says it can work;
 6. the fleet follows it (through its SSH tunnel), saved in the fleet's config with its ``deploy_dir``.
@@ -38,14 +43,24 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..config import Config
 from ..errors import ConfigError, TunnelError
 from ..logs import one_line
+from ..status.readout import arithmetic_warnings
 from .config import DEFAULT_DAEMON_PORT, DaemonSpec, dump_toml
 from .ssh import RemoteResult
-from .wheel import build_wheel
+from .wheel import PURE_TAG, build_wheel, wheel_tag
 
 if TYPE_CHECKING:
     from .service import Fleet
 
-__all__ = ["DeployError", "DeployRequest", "NotDeployed", "OperationBusy", "deploy", "restart", "stop"]
+__all__ = [
+    "DeployError",
+    "DeployRequest",
+    "NotDeployed",
+    "OperationBusy",
+    "arithmetic_note",
+    "deploy",
+    "restart",
+    "stop",
+]
 
 log = logging.getLogger("prooflane.fleet")
 T = TypeVar("T")
@@ -54,6 +69,9 @@ _TAIL_LINES = 3  # the host's last lines quoted in a failure
 _CONTROL_SECS = 120.0  # bound on the quick remote steps (copy, venv check, config, stop)
 # Keys of the daemon's config the deploy sets itself: the daemon listens on loopback, reached by the tunnel.
 _OWN_KEYS = frozenset({"host", "port", "token", "data_dir"})
+_UNSUPPORTED = "is not a supported wheel on this platform"  # what pip says of a wheel tagged for another
+# The host's prooflane, asked which arithmetic proves each curve there (what its daemon will run).
+_ARITHMETIC = "import json, prooflane.groth16 as g; print(json.dumps(g.arithmetics()))"
 
 
 class DeployError(Exception):
@@ -220,7 +238,9 @@ def _claim(fleet: Fleet, name: str) -> None:
 
 async def deploy(fleet: Fleet, request: DeployRequest) -> dict[str, Any]:
     """Install and start the daemon on its host, then follow it; ``{"name", "where", "deploy_dir",
-    "version", "started"}``. Raises :class:`DeployError` naming the step that failed."""
+    "version", "started", "arithmetic", "arithmetic_note"}`` (``arithmetic``: curve -> what proves it on
+    the host, as its ``/status`` says; ``arithmetic_note``: one line when the host proves on the libraries,
+    else None). Raises :class:`DeployError` naming the step that failed."""
     if not request.token:
         request = dataclasses.replace(request, token=secrets.token_urlsafe(24))
     _claim(fleet, request.name)
@@ -250,12 +270,19 @@ async def _deploy(fleet: Fleet, request: DeployRequest) -> dict[str, Any]:
     if result.code != 0:
         raise DeployError(f"{request.name}: cannot make a venv with {request.python} on {request.ssh}: "
                           f"{_tail(result)}")  # fmt: skip
-    pip = (f"cd {_q(folder)} && venv/bin/python -m pip install --disable-pip-version-check --no-input "
-           f"{_q(*(request.pip_args or ()))} {_q('wheels/' + wheel.name)}")  # fmt: skip
-    result = await remote.run("pip install", pip, within=limit)
+    wheel_name, refused = wheel.name, None
+    result = await _pip_install(remote, request, folder, wheel_name, limit)
+    if result.code != 0 and _UNSUPPORTED in result.out + result.err and wheel_tag() != PURE_TAG:
+        refused = wheel_tag()  # the host's Python or platform is not the one the C extension was built for
+        wheel_name = await _send_pure_wheel(remote, request, folder, limit)
+        result = await _pip_install(remote, request, folder, wheel_name, limit)
     if result.code != 0:
         raise DeployError(f"{request.name}: pip install on {request.ssh} failed (exit {result.code}): "
                           f"{_tail(result)}")  # fmt: skip
+    arithmetic = await _host_arithmetic(remote, folder)
+    note = arithmetic_note(request.name, request.ssh, arithmetic, refused)
+    if note is not None:
+        log.warning("%s", note, extra={"daemon": request.name, "host": request.ssh, "arithmetic": arithmetic})
     for file, text in (("prooflane.toml", request.daemon_config(folder)), ("deploy.json", request.record())):
         new = _q(f".{file}.new")
         write = f"cd {_q(folder)} && umask 077 && cat > {new} && mv {new} {_q(file)}"
@@ -266,9 +293,55 @@ async def _deploy(fleet: Fleet, request: DeployRequest) -> dict[str, Any]:
     started = await remote.service(folder, "start", "--wait", str(healthy), within=healthy + _CONTROL_SECS)
     spec = request.spec(folder)
     await fleet.put(spec)
-    version = wheel.name.split("-")[1]
+    version = wheel_name.split("-")[1]
     return {"name": spec.name, "where": spec.where, "deploy_dir": folder, "version": version,
-            "started": started}  # fmt: skip
+            "started": started, "arithmetic": arithmetic, "arithmetic_note": note}  # fmt: skip
+
+
+async def _pip_install(remote: _Remote, request: DeployRequest, folder: str, wheel: str, limit: float
+                       ) -> RemoteResult:  # fmt: skip
+    pip = (f"cd {_q(folder)} && venv/bin/python -m pip install --disable-pip-version-check --no-input "
+           f"{_q(*(request.pip_args or ()))} {_q('wheels/' + wheel)}")  # fmt: skip
+    return await remote.run("pip install", pip, within=limit)
+
+
+async def _send_pure_wheel(remote: _Remote, request: DeployRequest, folder: str, limit: float) -> str:
+    """Copy the wheel without the C extension (``py3-none-any``) into ``folder``; its name."""
+    with tempfile.TemporaryDirectory(prefix="plwheel-") as built:
+        wheel = await asyncio.to_thread(build_wheel, Path(built), extension=False)
+        copy = f"cd {_q(folder)} && cat > wheels/.upload && mv wheels/.upload wheels/{_q(wheel.name)}"
+        result = await remote.run("copying the wheel", copy, stdin=wheel.read_bytes(), within=limit)
+    if result.code != 0:
+        raise DeployError(f"{request.name}: cannot copy the wheel to {request.ssh}:{folder}: {_tail(result)}")
+    return wheel.name
+
+
+async def _host_arithmetic(remote: _Remote, folder: str) -> dict[str, str] | None:
+    """Which arithmetic proves each curve with the prooflane just installed in ``folder`` (None when it
+    does not say: the deploy goes on, the daemon's ``/status`` will)."""
+    ask = f"cd {_q(folder)} && venv/bin/python -c {_q(_ARITHMETIC)}"
+    result = await remote.run("asking the host's arithmetic", ask, within=_CONTROL_SECS)
+    try:
+        found = json.loads(result.out.strip().splitlines()[-1]) if result.code == 0 else None
+    except (ValueError, IndexError):
+        found = None
+    if not isinstance(found, dict) or not all(isinstance(v, str) for v in found.values()):
+        return None
+    return {str(k): v for k, v in found.items()}
+
+
+def arithmetic_note(name: str, host: str, arithmetic: Mapping[str, str] | None, refused: str | None
+                    ) -> str | None:  # fmt: skip
+    """One line when the deployed daemon will prove on the libraries (the slower path), else None.
+
+    ``refused``: the tag of the fleet's wheel when pip refused it there (the pure wheel was installed)."""
+    if refused is not None:
+        return (f"{name} on {host} will prove on the libraries, the slower arithmetic: pip refused the "
+                f"fleet's C extension (built for {refused}) there")  # fmt: skip
+    if arithmetic is None:
+        return None
+    warnings = arithmetic_warnings(arithmetic)
+    return f"{name} on {host}: {'; '.join(warnings)}" if warnings else None
 
 
 async def _earlier(remote: _Remote, folder: str) -> dict[str, Any]:
