@@ -46,7 +46,7 @@ __all__ = ["RayBackend", "RayWorker"]
 T = TypeVar("T")
 
 # Calls whose first result is large data for a worker: it stays in the object store (an ObjectRef).
-KEEP_REMOTE = frozenset({"prooflane.kinds.synthesize_partition"})
+KEEP_REMOTE = frozenset({"prooflane.kinds.synthesis.synthesize_partition"})
 
 
 class RayUnavailable(ProoflaneError):

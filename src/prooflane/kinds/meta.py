@@ -1,0 +1,112 @@
+"""What the engine knows of one prepared circuit and its proving key, with a partition's memory estimate;
+making a built-in kind's key, and describing a registered .zkey.
+
+Memory estimate of one partition (``CircuitMeta``), with ``N`` the key's FFT domain size, ``W`` the wires,
+32 bytes per field element, and a factor 2 because each vector exists twice while it crosses a process
+boundary (the pickle and the array):
+
+- ``abc_bytes = 2 * 3 * N * 32``: the a, b, c evaluations; given back right after ``prove_start``;
+- ``rest_bytes = 2 * W * 32 + 4 * N * 32``: the witness, H and the proving state; given back after
+  ``prove_finish``;
+- a worker's proving key (a cached allocation): ``3 * key.nbytes`` (the numpy rows, and the library point
+  objects built from them, split between the worker's prover and finalizer processes).
+
+``prepare_builtin`` and ``inspect_zkey`` run in worker processes (the synthesis pool).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CircuitMeta", "inspect_zkey", "prepare_builtin"]
+
+
+@dataclass(frozen=True)
+class CircuitMeta:
+    """What the engine knows of one prepared circuit and its proving key (kept beside the key as JSON)."""
+
+    key_name: str
+    key_path: str
+    curve: str
+    constraints: int
+    wires: int
+    public_signals: int
+    domain_size: int
+    key_nbytes: int
+    vk: dict[str, Any]
+
+    @property
+    def abc_bytes(self) -> int:
+        """Part of a partition's reservation given back after ``prove_start``."""
+        return 2 * 3 * self.domain_size * 32
+
+    @property
+    def partition_bytes(self) -> int:
+        """A partition's whole reservation (taken before its synthesis)."""
+        return self.abc_bytes + 2 * self.wires * 32 + 4 * self.domain_size * 32
+
+    @property
+    def key_alloc_bytes(self) -> int:
+        """Bytes of the cached allocation of one worker's loaded proving key."""
+        return 3 * self.key_nbytes
+
+    def to_json(self) -> dict[str, Any]:
+        """As stored beside the key."""
+        return asdict(self)
+
+
+def prepare_builtin(kind: str, profile: str, curve: str, keys_dir: str) -> CircuitMeta:
+    """Compile kind's circuit and make its dev proving key, cached in ``keys_dir`` (reused when present)."""
+    base = Path(keys_dir) / f"{kind}-{profile}-{curve}"
+    meta_path = base.with_suffix(".json")
+    if meta_path.exists() and base.with_suffix(".zkey").exists():  # the key where it is now (a folder moved)
+        return CircuitMeta(**json.loads(meta_path.read_text()) | {"key_path": str(base.with_suffix(".zkey"))})
+    from ..circuits import storage_circuit
+    from ..groth16 import curve_by_name, setup, write_zkey
+
+    circuit = storage_circuit(kind, profile, curve_by_name(curve))
+    seed = hashlib.sha256(f"prooflane-dev-setup:{kind}:{profile}:{curve}".encode()).digest()
+    key = setup(circuit.r1cs, seed=seed)
+    base.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(base.with_suffix(".zkey"), lambda p: write_zkey(p, key))
+    meta = _meta(f"{kind}@{profile}/{curve}", str(base.with_suffix(".zkey")), key, circuit.r1cs.n_constraints)
+    _atomic_write(meta_path, lambda p: p.write_text(json.dumps(meta.to_json())))
+    return meta
+
+
+def inspect_zkey(key_name: str, path: str) -> CircuitMeta:
+    """Read a .zkey, validate its points in full (remembered, so workers load it fast) and describe it
+    (raises the groth16 reader's error when it is not a Groth16 .zkey or a point is bad)."""
+    from ..groth16 import read_zkey
+    from ..groth16.prover import check_points
+
+    key = read_zkey(path)
+    check_points(key)
+    constraints = int(key.coefficients.row.max()) + 1 - (key.n_public + 1) if key.coefficients.row.size else 0
+    return _meta(key_name, path, key, max(constraints, 0))
+
+
+def _meta(key_name: str, key_path: str, key: Any, constraints: int) -> CircuitMeta:
+    return CircuitMeta(
+        key_name=key_name,
+        key_path=key_path,
+        curve=key.curve.name,
+        constraints=constraints,
+        wires=key.n_vars,
+        public_signals=key.n_public,
+        domain_size=key.domain_size,
+        key_nbytes=key.nbytes,
+        vk=key.verification_key.to_json(),
+    )
+
+
+def _atomic_write(path: Path, write: Callable[[Path], Any]) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    write(tmp)
+    os.replace(tmp, path)

@@ -1,0 +1,78 @@
+"""The proof kinds (names, partition counts, priorities) and the inputs of one partition."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..circuits.profiles import POREP_C2, SNAP_UPDATE, WINDOW_POST, WINNING_POST
+from ..states import Priority
+
+__all__ = [
+    "BUILTIN_KINDS",
+    "CIRCOM",
+    "CIRCOM_SPEC",
+    "CircomInput",
+    "KindSpec",
+    "StorageInput",
+    "SynthesisTask",
+    "kind_spec",
+]
+
+CIRCOM = "circom"
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """A proof kind: ``partitions`` per job (0 for circom: one per witness given) and its priority."""
+
+    name: str
+    partitions: int
+    priority: Priority
+    description: str
+
+
+BUILTIN_KINDS: tuple[KindSpec, ...] = (
+    KindSpec(
+        POREP_C2, 10, Priority.NORMAL, "Replica encoding and inclusion of challenged leaves (PoRep C2)."
+    ),
+    KindSpec(SNAP_UPDATE, 16, Priority.NORMAL, "Re-encoding of an updated sector (SnapDeals)."),
+    KindSpec(WINDOW_POST, 1, Priority.HIGH, "Inclusion of challenged leaves; one partition per request."),
+    KindSpec(WINNING_POST, 1, Priority.CRITICAL, "Inclusion of a few challenged leaves, for block winning."),
+)
+_SPECS = {k.name: k for k in BUILTIN_KINDS}
+CIRCOM_SPEC = KindSpec(CIRCOM, 0, Priority.NORMAL, "A registered circom circuit; one partition per witness.")
+
+
+def kind_spec(name: str) -> KindSpec | None:
+    """The spec of kind ``name``, or None when there is no such kind."""
+    return CIRCOM_SPEC if name == CIRCOM else _SPECS.get(name)
+
+
+@dataclass(frozen=True)
+class StorageInput:
+    """Inputs of one partition of a built-in kind."""
+
+    kind: str
+    profile: str
+    curve: str
+    sector: str
+    randomness: bytes
+
+
+@dataclass(frozen=True)
+class CircomInput:
+    """Inputs of one partition of a circom job: a .wtns path, or circuit inputs for the ``wasm`` generator."""
+
+    witness: str | dict[str, Any]
+    wasm: str | None
+
+
+@dataclass(frozen=True)
+class SynthesisTask:
+    """What the synthesis pool needs for one partition."""
+
+    job_id: str
+    partition: int
+    key_path: str
+    inputs: StorageInput | CircomInput

@@ -1,0 +1,69 @@
+"""The synthesis entry point: one partition's witness built and synthesized, in a worker process (the
+synthesis pool)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .spec import StorageInput, SynthesisTask
+from .witness_helper import generate_wtns
+from .wtns import wtns_limit
+
+__all__ = ["synthesize_partition"]
+
+
+def synthesize_partition(task: SynthesisTask) -> tuple[Any, float]:
+    """Build the partition's witness and synthesize it; return the Synthesized and milliseconds taken.
+
+    Built-in kinds use the compiled circuit's one-pass synthesis (witness and A·w, B·w, C·w together,
+    every constraint checked); circom partitions read (or generate) a .wtns and synthesize it against the
+    key's matrices.
+    """
+    started = time.perf_counter()
+    inputs = task.inputs
+    if isinstance(inputs, StorageInput):
+        from ..circuits import Sector, partition_synthesize
+        from ..groth16 import curve_by_name
+
+        sector = Sector.open(Path(inputs.sector))
+        curve = curve_by_name(inputs.curve)
+        synthesized = partition_synthesize(
+            inputs.kind, inputs.profile, sector, inputs.randomness, task.partition, curve
+        )
+    else:
+        from ..groth16 import read_wtns, synthesize
+
+        if isinstance(inputs.witness, str):
+            from ..files import read_limited
+
+            # checked when the job was accepted; read as carefully now, since the file may have changed
+            limit = wtns_limit(_key_matrices(task.key_path).n_vars)
+            witness = read_wtns(inputs.witness, read_limited(inputs.witness, limit, "witness"))
+        else:
+            folder = tempfile.mkdtemp(prefix="prooflane-wtns-")
+            try:
+                witness = read_wtns(generate_wtns(inputs.witness, inputs.wasm, folder))
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+        key = _key_matrices(task.key_path)
+        if len(witness) != key.n_vars:
+            raise ValueError(f"this witness has {len(witness):,} wires, the circuit {key.n_vars:,}")
+        synthesized = synthesize(key, witness)
+    return synthesized, (time.perf_counter() - started) * 1000
+
+
+_MATRICES: dict[str, Any] = {}  # key path -> ProvingKey, for circom synthesis in this process
+
+
+def _key_matrices(path: str) -> Any:
+    """The proving key at ``path`` (its constraint matrices are what synthesis needs), read once."""
+    from ..groth16 import read_zkey
+
+    key = _MATRICES.get(path)
+    if key is None:
+        key = _MATRICES[path] = read_zkey(path)
+    return key
