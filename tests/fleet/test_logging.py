@@ -1,7 +1,7 @@
 """The fleet's log: one line when a daemon stops answering (with why), one when it answers again (with how
-long it did not), never one per failed attempt. Daemons are the real engine behind the daemon's app over
-real HTTP (tests/support/engine.py); one is reached through a TCP relay the test cuts and restores, so it
-comes back at the same address."""
+long it did not), never one per failed attempt; one per warning of a daemon's health, once per boot. Daemons
+are the real engine behind the daemon's app over real HTTP (tests/support/engine.py); one is reached through
+a TCP relay the test cuts and restores, so it comes back at the same address."""
 
 from __future__ import annotations
 
@@ -157,3 +157,31 @@ async def test_a_daemon_that_goes_away_and_comes_back_is_one_line_each_time(
         await _until(follower, lambda f: f.failures >= 1)
     said = [r.getMessage().split(")")[1].split(":")[0].split(" after")[0] for r in _lines(logged, "daemon a")]
     assert said == [" unreachable", " back"] * 2 + [" unreachable"]
+
+
+async def test_a_daemon_on_the_libraries_is_one_warning_line_per_boot(
+    engine_config: Callable[..., Config],
+    fleets: Callable[[FleetConfig], Fleet],
+    logged: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    slow = {"bn128": "libraries: PROOFLANE_NATIVE=0", "bls12381": "libraries: PROOFLANE_NATIVE=0"}
+    monkeypatch.setattr("prooflane.engine.engine.arithmetics", lambda: slow)  # what that process would find
+    with served(engine_config()) as daemon:
+        relay = Relay(daemon.url)
+        await relay.restore()
+        fleet = fleets(_config(DaemonSpec(name="a", url=relay.url)))
+        await fleet.start()
+        follower = fleet.followers["a"]
+        await _until(follower, lambda f: f.snapshot is not None)
+        await relay.cut()  # away and back: a snapshot of the same boot again, which says nothing new
+        await _until(follower, lambda f: f.failures >= 1)
+        await relay.restore()
+        await _until(follower, lambda f: f.failures == 0)
+        await relay.cut()
+    warning = "bn128 and bls12381 prove on the libraries, the slower arithmetic (PROOFLANE_NATIVE=0)"
+    [line] = _lines(logged, "slower arithmetic")
+    assert len(_lines(logged, " back after ")) == 1
+    assert line.levelno == logging.WARNING
+    assert line.getMessage() == f"daemon a ({relay.url}): {warning}"
+    assert (line.daemon, line.warning) == ("a", warning)  # type: ignore[attr-defined]

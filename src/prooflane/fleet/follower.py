@@ -219,6 +219,8 @@ class DaemonFollower:
         self.received_wall = time.time()
         if self.failures:
             self._log_back(first=before is None)
+        if before is None or before.get("boot_id") != snapshot.get("boot_id"):
+            self._log_warnings(snapshot)
         self.failures = 0
         if news:
             self.notify()
@@ -254,6 +256,18 @@ class DaemonFollower:
             extra={"daemon": self.spec.name, "where": self.spec.where, "reachable": True,
                    "away_secs": round(away, 3)},
         )  # fmt: skip
+
+    def _log_warnings(self, snapshot: Mapping[str, Any]) -> None:
+        """One line per warning of the daemon's health (a curve proved on the libraries, say), once per boot:
+        they hold for the daemon's life."""
+        health = snapshot.get("health")
+        warnings = health.get("warnings") if isinstance(health, Mapping) else None
+        for warning in warnings if isinstance(warnings, list) else []:
+            said = one_line(str(warning))
+            log.warning(
+                "daemon %s (%s): %s", self.spec.name, self.spec.where, said,
+                extra={"daemon": self.spec.name, "where": self.spec.where, "warning": said},
+            )  # fmt: skip
 
     def notify(self) -> None:
         """Wake whoever waits in :meth:`changed` (a new snapshot, a failure, or the end of following)."""
