@@ -34,7 +34,8 @@ def test_unknown_attribute_is_an_attribute_error() -> None:
 def test_groth16_exports() -> None:
     expected = {
         "BLS12381", "BN128", "CURVES", "R1CS", "Curve", "FieldVector", "Proof", "ProvingKey", "ProvingState",
-        "SparseMatrix", "Synthesized", "VerificationKey", "Witness", "curve_by_name", "curve_by_prime",
+        "SparseMatrix", "Synthesized", "VerificationKey", "Witness", "arithmetics", "curve_by_name",
+        "curve_by_prime",
         "from_ints", "preload", "prove", "prove_b2", "prove_finish", "prove_start", "read_r1cs", "read_wtns",
         "read_zkey", "release", "setup", "synthesize", "to_ints", "verify", "write_r1cs", "write_wtns",
         "write_zkey",
