@@ -14,6 +14,7 @@ from prooflane.fleet.view import (
     RATE_WINDOW_SECS,
     RATE_WINDOWS_SECS,
     DaemonFacts,
+    arithmetic_of,
     daemon_entry,
     fleet_metrics,
     fleet_totals,
@@ -316,3 +317,34 @@ def test_break_even_is_cost_over_price_and_reached_only_with_a_live_rate() -> No
     gauges = {s.labels["daemon"]: s.value for f in families for s in f.samples
               if s.name == "prooflane_fleet_proofs_per_hour_needed"}  # fmt: skip
     assert gauges == {"a": pytest.approx(50.0), "d": pytest.approx(90.0)}
+
+
+def _snapshot_of(arithmetic: dict[str, str]) -> dict[str, Any]:
+    """A real tracker's /status text when its engine found ``arithmetic``."""
+    tracker = StatusTracker(TrackerConfig(sample_rss=False, arithmetic=arithmetic), clock=ManualClock(1.0))
+    tracker.apply(ev.WorkerRegistered(at=1.0, worker_id="cpu:0/w0", device="cpu:0"))
+    snapshot: dict[str, Any] = json.loads(tracker.snapshot().to_json_text())
+    return snapshot
+
+
+def test_a_daemons_row_names_its_arithmetic_whole_and_warns_of_the_libraries() -> None:
+    fast = _snapshot_of({"bn128": "c-extension", "bls12381": "c-extension"})
+    assert summarize(fast, None)["arithmetic"] == {
+        "curves": {"bn128": "c-extension", "bls12381": "c-extension"},
+        "text": "c-extension",
+        "libraries": [],
+        "warnings": [],
+    }
+    off = {"bn128": "libraries: PROOFLANE_NATIVE=0", "bls12381": "libraries: PROOFLANE_NATIVE=0"}
+    slow = summarize(_snapshot_of(off), None)["arithmetic"]
+    assert (slow["text"], slow["libraries"]) == ("libraries (PROOFLANE_NATIVE=0)", ["bn128", "bls12381"])
+    assert slow["warnings"] == [
+        "bn128 and bls12381 prove on the libraries, the slower arithmetic (PROOFLANE_NATIVE=0)"
+    ]
+    why = "the C extension cannot prove BLS12-381 on this CPU (no BMI2 and ADX)"
+    mixed = arithmetic_of(_snapshot_of({"bn128": "c-extension", "bls12381": f"libraries: {why}"}))
+    assert mixed is not None
+    assert mixed["text"] == f"bn128 c-extension, bls12381 libraries ({why})"  # every word kept
+    assert mixed["libraries"] == ["bls12381"]
+    before = _snapshot_of({})
+    assert arithmetic_of(before) is None and arithmetic_of({"seq": 1}) is None  # a daemon that does not say

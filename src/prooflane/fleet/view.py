@@ -30,6 +30,7 @@ __all__ = [
     "RATE_WINDOW_SECS",
     "DaemonFacts",
     "Health",
+    "arithmetic_of",
     "break_even",
     "daemon_entry",
     "fleet_totals",
@@ -142,6 +143,7 @@ def summarize(snapshot: Mapping[str, Any], cost_per_hour: float | None) -> dict[
         "memory_used_bytes": int(memory.get("used_bytes", memory.get("reserved_bytes")) or 0),
         "memory_total_bytes": int(memory.get("total_bytes") or 0),
         "machine": machine_of(snapshot),
+        "arithmetic": arithmetic_of(snapshot),
         "process_rss_bytes": memory.get("process_rss_bytes"),
         "proofs_per_hour": pph,  # over the last RATE_WINDOW_SECS
         "proofs_per_hour_1m": proofs_per_hour(snapshot, RATE_WINDOWS_SECS[0]),
@@ -152,6 +154,35 @@ def summarize(snapshot: Mapping[str, Any], cost_per_hour: float | None) -> dict[
         "last_error": last_error(snapshot),
         "ray": ray_info(snapshot),
     }
+
+
+def arithmetic_of(snapshot: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What proves each curve on the daemon (its ``/status``'s ``arithmetic``), for its row: ``curves``
+    (curve -> as the daemon says it), ``text`` (``c-extension``; ``libraries (<why>)``; per curve when they
+    differ: ``bn128 c-extension, bls12381 libraries (<why>)``), ``libraries`` (the curves on the slower
+    path: the row is a warning when there is one) and ``warnings`` (the daemon's own health warnings). None
+    for a daemon that does not say (from before the field)."""
+    given = snapshot.get("arithmetic")
+    if not isinstance(given, Mapping) or not given:
+        return None
+    curves = {str(curve): str(said) for curve, said in given.items()}
+    shown = {curve: _arithmetic_text(said) for curve, said in curves.items()}
+    texts = set(shown.values())
+    text = texts.pop() if len(texts) == 1 else ", ".join(f"{c} {t}" for c, t in shown.items())
+    health = snapshot.get("health")
+    warnings = health.get("warnings") if isinstance(health, Mapping) else None
+    return {
+        "curves": curves,
+        "text": text,
+        "libraries": [curve for curve, said in curves.items() if said.startswith("libraries")],
+        "warnings": [str(w) for w in warnings] if isinstance(warnings, list) else [],
+    }
+
+
+def _arithmetic_text(said: str) -> str:
+    """``libraries: PROOFLANE_NATIVE=0`` -> ``libraries (PROOFLANE_NATIVE=0)``; ``c-extension`` as it is."""
+    name, _, why = said.partition(":")
+    return f"{name.strip()} ({why.strip()})" if why.strip() else said
 
 
 def last_error(snapshot: Mapping[str, Any]) -> dict[str, Any] | None:

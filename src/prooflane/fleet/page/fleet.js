@@ -139,7 +139,8 @@ function rayText(ray) {
 function createRow(name) {
   const td = (cls, id, kids) => h("td", { class: cls, "data-testid": id }, kids || []);
   const tr = h("tr", { class: "daemon", "data-testid": "daemon-row", tabindex: "0" }, [
-    td("", "d-name", [h("div", { class: "d-name wrap" }), h("div", { class: "d-where wrap" })]),
+    td("", "d-name", [h("div", { class: "d-name wrap" }), h("div", { class: "d-where wrap" }),
+      h("div", { class: "d-arith wrap", "data-testid": "d-arith" })]),
     td("", "d-health", [h("span", { class: "health" }), h("span", { class: "health-age num" })]),
     td("live", "d-busy", [
       h("div", { class: "bar-row" }, [h("div", { class: "minibar" }, [h("div", { class: "minibar-fill busy-fill" })])]),
@@ -167,6 +168,7 @@ function updateRow(tr, d) {
   $(".d-name", nameCell).replaceChildren(document.createTextNode(d.name),
     ...(s && s.ray ? [h("span", { class: "badge ray", "data-testid": "ray-badge", text: "Ray" })] : []));
   setText($(".d-where", nameCell), d.where);
+  renderArithmetic($(".d-arith", nameCell), s && s.arithmetic);
   const dash = "—";
   const live = (text) => (fresh ? text : dash);
   const frac = s && s.busy_fraction_1m !== null ? s.busy_fraction_1m : 0;
@@ -202,6 +204,17 @@ function updateRow(tr, d) {
   errCell.replaceChildren(...errors.map((text) => h("div", { class: "d-error-line", text })));
   setAttr(errCell, "title", errors.join("\n"));
   tickRow(tr, d);
+}
+
+/** What proves each curve there, whole ("c-extension", "libraries (why)"); a warning when a curve proves on
+ *  the libraries (the slower path), its words the daemon's own health warnings (the cell's title). Nothing
+ *  from a daemon that does not say. */
+function renderArithmetic(el, a) {
+  const slow = Boolean(a && a.libraries.length);
+  setText(el, a ? `arithmetic: ${a.text}` : "");
+  setAttr(el, "data-warning", slow);
+  el.classList.toggle("warn", slow);
+  setAttr(el, "title", a ? (a.warnings.join("\n") || a.text) : "");
 }
 
 /** The proofs per hour that pay the cost at the fleet's price per proof, and whether the measured rate
