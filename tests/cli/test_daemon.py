@@ -318,3 +318,18 @@ def test_demo_on_a_port_that_is_taken_says_so_and_starts_nothing(tmp_path: Path)
         f"error: port {port} is taken: give another --port, or --port 0 for any free one"
     ]
     assert not (tmp_path / "data").exists()
+
+
+def test_status_names_the_arithmetic_and_warns_of_the_libraries(
+    engine_config: Callable[..., Config], sector: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slow = {"bn128": "c-extension", "bls12381": "libraries: PROOFLANE_NATIVE=0"}
+    monkeypatch.setattr("prooflane.engine.engine.arithmetics", lambda: slow)  # what that process would find
+    with served(engine_config(), sector=sector) as daemon:
+        result = runner.invoke(app, ["status", "--url", daemon.url], env={"COLUMNS": "60"})
+        check = runner.invoke(app, ["status", "--check", "--url", daemon.url])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())  # folded lines joined: every word is there
+    assert "arithmetic: bn128 c-extension, bls12381 libraries: PROOFLANE_NATIVE=0" in text
+    assert "warning: bls12381 proves on the libraries, the slower arithmetic (PROOFLANE_NATIVE=0)" in text
+    assert check.exit_code == 0 and check.stdout.startswith("ok:")  # slower, but it can do its work

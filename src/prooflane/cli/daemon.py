@@ -134,6 +134,7 @@ def _print_summary(out: Console, url: str, s: dict[str, Any]) -> None:
     out.print(
         f"prooflane {s['version']} at {url}  up {s['uptime_secs']:.0f} s  boot {s['boot_id']}  seq {s['seq']}"
     )
+    _print_arithmetic(out, s)
     out.print(
         f"invariants {'ok' if s['invariants_ok'] else 'VIOLATED'}  stale events {s['stale_events']}  "
         f"queue depth {counters['queue_depth']}  synthesis {s['synthesis']['active']}/"
@@ -168,6 +169,17 @@ def _print_summary(out: Console, url: str, s: dict[str, Any]) -> None:
         )  # fmt: skip
     fit_whole(jobs, ("job", "kind"))
     out.print(jobs)
+
+
+def _print_arithmetic(out: Console, s: dict[str, Any]) -> None:
+    """What proves each curve there, and the health's warnings (a curve on the libraries), whole; nothing
+    from a daemon that does not say."""
+    arithmetic = s.get("arithmetic") or {}
+    if arithmetic:
+        said = ", ".join(f"{curve} {how}" for curve, how in arithmetic.items())
+        out.print(f"arithmetic: {said}", markup=False, overflow="fold")
+    for warning in (s.get("health") or {}).get("warnings") or []:
+        out.print(f"warning: {warning}", markup=False, overflow="fold")
 
 
 def _mib(n: int) -> str:
