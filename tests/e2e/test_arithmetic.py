@@ -116,3 +116,20 @@ def test_the_fleet_page_shows_each_daemons_arithmetic(
         assert f"daemon slow ({on_libraries.url}): {WARNING}" in fleet.log_path.read_text()
     finally:
         fleet.stop()
+
+
+def test_the_dashboard_header_names_the_arithmetic_and_warns_of_the_libraries(
+    on_libraries: DaemonProcess, on_the_extension: DaemonProcess, browser: Browser
+) -> None:
+    for daemon, said, warning in (
+        (on_libraries, "libraries: PROOFLANE_NATIVE=0", "true"),
+        (on_the_extension, "c-extension", "false"),
+    ):
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(f"{daemon.url}/")
+        page.wait_for_function("document.body.dataset.seq !== ''")
+        fact = page.get_by_test_id("arithmetic")
+        assert fact.inner_text() == said
+        assert fact.get_attribute("data-warning") == warning
+        assert fact.get_attribute("title") == (WARNING if warning == "true" else "")
+        page.close()

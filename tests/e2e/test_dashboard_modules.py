@@ -197,6 +197,10 @@ def _check_rendered(page: Page, snapshot: dict[str, Any]) -> None:
     assert page.get_by_test_id("version").inner_text() == snapshot["version"]
     assert page.get_by_test_id("boot-id").inner_text() == snapshot["boot_id"]
     assert page.get_by_test_id("invariants").inner_text() == "ok"
+    said = set(snapshot["arithmetic"].values())  # the same on every curve here, or each curve's
+    assert page.get_by_test_id("arithmetic").inner_text() == (
+        said.pop() if len(said) == 1 else ", ".join(f"{c} {a}" for c, a in snapshot["arithmetic"].items())
+    )
     assert " held (" in page.get_by_test_id("memory-text").inner_text()
     assert page.get_by_test_id("synthesis-active").inner_text().endswith(" active")
     assert page.get_by_test_id("device").count() == len(snapshot["devices"]) > 0

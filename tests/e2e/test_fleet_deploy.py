@@ -27,6 +27,7 @@ import psutil
 import pytest
 
 from prooflane.client import Client
+from prooflane.fleet.wheel import PURE_TAG, wheel_tag
 from prooflane.models import InlineSector
 from tests.support.browser import chromium
 from tests.support.daemons import TIMEOUT, free_port, snarkjs_verify, wait_done, wait_until
@@ -109,6 +110,13 @@ def test_deploy_prove_restart_logs_stop(
     # Installed from the fleet's wheel into the host's venv, and the daemon runs from there.
     installed = list((host / "venv").glob("lib/python*/site-packages/prooflane/__init__.py"))
     assert installed, "prooflane was not installed into the host's venv"
+    # The wheel is tagged for the C extension it carries; this host (the same Python) installs and loads it,
+    # so nothing is said of the libraries.
+    tag = wheel_tag()
+    assert [w.name.endswith(f"-{tag}.whl") for w in (host / "wheels").glob("*.whl")] == [True]
+    if tag != PURE_TAG:
+        assert list(installed[0].parent.glob(f"groth16/_curvemath*{sysconfig.get_config_var('EXT_SUFFIX')}"))
+    assert "libraries" not in done.stdout, done.stdout
     daemon_pid = int((host / "daemon.pid").read_text())
     assert psutil.Process(daemon_pid).cmdline()[0].startswith(str(host / "venv"))
 

@@ -1,5 +1,6 @@
-// The header's facts: version, uptime (counting on between snapshots), boot id, invariants, stale events and
-// the snapshot number. The feed's label and <body data-*> are the feed's (feed.js).
+// The header's facts: version, uptime (counting on between snapshots), boot id, invariants, the arithmetic
+// per curve, stale events and the snapshot number. The feed's label and <body data-*> are the feed's
+// (feed.js).
 import { byTestId, h, setAttr, setText } from "./dom.js";
 import { feed, liveExtra } from "./feed.js";
 import { fmtSecs } from "./format.js";
@@ -17,7 +18,24 @@ export function renderHeader(s) {
     inv.replaceChildren(h("span", { class: `badge wrap ${ok ? "ok" : "bad"}`, text: label }));
   }
   setAttr(inv, "data-ok", ok);
+  renderArithmetic(byTestId("arithmetic"), s);
   tickHeader();
+}
+
+/** What proves each curve ("c-extension", "libraries: why"; per curve when they differ), whole; a warning
+ *  badge when a curve proves on the libraries (the slower path), the health's warnings as its title. */
+function renderArithmetic(el, s) {
+  const curves = s.arithmetic && typeof s.arithmetic === "object" ? Object.entries(s.arithmetic) : [];
+  const said = new Set(curves.map(([, how]) => String(how)));
+  const label = !curves.length ? "–" : said.size === 1 ? [...said][0]
+    : curves.map(([curve, how]) => `${curve} ${how}`).join(", ");
+  const slow = curves.some(([, how]) => String(how).startsWith("libraries"));
+  const warnings = s.health && Array.isArray(s.health.warnings) ? s.health.warnings : [];
+  if (el.textContent !== label) {
+    el.replaceChildren(h("span", { class: `badge wrap ${slow ? "warn" : "ok"}`, text: label }));
+  }
+  setAttr(el, "data-warning", slow);
+  setAttr(el, "title", warnings.join("\n"));
 }
 
 /** The uptime, counting on between snapshots. */
