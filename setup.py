@@ -1,20 +1,56 @@
-"""prooflane's C extension, the prover's arithmetic over a key's own bytes (see docs/groth16.md); the rest of
-the build is in pyproject.toml. Optional: where it cannot be compiled, prooflane installs without it and
-proves on its libraries."""
+"""prooflane's C extension, the prover's arithmetic over a key's own bytes (see docs/groth16.md, "The C
+extension"); the rest of the build is in pyproject.toml.
+
+- On Linux x86-64 and aarch64 the extension is required: a failed compile fails the install with the
+  compiler's message. Elsewhere it is optional (prooflane installs without it and proves on its libraries).
+- ``PROOFLANE_NATIVE=0`` at install time skips it (the explicit opt-out, everywhere).
+- ``PROOFLANE_NO_ASM=1`` at build time compiles the portable C only (``-DPROOFLANE_NO_ASM``: no inline
+  assembly, ``_curvemath.asm == 0``)."""
+
+import os
+import platform
+import sys
 
 from setuptools import Extension, setup
 
 CSRC = "src/prooflane/groth16/csrc"
+HEADERS = (
+    "limbs.h",
+    "field.h",
+    "mont_x86.h",
+    "inverse.h",
+    "towers.h",
+    "curve.h",
+    "msm.h",
+    "threads.h",
+    "groups.h",
+    "fr.h",
+    "ntt.h",
+    "synthesis.h",
+    "core.h",
+)
+REQUIRED_ON = {"x86_64", "aarch64"}  # Linux machines (platform.machine()) where the build must succeed
 
-setup(
-    ext_modules=[
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _extensions() -> list[Extension]:
+    if os.environ.get("PROOFLANE_NATIVE", "1").strip() == "0":
+        return []
+    return [
         Extension(
             "prooflane.groth16._curvemath",
-            sources=[f"{CSRC}/curvemath.c"],
-            depends=[f"{CSRC}/{name}" for name in ("field.h", "inverse.h", "curve.h", "mont_x86.h")],
-            extra_compile_args=["-O3", "-pthread"],
+            sources=[f"{CSRC}/module.c"],  # a unity build: module.c includes the core's headers
+            depends=[f"{CSRC}/{name}" for name in HEADERS],
+            define_macros=[("PROOFLANE_NO_ASM", "1")] if _flag("PROOFLANE_NO_ASM") else [],
+            extra_compile_args=["-O3", "-pthread", "-Wall", "-Wextra", "-Werror"],
             extra_link_args=["-pthread"],
-            optional=True,
+            optional=not (sys.platform.startswith("linux") and platform.machine() in REQUIRED_ON),
         )
     ]
-)
+
+
+if __name__ == "__main__":  # as pip's build backend runs it; scripts/build_curvemath.py imports it
+    setup(ext_modules=_extensions())

@@ -6,22 +6,23 @@
 #ifndef PROOFLANE_FIELD_H
 #define PROOFLANE_FIELD_H
 
-#include <stdint.h>
-#include <string.h>
+#include "limbs.h"
 
-typedef uint64_t u64;
-typedef unsigned __int128 u128;
-
-#define MAXN 6
-#define INLINE static inline __attribute__((always_inline))
-
-/* Whether this CPU has BMI2 and ADX (mulx, adcx, adox): set once at import, on x86-64. */
-static int have_adx = 0;
-#if defined(__x86_64__) && defined(__GNUC__)
+/* The assembly (mont_x86.h: mulx/adcx/adox products, 4- and 6-limb sums and differences) is compiled in on
+ * x86-64 with a GNU compiler unless PROOFLANE_NO_ASM is defined, which forces the portable C everywhere. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(PROOFLANE_NO_ASM)
 #include "mont_x86.h"
 #define HAVE_MONT_ASM 1
+/* Whether this CPU has BMI2 and ADX (mulx, adcx, adox): set once by field_cpu_init. */
+static int have_adx = 0;
+static void field_cpu_init(void) {
+    __builtin_cpu_init();
+    have_adx = __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("adx");
+}
 #else
 #define HAVE_MONT_ASM 0
+#define have_adx 0
+static void field_cpu_init(void) {}
 #endif
 
 typedef struct {
@@ -31,29 +32,6 @@ typedef struct {
     u64 one[MAXN];  /* R mod p: one in Montgomery form */
     u64 inv;        /* -p^-1 mod 2^64 */
 } field_t;
-
-/* a - b over n limbs into r; returns the borrow (1 when a < b). r may alias a or b. */
-INLINE u64 limbs_sub(u64 *r, const u64 *a, const u64 *b, const int n) {
-    u64 borrow = 0;
-    for (int j = 0; j < n; j++) {
-        u128 s = (u128)a[j] - b[j] - borrow;
-        r[j] = (u64)s;
-        borrow = (u64)(s >> 64) & 1;
-    }
-    return borrow;
-}
-
-INLINE int limbs_is_zero(const u64 *a, const int n) {
-    u64 acc = 0;
-    for (int j = 0; j < n; j++) acc |= a[j];
-    return acc == 0;
-}
-
-INLINE int limbs_eq(const u64 *a, const u64 *b, const int n) {
-    u64 acc = 0;
-    for (int j = 0; j < n; j++) acc |= a[j] ^ b[j];
-    return acc == 0;
-}
 
 /* Whether a < p (a canonical representative). */
 INLINE int f_below(const u64 *a, const field_t *f, const int n) {

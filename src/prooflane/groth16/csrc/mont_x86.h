@@ -1,5 +1,8 @@
 #ifndef PROOFLANE_MONT_X86_H
 #define PROOFLANE_MONT_X86_H
+
+#include <stdint.h>
+
 /* 4-limb Montgomery multiplication with mulx/adcx/adox (BMI2 + ADX): CIOS with the reduction of each row
  * interleaved, two carry chains per row. Needs p < 2^255 (every prime here), so that a row's sum fits five
  * words and each row's state four; r may alias a or b. */
@@ -74,7 +77,9 @@ static inline __attribute__((always_inline)) void mont_mul4_adx(uint64_t *r, con
 /* The same for 6 limbs (p < 2^383: BLS12-381's base field), in seven words T0..T6 rotating through
  * r8..r14; rbx:rcx take each product, flags are cleared by a xor of rbx. a and b are read before r is written
  * (r may alias them); the result is stored, p subtracted in the registers, and the difference stored over it
- * unless it borrowed. */
+ * unless it borrowed. r comes in memory and takes a's register once the rows are done: ten registers are
+ * clobbered, and a build that keeps the frame pointer (the sanitiser lane's -fno-omit-frame-pointer) has
+ * only three left for the pointers. */
 #define MONT_ROW6(I, T0, T1, T2, T3, T4, T5, T6)                                                          \
     "xorl %%ebx, %%ebx\n\t"                                                                              \
     "movq " #I "*8(%[b]), %%rdx\n\t"                                                                     \
@@ -120,14 +125,16 @@ static inline __attribute__((always_inline)) void mont_mul4_adx(uint64_t *r, con
     "adoxq %%rcx, " T6 "\n\t"                                                                            \
     "adcq $0, " T6 "\n\t"
 
-#define KEEP_UNLESS_BORROW(OFF, REG)                                                                     \
-    "movq " OFF "(%[r]), %%rbx\n\t"                                                                      \
+#define KEEP_UNLESS_BORROW_AT(OFF, REG, BASE)                                                            \
+    "movq " OFF "(" BASE "), %%rbx\n\t"                                                                  \
     "cmovncq " REG ", %%rbx\n\t"                                                                         \
-    "movq %%rbx, " OFF "(%[r])\n\t"
+    "movq %%rbx, " OFF "(" BASE ")\n\t"
+#define KEEP_UNLESS_BORROW(OFF, REG) KEEP_UNLESS_BORROW_AT(OFF, REG, "%[r]")
 
 static inline __attribute__((always_inline)) void mont_mul6_adx(uint64_t *r, const uint64_t *a,
                                                                 const uint64_t *b, const uint64_t *p,
                                                                 uint64_t inv) {
+    const uint64_t *base = a; /* a, then r */
     __asm__ volatile(
         "xorl %%r8d, %%r8d\n\t"
         "xorl %%r9d, %%r9d\n\t"
@@ -143,26 +150,27 @@ static inline __attribute__((always_inline)) void mont_mul6_adx(uint64_t *r, con
         MONT_ROW6(4, "%%r12", "%%r13", "%%r14", "%%r8", "%%r9", "%%r10", "%%r11")
         MONT_ROW6(5, "%%r13", "%%r14", "%%r8", "%%r9", "%%r10", "%%r11", "%%r12")
         /* (r14, r8, r9, r10, r11, r12) < 2p */
-        "movq %%r14, 0(%[r])\n\t"
-        "movq %%r8, 8(%[r])\n\t"
-        "movq %%r9, 16(%[r])\n\t"
-        "movq %%r10, 24(%[r])\n\t"
-        "movq %%r11, 32(%[r])\n\t"
-        "movq %%r12, 40(%[r])\n\t"
+        "movq %[r], %[a]\n\t"
+        "movq %%r14, 0(%[a])\n\t"
+        "movq %%r8, 8(%[a])\n\t"
+        "movq %%r9, 16(%[a])\n\t"
+        "movq %%r10, 24(%[a])\n\t"
+        "movq %%r11, 32(%[a])\n\t"
+        "movq %%r12, 40(%[a])\n\t"
         "subq 0(%[p]), %%r14\n\t"
         "sbbq 8(%[p]), %%r8\n\t"
         "sbbq 16(%[p]), %%r9\n\t"
         "sbbq 24(%[p]), %%r10\n\t"
         "sbbq 32(%[p]), %%r11\n\t"
         "sbbq 40(%[p]), %%r12\n\t"
-        KEEP_UNLESS_BORROW("0", "%%r14")
-        KEEP_UNLESS_BORROW("8", "%%r8")
-        KEEP_UNLESS_BORROW("16", "%%r9")
-        KEEP_UNLESS_BORROW("24", "%%r10")
-        KEEP_UNLESS_BORROW("32", "%%r11")
-        KEEP_UNLESS_BORROW("40", "%%r12")
-        :
-        : [r] "r"(r), [a] "r"(a), [b] "r"(b), [p] "r"(p), [inv] "m"(inv)
+        KEEP_UNLESS_BORROW_AT("0", "%%r14", "%[a]")
+        KEEP_UNLESS_BORROW_AT("8", "%%r8", "%[a]")
+        KEEP_UNLESS_BORROW_AT("16", "%%r9", "%[a]")
+        KEEP_UNLESS_BORROW_AT("24", "%%r10", "%[a]")
+        KEEP_UNLESS_BORROW_AT("32", "%%r11", "%[a]")
+        KEEP_UNLESS_BORROW_AT("40", "%%r12", "%[a]")
+        : [a] "+r"(base)
+        : [r] "m"(r), [b] "r"(b), [p] "r"(p), [inv] "m"(inv)
         : "rbx", "rcx", "rdx", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "cc", "memory");
 }
 

@@ -1,0 +1,34 @@
+/* prooflane's C core, all of it and free of Python: the four groups' group law and MSM (groups.h), the
+ * quotient's NTT (ntt.h), synthesis (synthesis.h) and scalars out of Montgomery form (fr.h). module.c,
+ * the binding, includes this header (one translation unit: a unity build). core_init() must run once
+ * before anything else. Results are plain (not Montgomery) little-endian bytes.
+ *
+ *   limbs.h      limb types and comparisons
+ *   field.h      Montgomery arithmetic over a field_t (portable C; mont_x86.h's assembly on x86-64 unless
+ *                PROOFLANE_NO_ASM is defined)
+ *   inverse.h    inversion by safegcd divsteps
+ *   towers.h     both curves' fields: constants, Fq and Fq2 element types, each curve's b
+ *   curve.h      the group law (a template over a coordinate field)
+ *   msm.h        Pippenger with signed digits (a template, after curve.h)
+ *   threads.h    the thread cap and the worker pool of one call
+ *   groups.h     the four groups instantiated; MSM and on-curve check by curve and group
+ *   fr.h, ntt.h, synthesis.h   the scalar field, the coset NTT, synthesis */
+#ifndef PROOFLANE_CORE_H
+#define PROOFLANE_CORE_H
+
+#include "groups.h"
+#include "ntt.h"
+#include "synthesis.h"
+
+/* 1 when the assembly is compiled in (and used: its sums and differences run on every x86-64 CPU). */
+#define CORE_ASM HAVE_MONT_ASM
+
+/* 1 when the mulx/adx products run (the assembly compiled in and the CPU has BMI2 and ADX). */
+static inline int core_mulx(void) { return have_adx; }
+
+static void core_init(void) {
+    field_cpu_init();
+    towers_init();
+}
+
+#endif

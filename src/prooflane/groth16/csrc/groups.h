@@ -1,0 +1,101 @@
+/* The four groups (BN254 G1 and G2, BLS12-381 G1 and G2): curve.h's group law and msm.h's Pippenger
+ * instantiated for each, and the two operations over rows the binding calls, by curve (0 = BN254,
+ * 1 = BLS12-381) and group (1 over Fq, 2 over Fq2). A row is a point's affine (x, y) in Montgomery form,
+ * little-endian, as a .zkey section stores it (all zero: the point at infinity). */
+#ifndef PROOFLANE_GROUPS_H
+#define PROOFLANE_GROUPS_H
+
+#include "towers.h"
+
+#define G g1bn
+#define E fqbn
+#define GB g1bn_b
+#include "curve.h"
+#include "msm.h"
+#undef G
+#undef E
+#undef GB
+
+#define G g2bn
+#define E fq2bn
+#define GB g2bn_b
+#include "curve.h"
+#include "msm.h"
+#undef G
+#undef E
+#undef GB
+
+#define G g1bls
+#define E fqbls
+#define GB g1bls_b
+#include "curve.h"
+#include "msm.h"
+#undef G
+#undef E
+#undef GB
+
+#define G g2bls
+#define E fq2bls
+#define GB g2bls_b
+#include "curve.h"
+#include "msm.h"
+#undef G
+#undef E
+#undef GB
+
+/* Bytes of a row: two coordinates of `group` field elements of the curve's q. */
+#define ROW_BYTES(curve, group) ((size_t)((curve) == 0 ? BN_Q_BYTES : BLS_Q_BYTES) * 2 * (size_t)(group))
+#define MAX_ROW_BYTES ROW_BYTES(1, 2)
+
+_Static_assert(sizeof(g1bn_aff) == ROW_BYTES(0, 1), "a BN254 G1 row is the struct g1bn_aff");
+_Static_assert(sizeof(g2bn_aff) == ROW_BYTES(0, 2), "a BN254 G2 row is the struct g2bn_aff");
+_Static_assert(sizeof(g1bls_aff) == ROW_BYTES(1, 1), "a BLS12-381 G1 row is the struct g1bls_aff");
+_Static_assert(sizeof(g2bls_aff) == ROW_BYTES(1, 2), "a BLS12-381 G2 row is the struct g2bls_aff");
+_Static_assert(ROW_BYTES(0, 1) == 64 && ROW_BYTES(0, 2) == 128 && ROW_BYTES(1, 1) == 96 &&
+                   ROW_BYTES(1, 2) == 192,
+               "rows as a .zkey stores them");
+
+static inline int group_exists(int curve, int group) {
+    return (curve == 0 || curve == 1) && (group == 1 || group == 2);
+}
+
+/* out (ROW_BYTES(curve, group) bytes) = sum of scalars[k]·rows[k] over count terms, plain (not Montgomery)
+ * affine coordinates, all zero for the point at infinity. Returns 0, or -1 when memory ran out. */
+static int groups_msm(int curve, int group, const unsigned char *rows, const unsigned char *scalars,
+                      size_t count, int threads, int window, unsigned char *out) {
+    int status;
+    if (curve == 0 && group == 1) {
+        g1bn_jac s;
+        g1bn_aff a;
+        status = g1bn_msm(&s, rows, scalars, count, threads, window);
+        g1bn_to_plain(&a, &s);
+        memcpy(out, &a, sizeof a);
+    } else if (curve == 0) {
+        g2bn_jac s;
+        g2bn_aff a;
+        status = g2bn_msm(&s, rows, scalars, count, threads, window);
+        g2bn_to_plain(&a, &s);
+        memcpy(out, &a, sizeof a);
+    } else if (group == 1) {
+        g1bls_jac s;
+        g1bls_aff a;
+        status = g1bls_msm(&s, rows, scalars, count, threads, window);
+        g1bls_to_plain(&a, &s);
+        memcpy(out, &a, sizeof a);
+    } else {
+        g2bls_jac s;
+        g2bls_aff a;
+        status = g2bls_msm(&s, rows, scalars, count, threads, window);
+        g2bls_to_plain(&a, &s);
+        memcpy(out, &a, sizeof a);
+    }
+    return status;
+}
+
+/* The index of the first of count rows not on the curve, or -1. */
+static int64_t groups_first_off_curve(int curve, int group, const unsigned char *rows, size_t count) {
+    if (curve == 0) return group == 1 ? g1bn_first_off_curve(rows, count) : g2bn_first_off_curve(rows, count);
+    return group == 1 ? g1bls_first_off_curve(rows, count) : g2bls_first_off_curve(rows, count);
+}
+
+#endif

@@ -1,0 +1,321 @@
+/* Multi-scalar multiplication by Pippenger's buckets with signed digits, over rows of affine points in
+ * Montgomery form exactly as a .zkey section stores them. A template, like curve.h, included after it with
+ * the same G, E and GB (groups.h); the part that does not depend on the group is compiled once. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "limbs.h"
+#include "threads.h"
+
+#ifndef PROOFLANE_MSM_COMMON
+#define PROOFLANE_MSM_COMMON
+
+#define DIGIT_LIMBS 5 /* a scalar below 2^256 plus the signed-digit offset fits 5 limbs */
+
+/* The offset sum over windows i of 2^(c-1)·2^(c·i): with it added, window i's c bits minus 2^(c-1) are the
+ * signed digits d_i in [-2^(c-1), 2^(c-1)) of the scalar, sum d_i·2^(c·i). */
+static void digit_offset(u64 *offset, int c, int windows) {
+    memset(offset, 0, DIGIT_LIMBS * sizeof(u64));
+    for (int i = 0; i < windows; i++) {
+        int bit = c * i + c - 1;
+        offset[bit / 64] |= (u64)1 << (bit % 64);
+    }
+}
+
+static void add_offset(u64 *d, const u64 *offset) {
+    u64 carry = 0;
+    for (int j = 0; j < DIGIT_LIMBS; j++) {
+        u128 s = (u128)d[j] + offset[j] + carry;
+        d[j] = (u64)s;
+        carry = (u64)(s >> 64);
+    }
+}
+
+static inline int64_t window_digit(const u64 *d, int w, int c) {
+    const int bit = w * c, limb = bit / 64, shift = bit % 64;
+    u64 v = d[limb] >> shift;
+    if (shift + c > 64 && limb + 1 < DIGIT_LIMBS) v |= d[limb + 1] << (64 - shift);
+    return (int64_t)(v & (((u64)1 << c) - 1)) - ((int64_t)1 << (c - 1));
+}
+
+/* The bit length of the widest of `count` scalars (4 low limbs of each DIGIT_LIMBS). */
+static int max_bits(const u64 *digits, size_t count) {
+    u64 any[4] = {0, 0, 0, 0};
+    for (size_t k = 0; k < count; k++)
+        for (int j = 0; j < 4; j++) any[j] |= digits[DIGIT_LIMBS * k + j];
+    for (int j = 3; j >= 0; j--)
+        if (any[j]) return 64 * j + 64 - __builtin_clzll(any[j]);
+    return 0;
+}
+
+/* Whether a unit of `terms` terms over 2^(c-1) buckets adds them in batches (curve.h): enough buckets that
+ * a batch rarely meets one twice, enough terms a bucket to pay for reducing them. */
+static int batched_buckets(size_t terms, int c) {
+    const size_t nb = (size_t)1 << (c - 1);
+    return nb >= 1024 && terms >= 4 * nb;
+}
+
+/* The window width that minimises windows·(a·terms + k·2^c), in batched additions: a term costs one
+ * (a = 1) in affine buckets, a mixed addition (a = 1.8) in Jacobian ones; per bucket the reduction costs
+ * k·2 of them (measured at 2^16 terms, G1: c = 12 0.38-0.44 s, 11 0.49 s, 13 0.41-0.44 s; at 41,000 terms,
+ * c = 10 with Jacobian buckets 0.18 s, 11 and 12 batched 0.13 s). Capped so that a thread's buckets stay
+ * small. */
+static int window_bits(size_t count, int bits) {
+    int best = 2;
+    double best_cost = 0;
+    for (int c = 2; c <= 16; c++) {
+        int windows = (bits + 2 + c - 1) / c;
+        int batched = batched_buckets(count, c);
+        double a = batched ? 1.0 : 1.8, k = batched ? 3.0 : 2.5;
+        double cost = (double)windows * (a * (double)count + k * (double)((size_t)1 << c));
+        if (c == 2 || cost < best_cost) {
+            best = c;
+            best_cost = cost;
+        }
+    }
+    return best;
+}
+
+#endif /* PROOFLANE_MSM_COMMON */
+
+#define EF(name) CAT(CAT(E, _), name)
+#define GF(name) CAT(CAT(G, _), name)
+
+typedef struct {
+    const unsigned char *bases; /* rows of affine points */
+    const u64 *digits;          /* per kept term: its scalar plus the signed-digit offset, DIGIT_LIMBS limbs */
+    const uint32_t *index;      /* per kept term: its row */
+    size_t count;               /* kept terms */
+    int c;                      /* window bits */
+    int windows, chunks;        /* work units: windows x chunks of the terms */
+    int next;                   /* the next unit to take (atomic) */
+    GF(jac) *sums;              /* per unit: its window's weighted bucket sum over its chunk */
+    int failed;
+} GF(msm_job);
+
+/* The terms of one unit, in order: its window's digit and its point (negated for a negative digit). */
+static inline int64_t GF(term)(const GF(msm_job) *job, size_t k, int w, GF(aff) *p) {
+    int64_t d = window_digit(job->digits + DIGIT_LIMBS * k, w, job->c);
+    if (d == 0) return 0;
+    memcpy(p, job->bases + (size_t)job->index[k] * sizeof *p, sizeof *p);
+    if (d < 0) {
+        EF(neg)(&p->y, &p->y);
+        d = -d;
+    }
+    return d;
+}
+
+/* Buckets as Jacobian points, one mixed addition per term: for units with few buckets or few terms. */
+static void GF(unit_jacobian)(const GF(msm_job) *job, GF(jac) *buckets, size_t nb, int w, size_t lo, size_t hi,
+                              GF(jac) *sum) {
+    for (size_t b = 0; b < nb; b++) GF(set_inf)(&buckets[b]);
+    for (size_t k = lo; k < hi; k++) {
+        GF(aff) p;
+        int64_t d = GF(term)(job, k, w, &p);
+        if (d) GF(add_aff)(&buckets[d - 1], &buckets[d - 1], &p);
+    }
+    GF(jac) running, total;
+    GF(set_inf)(&running);
+    GF(set_inf)(&total);
+    for (size_t b = nb; b-- > 0;) {
+        GF(add)(&running, &running, &buckets[b]);
+        GF(add)(&total, &total, &running);
+    }
+    *sum = total;
+}
+
+/* Buckets as affine points, added to in batches that share one inversion (Montgomery's trick): about six
+ * multiplications a term where a mixed addition takes eleven. A batch never holds one bucket twice: a term
+ * whose bucket is already in the batch goes to that bucket's Jacobian overflow by a mixed addition (so
+ * that terms crowding into few buckets, as 0/1 witness values do, cost no more than the Jacobian path). */
+#define BATCH 256 /* the batches' inversion is about 300 multiplications: 1.2 a term */
+
+typedef struct {
+    GF(aff) *buckets;
+    GF(jac) *overflow;   /* per bucket: terms that met it already in the batch */
+    uint8_t *full;       /* per bucket: its affine point is set */
+    uint32_t *stamp;     /* per bucket: the batch it is in */
+    uint32_t batch;      /* this batch's stamp */
+    int size;            /* terms in the batch */
+    uint32_t bucket[BATCH];
+    GF(aff) p[BATCH];
+    EF(t) before[BATCH], den[BATCH]; /* per term: product of the earlier denominators; its denominator */
+} GF(batcher);
+
+static void GF(run_batch)(GF(batcher) *s) {
+    if (s->size == 0) return;
+    EF(t) acc = *EF(one)(), inv, lambda, t;
+    for (int j = 0; j < s->size; j++) {
+        EF(sub)(&s->den[j], &s->p[j].x, &s->buckets[s->bucket[j]].x);
+        s->before[j] = acc;
+        EF(mul)(&acc, &acc, &s->den[j]);
+    }
+    EF(inv)(&inv, &acc);
+    for (int j = s->size - 1; j >= 0; j--) {
+        GF(aff) *b = &s->buckets[s->bucket[j]];
+        const GF(aff) *p = &s->p[j];
+        EF(mul)(&t, &inv, &s->before[j]); /* 1 / den[j] */
+        EF(mul)(&inv, &inv, &s->den[j]);
+        EF(sub)(&lambda, &p->y, &b->y);
+        EF(mul)(&lambda, &lambda, &t);
+        EF(t) x3, y3;
+        EF(sqr)(&x3, &lambda);
+        EF(sub)(&x3, &x3, &b->x);
+        EF(sub)(&x3, &x3, &p->x);
+        EF(sub)(&y3, &b->x, &x3);
+        EF(mul)(&y3, &y3, &lambda);
+        EF(sub)(&y3, &y3, &b->y);
+        b->x = x3;
+        b->y = y3;
+    }
+    s->size = 0;
+    s->batch++;
+}
+
+/* bucket += p: set where the bucket is empty, into the batch, or into its overflow. */
+static void GF(schedule)(GF(batcher) *s, uint32_t bucket, const GF(aff) *p) {
+    if (!s->full[bucket]) {
+        s->buckets[bucket] = *p;
+        s->full[bucket] = 1;
+        return;
+    }
+    const GF(aff) *b = &s->buckets[bucket];
+    if (s->stamp[bucket] == s->batch || EF(eq)(&b->x, &p->x)) {
+        /* in the batch already, or p = ±bucket (a doubling or a cancellation): no inversion here */
+        GF(add_aff)(&s->overflow[bucket], &s->overflow[bucket], p);
+        return;
+    }
+    s->stamp[bucket] = s->batch;
+    s->bucket[s->size] = bucket;
+    s->p[s->size] = *p;
+    if (++s->size == BATCH) GF(run_batch)(s);
+}
+
+static void GF(unit_batched)(const GF(msm_job) *job, GF(batcher) *s, size_t nb, int w, size_t lo, size_t hi,
+                             GF(jac) *sum) {
+    memset(s->full, 0, nb);
+    for (size_t b = 0; b < nb; b++) GF(set_inf)(&s->overflow[b]);
+    for (size_t k = lo; k < hi; k++) {
+        GF(aff) p;
+        int64_t d = GF(term)(job, k, w, &p);
+        if (d) GF(schedule)(s, (uint32_t)(d - 1), &p);
+    }
+    GF(run_batch)(s);
+    GF(jac) running, total;
+    GF(set_inf)(&running);
+    GF(set_inf)(&total);
+    for (size_t b = nb; b-- > 0;) {
+        if (s->full[b]) GF(add_aff)(&s->overflow[b], &s->overflow[b], &s->buckets[b]);
+        GF(add)(&running, &running, &s->overflow[b]);
+        GF(add)(&total, &total, &running);
+    }
+    *sum = total;
+}
+
+static void *GF(msm_worker)(void *arg) {
+    GF(msm_job) *job = arg;
+    const size_t nb = (size_t)1 << (job->c - 1);
+    const int batched = batched_buckets(job->count / job->chunks, job->c);
+    GF(jac) *jacobian = NULL;
+    GF(batcher) *s = NULL;
+    if (batched) {
+        s = calloc(1, sizeof *s);
+        if (s != NULL) {
+            s->buckets = malloc(nb * sizeof *s->buckets);
+            s->overflow = malloc(nb * sizeof *s->overflow);
+            s->full = malloc(nb);
+            s->stamp = calloc(nb, sizeof *s->stamp);
+            s->batch = 1;
+        }
+    } else {
+        jacobian = malloc(nb * sizeof *jacobian);
+    }
+    if (batched ? (s == NULL || !s->buckets || !s->overflow || !s->full || !s->stamp) : jacobian == NULL) {
+        __atomic_store_n(&job->failed, 1, __ATOMIC_RELAXED);
+    } else {
+        const int units = job->windows * job->chunks;
+        for (;;) {
+            int unit = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
+            if (unit >= units) break;
+            const int w = unit / job->chunks, chunk = unit % job->chunks;
+            const size_t lo = job->count * chunk / job->chunks, hi = job->count * (chunk + 1) / job->chunks;
+            if (batched)
+                GF(unit_batched)(job, s, nb, w, lo, hi, &job->sums[unit]);
+            else
+                GF(unit_jacobian)(job, jacobian, nb, w, lo, hi, &job->sums[unit]);
+        }
+    }
+    if (s != NULL) {
+        free(s->buckets);
+        free(s->overflow);
+        free(s->full);
+        free(s->stamp);
+        free(s);
+    }
+    free(jacobian);
+    return NULL;
+}
+
+/* out = sum of scalars[k]·rows[k] over count terms; scalars are 4-limb little-endian integers (any value
+ * below 2^256); rows and scalars may lie at any address (they are copied, never cast), count < 2^32. Returns
+ * 0, or -1 when memory ran out. Runs on up to `threads` threads (clamped to [1, MAX_THREADS]); `window` in
+ * 2..16 fixes the window width (tests reach both bucket strategies with it), else it is chosen. */
+static int GF(msm)(GF(jac) *out, const unsigned char *rows, const unsigned char *scalars, size_t count,
+                   int threads, int window) {
+    GF(set_inf)(out);
+    threads = threads_clamp(threads);
+    u64 *digits = malloc((count ? count : 1) * DIGIT_LIMBS * sizeof(u64));
+    uint32_t *index = malloc((count ? count : 1) * sizeof(uint32_t));
+    if (digits == NULL || index == NULL) {
+        free(digits);
+        free(index);
+        return -1;
+    }
+    size_t kept = 0;
+    for (size_t k = 0; k < count; k++) {
+        u64 s[4];
+        memcpy(s, scalars + 32 * k, 32);
+        if (limbs_is_zero(s, 4)) continue;
+        GF(aff) p;
+        memcpy(&p, rows + k * sizeof p, sizeof p);
+        if (GF(aff_is_inf)(&p)) continue;
+        memcpy(digits + DIGIT_LIMBS * kept, s, 32);
+        digits[DIGIT_LIMBS * kept + 4] = 0;
+        index[kept++] = (uint32_t)k;
+    }
+    if (kept == 0) {
+        free(digits);
+        free(index);
+        return 0;
+    }
+    const int bits = max_bits(digits, kept);
+    const int c = window >= 2 && window <= 16 ? window : window_bits(kept, bits);
+    const int windows = (bits + 2 + c - 1) / c;
+    u64 offset[DIGIT_LIMBS];
+    digit_offset(offset, c, windows);
+    for (size_t k = 0; k < kept; k++) add_offset(digits + DIGIT_LIMBS * k, offset);
+    int chunks = 1;
+    while (windows * chunks < 2 * threads && (size_t)chunks * 256 < kept) chunks *= 2;
+    GF(msm_job) job = {rows, digits, index, kept, c, windows, chunks, 0, NULL, 0};
+    job.sums = malloc((size_t)windows * chunks * sizeof *job.sums);
+    int status = 0;
+    if (job.sums == NULL)
+        status = -1;
+    else
+        run_threads(GF(msm_worker), &job, threads, windows * chunks);
+    if (status == 0 && job.failed) status = -1;
+    if (status == 0) {
+        for (int w = windows - 1; w >= 0; w--) {
+            for (int i = 0; i < c; i++) GF(dbl)(out, out);
+            for (int ch = 0; ch < chunks; ch++) GF(add)(out, out, &job.sums[w * chunks + ch]);
+        }
+    }
+    free(job.sums);
+    free(digits);
+    free(index);
+    return status;
+}
+
+#undef EF
+#undef GF
