@@ -1,0 +1,44 @@
+"""prooflane's C extension (``groth16/csrc/module.c``): the prover's arithmetic over a key's own bytes.
+
+Curves: 0 = BN254 (alt_bn128), 1 = BLS12-381; groups 1 (over Fq) and 2 (over Fq2). Buffers are any
+C-contiguous bytes-like objects (bytes, memoryview, numpy arrays), at any alignment. Thread counts are any
+int, clamped to ``[1, max_threads]``. Every function releases the GIL while it computes and returns plain
+(not Montgomery) little-endian bytes; malformed arguments raise ValueError (TypeError or BufferError for a
+buffer that is not bytes-like or not contiguous, OverflowError for an int beyond C's)."""
+
+from typing import Any, TypeAlias
+
+import numpy as np
+from typing_extensions import Buffer
+
+_Bytes: TypeAlias = Buffer | np.ndarray[Any, Any]  # numpy declares __buffer__ only from Python 3.12
+
+mulx: int
+"""1 when the mulx/adcx/adox products run (the assembly compiled in and the CPU has BMI2 and ADX)."""
+asm: int
+"""1 when the assembly is compiled in and used (x86-64 without ``PROOFLANE_NO_ASM``), else 0."""
+max_threads: int
+"""The most threads one call runs (64)."""
+
+def msm(curve: int, group: int, rows: _Bytes, scalars: _Bytes, threads: int, window: int = 0, /) -> bytes:
+    """Sum of ``scalars[k]·rows[k]``: rows of affine points in Montgomery form as a .zkey stores them (all
+    zero: infinity), 32-byte little-endian scalars (any below 2^256), as many of each, fewer than 2^32;
+    the sum's plain affine coordinates (zeros for infinity). ``window`` 2..16 fixes the window width."""
+
+def first_off_curve(curve: int, group: int, rows: _Bytes, /) -> int:
+    """The index of the first row not on the curve (a coordinate not below q, or the equation fails; rows
+    all zero pass), or -1."""
+
+def coset_h(curve: int, a: _Bytes, b: _Bytes, c: _Bytes, n: int, roots: _Bytes, threads: int, /) -> bytes:
+    """``a·b - c`` on the odd coset ``w_2n·<w_n>`` (n 32-byte values), from at most n values of each on
+    ``<w_n>``; n a power of two up to 2^30; ``roots``: w_n, w_2n and 1/n, 32 bytes each."""
+
+def synthesize(
+    curve: int, matrix: _Bytes, rows: _Bytes, wires: _Bytes, values: _Bytes, witness: _Bytes, n_rows: int, /
+) -> bytes:
+    """``A·w``, ``B·w`` and their product over ``n_rows`` rows (0..2^30; 3·n_rows 32-byte values), from a
+    key's terms: matrix (u32, 0 or 1), row and wire (i64) and a plain 32-byte value each; witness values
+    must be below r."""
+
+def from_montgomery(curve: int, values: _Bytes, times: int, /) -> bytes:
+    """32-byte scalar-field values (any below 2^256) times ``R^-times`` mod r, ``times`` 0..4."""
