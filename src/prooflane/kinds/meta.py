@@ -6,10 +6,15 @@ Memory estimate of one partition (``CircuitMeta``), with ``N`` the key's FFT dom
 boundary (the pickle and the array):
 
 - ``abc_bytes = 2 * 3 * N * 32``: the a, b, c evaluations; given back right after ``prove_start``;
-- ``rest_bytes = 2 * W * 32 + 4 * N * 32``: the witness, H and the proving state; given back after
-  ``prove_finish``;
-- a worker's proving key (a cached allocation): ``3 * key.nbytes`` (the numpy rows, and the library point
-  objects built from them, split between the worker's prover and finalizer processes).
+- the rest, ``2 * W * 32 + 4 * N * 32 + WORK_ELEMENTS * N * 32``: the witness, H and the proving state,
+  and the working memory of the prover's and the finalizer's calls (the NTT's scratch and outputs, the
+  MSMs' digits and buckets, the copies a call makes: measured 1.0-1.3 KiB a domain element over the two
+  processes at tiny, small and medium, ``benchmarks/bench_memory.py``); given back after ``prove_finish``;
+- a worker's proving key (a cached allocation): on the C extension ``key.nbytes`` (its rows, mapped from
+  the file: no point objects are built, the key adds no anonymous memory, and the page cache holds the
+  pages once however many workers map them, so this overcounts a machine's workers); on the libraries
+  ``3 * key.nbytes`` (the rows and the point objects built from them in the prover and the finalizer:
+  measured 2.4x the key at medium).
 
 ``prepare_builtin`` and ``inspect_zkey`` run in worker processes (the synthesis pool).
 """
@@ -24,7 +29,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CircuitMeta", "inspect_zkey", "prepare_builtin"]
+__all__ = ["KEY_FACTOR_LIBRARIES", "WORK_ELEMENTS", "CircuitMeta", "inspect_zkey", "prepare_builtin"]
+
+WORK_ELEMENTS = 28
+"""The proving calls' working memory, in field elements per domain element (see the module's docstring)."""
+KEY_FACTOR_LIBRARIES = 3
+"""A loaded key's bytes over the key's own on the libraries' arithmetic (rows and point objects)."""
 
 
 @dataclass(frozen=True)
@@ -49,12 +59,18 @@ class CircuitMeta:
     @property
     def partition_bytes(self) -> int:
         """A partition's whole reservation (taken before its synthesis)."""
-        return self.abc_bytes + 2 * self.wires * 32 + 4 * self.domain_size * 32
+        return self.abc_bytes + 2 * self.wires * 32 + (4 + WORK_ELEMENTS) * self.domain_size * 32
 
     @property
     def key_alloc_bytes(self) -> int:
-        """Bytes of the cached allocation of one worker's loaded proving key."""
-        return 3 * self.key_nbytes
+        """Bytes of the cached allocation of one worker's loaded proving key, by the arithmetic that proves
+        its curve in this process (the daemon's, which its workers share)."""
+        from ..groth16.arithmetic import arithmetic
+        from ..groth16.curves import curve_by_name
+
+        if arithmetic(curve_by_name(self.curve)).name == "c-extension":
+            return self.key_nbytes
+        return KEY_FACTOR_LIBRARIES * self.key_nbytes
 
     def to_json(self) -> dict[str, Any]:
         """As stored beside the key."""
