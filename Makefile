@@ -9,12 +9,14 @@ BROWSERSTAMP := $(VENV)/.browser
 SSHSTAMP := $(VENV)/.sshd
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: help setup demo test check lint typecheck fast-test engine-test bench clean
+.PHONY: help setup demo test check lint typecheck fast-test engine-test portable-test sanitize bench clean
 
 help:
 	@echo "make demo   set up, start the daemon with a demo workload, print the dashboard URL"
 	@echo "make test   set up and run the whole test suite"
 	@echo "make check  ruff, mypy --strict and the unit tests (run before every commit; under a minute)"
+	@echo "make portable-test  the C extension's tests on its portable C (no assembly)"
+	@echo "make sanitize       the C extension's tests and fuzz under ASan + UBSan"
 	@echo "make bench  run the benchmarks under benchmarks/ (tables on stdout, JSON in benchmarks/results/)"
 
 $(PYSTAMP): pyproject.toml setup.py Makefile $(wildcard src/prooflane/groth16/csrc/*)
@@ -49,7 +51,7 @@ setup: $(PYSTAMP) $(NODESTAMP) $(BROWSERSTAMP) $(SSHSTAMP)
 demo: $(PYSTAMP)
 	$(VENV)/bin/prooflane demo
 
-test: setup
+test: setup portable-test sanitize
 	$(PY) -m pytest -q -p no:cacheprovider --durations=15
 
 lint: $(PYSTAMP)
@@ -69,8 +71,37 @@ engine-test: $(PYSTAMP) $(NODESTAMP)
 
 check: lint typecheck fast-test
 
+# The C extension's lanes (docs/groth16.md, "The C extension"): its tests against builds of its own, each in
+# a folder under build/ (never over the installed one), loaded through PROOFLANE_CURVEMATH_SO. `make test`
+# runs both (about a minute here: two compiles and three test files). The portable C: PROOFLANE_NO_ASM, the
+# test asserting that the build loaded has no assembly. ASan + UBSan: libasan preloaded (it must come before
+# everything in the process), leaks not reported (CPython keeps its objects to the end), Python's allocator
+# off so that ASan sees the bytes objects the extension writes, UB fatal.
+CSRC := src/prooflane/groth16/csrc
+CURVEMATH_DEPS := setup.py scripts/build_curvemath.py $(wildcard $(CSRC)/*)
+CURVEMATH_TESTS := tests/groth16/test_curvemath.py tests/groth16/test_curvemath_build.py tests/groth16/test_curvemath_fuzz.py
+SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+
+build/portable/.built: $(PYSTAMP) $(CURVEMATH_DEPS)
+	mkdir -p $(@D)
+	set -o pipefail; PROOFLANE_NO_ASM=1 $(PY) scripts/build_curvemath.py $(@D) | tail -n 1 > $@.tmp
+	mv $@.tmp $@
+
+build/sanitize/.built: $(PYSTAMP) $(CURVEMATH_DEPS)
+	mkdir -p $(@D)
+	set -o pipefail; CFLAGS="$(SANITIZE_FLAGS)" LDFLAGS="-fsanitize=address,undefined" $(PY) scripts/build_curvemath.py $(@D) | tail -n 1 > $@.tmp
+	mv $@.tmp $@
+
+portable-test: build/portable/.built
+	PROOFLANE_CURVEMATH_SO="$$(cat $<)" PROOFLANE_EXPECT_ASM=0 $(PY) -m pytest -q -p no:cacheprovider $(CURVEMATH_TESTS)
+
+sanitize: build/sanitize/.built
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1 PYTHONMALLOC=malloc PROOFLANE_FUZZ_EXAMPLES=100 PROOFLANE_CURVEMATH_SO="$$(cat $<)" \
+	  $(PY) -m pytest -q -p no:cacheprovider --capture=sys $(CURVEMATH_TESTS)
+
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache test-output benchmarks/results
+	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache test-output benchmarks/results build
