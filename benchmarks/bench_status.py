@@ -238,21 +238,17 @@ class _ServedTracker:
 
 def _serve_tracker(jobs: int, ready: Connection) -> None:
     """In a child process: serve a tracker of ``jobs`` live jobs whose state keeps moving, until killed."""
-    import uvicorn
 
     from prooflane.config import Config
-    from prooflane.server.api import EngineApi, create_app
-    from prooflane.server.limits import MAX_HEADER_BYTES, Server, bind, connection_class
+    from prooflane.server.api import EngineApi, create_app, holds_open
+    from prooflane.server.limits import bind, http_server
 
     async def serve() -> None:
         loop = asyncio.get_running_loop()
         tracker, engine = live_tracker(jobs, clock=loop.time)
         app = create_app(cast(EngineApi, _ServedTracker(tracker)), Config())
         sock = bind("127.0.0.1", 0)
-        server = Server(
-            uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
-                           http=connection_class(30.0), h11_max_incomplete_event_size=MAX_HEADER_BYTES)
-        )  # fmt: skip
+        server = http_server(app, Config(), holds_open=holds_open, graceful_shutdown_secs=10.0)
 
         def move() -> None:
             engine.move()

@@ -24,6 +24,7 @@ __all__ = [
     "DEFAULT_URL",
     "Config",
     "RaySettings",
+    "check_server_keys",
     "coerce_value",
     "default_data_dir",
     "default_threads",
@@ -101,6 +102,8 @@ class Config:
     ray: RaySettings = field(default_factory=RaySettings)
     request_timeout_secs: float = 30.0
     max_connections: int = 1024  # HTTP connections at once (lowered to what the open-files limit holds)
+    max_connections_per_client: int = 256  # from one IPv4 address or IPv6 /64 (docs/config.md)
+    max_streams: int = 512  # event streams and long-polls at once (at most half of max_connections)
     # Host names (besides IP addresses, localhost and this machine's own names) clients may use for the
     # daemon: any other Host header is refused (DNS rebinding).
     allowed_hosts: tuple[str, ...] = ()
@@ -137,10 +140,8 @@ class Config:
         _check(self.max_attempts >= 1, "max_attempts", "expected at least 1")
         _check(self.stall_secs > 0, "stall_secs", "expected a number of seconds > 0")
         _check(self.live_retention_secs >= 0, "live_retention_secs", "expected a number of seconds >= 0")
-        _check(self.max_request_bytes >= 1024, "max_request_bytes", "expected at least 1024")
         _check(self.max_circuit_bytes >= 1024, "max_circuit_bytes", "expected at least 1024")
-        _check(self.request_timeout_secs > 0, "request_timeout_secs", "expected a number of seconds > 0")
-        _check(self.max_connections >= 16, "max_connections", "expected at least 16")
+        check_server_keys(self)
         _check(self.log_format in LOG_FORMATS, "log_format", f"expected one of {', '.join(LOG_FORMATS)}")
         _check(self.log_level in LOG_LEVELS, "log_level", f"expected one of {', '.join(LOG_LEVELS)}")
         _check(self.log_file_bytes == 0 or self.log_file_bytes >= 4096, "log_file_bytes",
@@ -271,6 +272,15 @@ def _flatten_tables(values: dict[str, Any], source: str) -> dict[str, Any]:
             raise ConfigError(f"{source}: 'ray.{key}' is also given as 'ray_{key}'")
         flat[f"ray_{key}"] = value
     return flat
+
+
+def check_server_keys(config: Any) -> None:
+    """The checks of an HTTP server's keys, the daemon's and the fleet's (one rule for both)."""
+    _check(config.max_request_bytes >= 1024, "max_request_bytes", "expected at least 1024")
+    _check(config.request_timeout_secs > 0, "request_timeout_secs", "expected a number of seconds > 0")
+    _check(config.max_connections >= 16, "max_connections", "expected at least 16")
+    _check(config.max_connections_per_client >= 1, "max_connections_per_client", "expected at least 1")
+    _check(config.max_streams >= 1, "max_streams", "expected at least 1")
 
 
 def coerce_value(source: str, key: str, annotation: Any, value: Any) -> Any:

@@ -172,7 +172,8 @@ async def test_a_stopped_daemon_turns_unreachable_and_keeps_its_last_snapshot(
 
 
 async def _http(fleet: Fleet) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=create_fleet_app(fleet)), base_url="http://f")
+    transport = httpx.ASGITransport(app=create_fleet_app(fleet))
+    return httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1")  # a Host the fleet allows
 
 
 async def test_daemons_are_added_and_removed_at_run_time_and_saved(

@@ -611,13 +611,29 @@ async def test_head_status_and_healthz_answer_without_a_body(http: Http) -> None
         assert answer.content == b""
 
 
+async def test_head_is_answered_wherever_get_is_with_its_status_and_headers(
+    h: Harness, http: Http, job: dict[str, object]
+) -> None:
+    """HEAD on the API's routes once answered 404 (the dashboard's files caught it): RFC 9110 says a server
+    that answers GET on a resource answers HEAD too, with the GET's status and headers and no body."""
+    job_id = await submit(http, job)
+    for path in ("/v1/jobs", f"/v1/jobs/{job_id}", "/v1/kinds", "/v1/circuits", "/metrics", "/openapi.json",
+                 "/v1/jobs/no-such-job", "/"):  # fmt: skip
+        got, head = await http.get(path), await http.head(path)
+        assert head.status_code == got.status_code, path
+        assert head.content == b"", path
+        assert head.headers.get("content-type") == got.headers.get("content-type"), path
+        if path in ("/v1/kinds", "/openapi.json", "/"):  # the same bytes at each read
+            assert head.headers["content-length"] == got.headers["content-length"], path
+
+
 async def test_405_names_the_methods_the_route_takes(http: Http) -> None:
     answer = await http.delete("/status")
     assert answer.status_code == 405
     assert answer.headers["allow"] == "GET, HEAD"
     answer = await http.put("/v1/jobs/abc")
     assert answer.status_code == 405
-    assert answer.headers["allow"] == "DELETE, GET"
+    assert answer.headers["allow"] == "DELETE, GET, HEAD"
 
 
 async def test_a_job_id_with_a_trailing_newline_is_refused(

@@ -6,6 +6,10 @@ token; the last registers an uploaded circuit on every daemon, :mod:`.circuits`)
 (which daemon holds which circuit, by digest), ``GET /`` (the
 fleet page) and ``/d/{name}/`` (a daemon's own dashboard, served by the fleet from its cached snapshot, with
 its event stream relayed).
+
+Every request goes through the daemon's own checks (:func:`prooflane.server.guard.guard`: Host and Origin,
+``HEAD`` as ``GET``, the body limit), on the daemon's HTTP server and its limits
+(:func:`prooflane.server.limits.http_server`).
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ from starlette.requests import ClientDisconnect
 
 from .._version import __version__
 from ..errors import ConfigError
-from ..server.auth import check_bearer
+from ..server.auth import bound_name, check_bearer
 from ..server.docs_page import add_docs_route
+from ..server.guard import guard
+from ..server.limits import Scope, bind, http_server
 from ..server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from ..server.sse import HEARTBEAT_SECS
 from .circuits import UploadRefused, circuit_holdings, register_everywhere, spooled
@@ -38,8 +44,10 @@ from .logs import LogsUnavailable, daemon_logs, fleet_logs
 from .service import Fleet, FleetConflict
 from .view import daemon_entry
 
-__all__ = ["create_fleet_app", "run_fleet"]
+__all__ = ["create_fleet_app", "holds_open", "run_fleet"]
 
+GRACEFUL_SHUTDOWN_SECS = 5.0
+"""How long the fleet's server waits for requests in flight when it stops."""
 PAGE = Path(__file__).resolve().parent / "page"
 DASHBOARD = Path(__file__).resolve().parents[1] / "dashboard"
 # Every file of the dashboard the fleet serves: the page's ES modules (all that index.html imports, and
@@ -60,7 +68,21 @@ def create_fleet_app(fleet: Fleet) -> FastAPI:
     _add_panel_routes(app, fleet)
     add_docs_route(app)
     app.mount("/", StaticFiles(directory=PAGE, html=True), name="fleet-page")
+    config = fleet.config
+    guard(app, allowed_hosts=frozenset(config.allowed_hosts) | bound_name(config.host),
+          max_body_bytes=config.max_request_bytes, streamed=_upload)  # fmt: skip
     return app
+
+
+def _upload(scope: Scope) -> bool:
+    """A circuit upload streams through (spooled under ``max_upload_bytes``), unread by the body limit."""
+    return scope.get("method") == "PUT" and str(scope.get("path", "")).startswith("/fleet/circuits/")
+
+
+def holds_open(scope: Scope) -> bool:
+    """Whether a request may hold its connection for long: a daemon's event stream relayed for its panel."""
+    path = str(scope.get("path", ""))
+    return path.startswith("/d/") and path.endswith("/v1/events")
 
 
 def _add_fleet_routes(app: FastAPI, fleet: Fleet) -> None:
@@ -347,19 +369,16 @@ async def run_fleet(
     on_ready: Callable[[str], None] | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Bind, follow the daemons and serve until ``stop`` is set (or SIGINT/SIGTERM), then close in order."""
-    import uvicorn
-
+    """Bind, follow the daemons and serve until ``stop`` is set (or SIGINT/SIGTERM), then close in order.
+    The HTTP server is the daemon's, with the fleet config's limits (the keys of the same names)."""
     from ..server.daemon import install_signal_handlers
-    from ..server.limits import Server, bind
 
     stop = stop or asyncio.Event()
     sock = bind(config.host, config.port)
     host, port = sock.getsockname()[:2]
     fleet = Fleet(config, config_path)
     app = create_fleet_app(fleet)
-    server = Server(uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
-                                    timeout_graceful_shutdown=5))  # fmt: skip
+    server = http_server(app, config, holds_open=holds_open, graceful_shutdown_secs=GRACEFUL_SHUTDOWN_SECS)
     restore = install_signal_handlers(stop)
     serving = asyncio.create_task(server.serve(sockets=[sock]), name="fleet-http")
     try:

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import tomli_w
 
-from ..config import DEFAULT_PORT, coerce_value
+from ..config import DEFAULT_PORT, Config, check_server_keys, coerce_value
 from ..errors import ConfigError
 
 __all__ = [
@@ -129,6 +129,14 @@ class FleetConfig:
     price_per_proof: float | None = None  # what one proof earns: each daemon's break-even proofs per hour
     deploy_timeout_secs: float = 900.0  # bound on each step of a deploy on a host (pip may download a lot)
     deploy_healthy_secs: float = 300.0  # how long a deployed or restarted daemon has to say it can work
+    # The fleet's own HTTP server runs on the daemon's (prooflane.server.limits), with the daemon's keys and
+    # defaults: docs/config.md.
+    request_timeout_secs: float = Config.request_timeout_secs
+    max_connections: int = Config.max_connections
+    max_connections_per_client: int = Config.max_connections_per_client
+    max_streams: int = Config.max_streams
+    max_request_bytes: int = Config.max_request_bytes
+    allowed_hosts: tuple[str, ...] = ()  # Host names besides IP addresses, localhost and the machine's own
     daemons: tuple[DaemonSpec, ...] = field(default=())
 
     def __post_init__(self) -> None:
@@ -147,6 +155,7 @@ class FleetConfig:
         _check(self.backoff_max_secs >= self.poll_secs, "backoff_max_secs", "expected at least poll_secs")
         _check(self.max_answer_bytes >= 1 << 16, "max_answer_bytes", "expected at least 65536")
         _check(self.max_upload_bytes >= 1024, "max_upload_bytes", "expected at least 1024")
+        check_server_keys(self)
         if self.price_per_proof is not None:
             _check(self.price_per_proof > 0, "price_per_proof", "expected a number > 0")
         names = [d.name for d in self.daemons]

@@ -39,14 +39,15 @@ from ..status.feed import Subscription
 from ..status.snapshot import Health
 from ..status.tracker import TrackerTotals
 from . import metrics
-from .auth import HostAndOrigin, check_bearer
+from .auth import bound_name, check_bearer
 from .docs_page import add_docs_route
 from .errors import ErrorBody, install_error_handlers
-from .limits import BodyLimit
+from .guard import guard
+from .limits import ENDING, asks_to_wait
 from .sse import HEARTBEAT_SECS, event_stream, parse_event_id
 from .upload import UploadEngine, add_upload_routes, streamed, upload_refusal
 
-__all__ = ["ApiSettings", "EngineApi", "close_streams", "create_app"]
+__all__ = ["ApiSettings", "EngineApi", "close_streams", "create_app", "holds_open"]
 
 DASHBOARD = Path(__file__).resolve().parents[1] / "dashboard"
 """The dashboard's static files (served at ``/``; the fleet serves them too)."""
@@ -132,20 +133,11 @@ class ApiSettings:
         return cls(
             token=config.token or None,
             max_body_bytes=config.max_request_bytes,
-            allowed_hosts=frozenset(config.allowed_hosts) | _bound_name(config.host),
+            allowed_hosts=frozenset(config.allowed_hosts) | bound_name(config.host),
             max_upload_bytes=config.max_circuit_bytes,
             upload_refusal=upload_refusal(config.host, config.token or None),
             log_file=config.log_file,
         )
-
-
-def _bound_name(host: str) -> frozenset[str]:
-    """The name the daemon was told to listen on, when it is a name (``--host prover1.lan``)."""
-    return (
-        frozenset({host.lower()})
-        if host and not host.replace(".", "").replace(":", "").isdigit()
-        else frozenset()
-    )
 
 
 def create_app(engine: EngineApi, config: Config, *, settings: ApiSettings | None = None) -> FastAPI:
@@ -172,9 +164,20 @@ def create_app(engine: EngineApi, config: Config, *, settings: ApiSettings | Non
     add_docs_route(app)
     if DASHBOARD.is_dir():
         app.mount("/", StaticFiles(directory=DASHBOARD, html=True), name="dashboard")
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, streamed=streamed)
-    app.add_middleware(HostAndOrigin, allowed_hosts=settings.allowed_hosts)  # outermost: before any body
+    guard(
+        app, allowed_hosts=settings.allowed_hosts, max_body_bytes=settings.max_body_bytes, streamed=streamed
+    )
     return app
+
+
+def holds_open(scope: Scope) -> bool:
+    """Whether a request may hold its connection for long: the event stream, and a long-poll for a proof
+    (``?wait=`` over 0). The server counts these against its budget of streams (docs/config.md,
+    ``max_streams``)."""
+    path = str(scope.get("path", ""))
+    if path == "/v1/events":
+        return True
+    return path.startswith("/v1/jobs/") and path.endswith("/proof") and asks_to_wait(scope)
 
 
 def close_streams(app: FastAPI) -> None:
@@ -269,6 +272,7 @@ def _add_job_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> N
         },
     )
     async def proof(
+        request: Request,
         job_id: JobId,
         wait: Annotated[
             float,
@@ -282,7 +286,9 @@ def _add_job_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> N
         """The job's proofs once done; `?wait=S` holds the request up to S seconds for it."""
         if wait > settings.max_wait_secs:
             raise HTTPException(400, f"wait={wait:g} is too long: at most {settings.max_wait_secs:g} seconds")
-        return await _proof_or_state(engine, job_id, wait, app.state.closing)
+        # Waiting ends early when the daemon shuts down, or when the server ends it to make room (ENDING).
+        ending = [app.state.closing, *([request.scope[ENDING]] if ENDING in request.scope else [])]
+        return await _proof_or_state(engine, job_id, wait, ending)
 
     @app.delete("/v1/jobs/{job_id}", response_model=JobView, dependencies=auth, tags=["jobs"])
     async def cancel(job_id: JobId) -> JobView:
@@ -297,10 +303,12 @@ def _add_job_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> N
         return view
 
 
-async def _proof_or_state(engine: EngineApi, job_id: str, wait: float, closing: asyncio.Event) -> Response:
+async def _proof_or_state(
+    engine: EngineApi, job_id: str, wait: float, ending: list[asyncio.Event]
+) -> Response:
     if engine.job(job_id) is None:
         raise _not_found_job(job_id)
-    found = await _wait_unless_closing(engine.wait_proof(job_id, wait), closing)
+    found = await _wait_unless_ending(engine.wait_proof(job_id, wait), ending)
     if found is not None:
         return JSONResponse(found.model_dump(mode="json"))
     view = engine.job(job_id)
@@ -312,16 +320,17 @@ async def _proof_or_state(engine: EngineApi, job_id: str, wait: float, closing: 
     return JSONResponse(view.model_dump(mode="json"), status_code=202, headers={"Retry-After": "1"})
 
 
-async def _wait_unless_closing(
-    waiting: Awaitable[JobProof | None], closing: asyncio.Event
+async def _wait_unless_ending(
+    waiting: Awaitable[JobProof | None], ending: list[asyncio.Event]
 ) -> JobProof | None:
-    """The long-poll's result, or None at once when the daemon shuts down (the caller answers 202)."""
+    """The long-poll's result, or None at once when one of ``ending`` is set (the caller answers 202)."""
     proof = asyncio.ensure_future(waiting)
-    closed = asyncio.ensure_future(closing.wait())
+    ended = [asyncio.ensure_future(event.wait()) for event in ending]
     try:
-        await asyncio.wait({proof, closed}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({proof, *ended}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        closed.cancel()
+        for one in ended:
+            one.cancel()
         if not proof.done():
             proof.cancel()
     return proof.result() if proof.done() and not proof.cancelled() else None
@@ -366,7 +375,6 @@ def _add_kind_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> 
 
 
 def _add_status_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> None:
-    @app.head("/status", include_in_schema=False)
     @app.get("/status", tags=["status"], response_class=JSONResponse)
     async def status(
         jobs: Annotated[
@@ -414,7 +422,6 @@ def _add_status_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -
         found = await asyncio.to_thread(tail, settings.log_file, lines)
         return JSONResponse({"file": str(settings.log_file), "lines": found})
 
-    @app.head("/healthz", include_in_schema=False)
     @app.get("/healthz", tags=["status"])
     async def healthz() -> JSONResponse:
         """200 only when the daemon can do its work: running, every device with a live worker, the queue not

@@ -19,7 +19,15 @@ from urllib.parse import urlsplit
 
 from fastapi import HTTPException
 
-__all__ = ["MUTATING", "HostAndOrigin", "check_bearer", "host_allowed", "machine_names", "unauthorized"]
+__all__ = [
+    "MUTATING",
+    "HostAndOrigin",
+    "bound_name",
+    "check_bearer",
+    "host_allowed",
+    "machine_names",
+    "unauthorized",
+]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -53,6 +61,15 @@ def machine_names() -> frozenset[str]:
     """This machine's own names (its hostname and fully qualified name), lower case."""
     names = {socket.gethostname(), socket.getfqdn()}
     return frozenset(n.lower() for n in names if n)
+
+
+def bound_name(host: str) -> frozenset[str]:
+    """The name a server was told to listen on, when it is a name (``--host prover1.lan``), not an address."""
+    return (
+        frozenset({host.lower()})
+        if host and not host.replace(".", "").replace(":", "").isdigit()
+        else frozenset()
+    )
 
 
 def host_allowed(host: str, allowed: frozenset[str]) -> bool:

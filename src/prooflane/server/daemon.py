@@ -8,7 +8,7 @@ server finishes the requests in flight, and the engine stops last.
 
 Connections: accepted sockets get TCP_NODELAY (a response written in several sends would otherwise wait on
 the client's delayed ACK, about 40 ms per request on a kept-alive connection); what a client may send and
-how long it may take are :mod:`.limits`.
+how long it may take are :mod:`.limits` (the fleet's server is the same).
 """
 
 from __future__ import annotations
@@ -21,20 +21,11 @@ import signal
 import socket
 from collections.abc import Callable
 
-import uvicorn
-
 from ..config import Config
 from ..engine import Engine
-from .api import close_streams, create_app
-from .limits import (
-    MAX_HEADER_BYTES,
-    Server,
-    bind,
-    connection_cap,
-    connection_class,
-    quiet_accept_errors,
-    raise_fd_limit,
-)
+from .api import close_streams, create_app, holds_open
+from .descriptors import raise_fd_limit
+from .limits import bind, http_server
 
 __all__ = ["install_signal_handlers", "run_daemon", "serve"]
 
@@ -58,18 +49,7 @@ async def run_daemon(
     url = f"http://{host}:{port}"
     engine = Engine(config)
     app = create_app(engine, config)
-    server = Server(
-        uvicorn.Config(
-            app,
-            lifespan="off",
-            log_config=None,  # its lines go through the daemon's own log (prooflane.logs), in its format
-            log_level="warning",
-            access_log=False,
-            timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN_SECS),
-            http=connection_class(config.request_timeout_secs, connection_cap(config.max_connections)),
-            h11_max_incomplete_event_size=MAX_HEADER_BYTES,
-        )
-    )
+    server = http_server(app, config, holds_open=holds_open, graceful_shutdown_secs=GRACEFUL_SHUTDOWN_SECS)
     restore = install_signal_handlers(stop)
     if parent_pid is not None:
         restore = _chain(restore, _watch_parent(parent_pid, stop))
@@ -175,7 +155,6 @@ def serve(
     it."""
     sock = bind(host, port)
     raise_fd_limit()  # a client's idle connections must not use up the descriptors workers need
-    quiet_accept_errors()
     _freeze_startup_objects()
     asyncio.run(run_daemon(config, sock, on_ready=on_ready, parent_pid=parent_pid))
 

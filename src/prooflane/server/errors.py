@@ -101,4 +101,6 @@ def _allowed_methods(request: Request) -> list[str]:
     for route in request.app.router.routes:
         if isinstance(route, Route) and route.methods and route.path_regex.match(request.url.path):
             methods |= route.methods
+    if "GET" in methods:
+        methods.add("HEAD")  # answered wherever GET is (server.guard.HeadAsGet)
     return sorted(methods)

@@ -1,22 +1,27 @@
-"""Limits on what a client may send and how long it may take, and the HTTP server those run in.
+"""Limits on what a client may send, hold and how long it may take, and the HTTP server those run in: one
+setup for the daemon and the fleet (:func:`http_server`).
 
 - :class:`Server`: uvicorn's server without its own signal handling (the daemon and the fleet own SIGINT and
-  SIGTERM).
+  SIGTERM), whose event loop stops accepting for a second at the first ``accept()`` that fails for want of
+  descriptors (:func:`back_off_accept_errors`) and logs that once a minute (:func:`quiet_accept_errors`).
 - :func:`connection_class`: uvicorn's HTTP/1.1 protocol with a deadline for receiving each request (408)
   and clear answers to a request line over ``MAX_HEADER_BYTES`` (414), a header block over it (431) or a
   malformed one (400); after such an answer what the client still sends is read and dropped for
-  ``LINGER_SECS`` before closing, so the client sees the answer rather than a reset. At most
-  ``max_connections`` connections at once: at the cap a new connection closes the one idle the longest
-  (connected, nothing asked), and when none is idle it is answered 503 and closed at once (its file
-  descriptor freed), so idle connections can never use up the daemon's descriptors nor lock clients out. A
-  client that does not read its answer for ``request_timeout`` seconds (the write buffer stays full) is
-  disconnected.
-- :func:`raise_fd_limit`: the open-files soft limit raised to the hard limit, at start; and
-  :func:`quiet_accept_errors`: asyncio's "accept() out of system resource" logged once a minute, not for
-  every attempt.
-- :class:`BodyLimit`: request bodies over ``max_bytes`` are 413, whether sized or chunked; an upload
-  (``streamed``) passes unread, to a route that streams it under its own limit. While an upload's body
-  streams, the connection's deadline counts from the last bytes received, not from the request's start.
+  ``LINGER_SECS`` before closing, so the client sees the answer rather than a reset. A client that does not
+  read its answer for ``request_timeout`` seconds (the write buffer stays full) is disconnected.
+- Fair shares of connections (:class:`ConnectionLimits`): at most ``max_connections`` at once, at most
+  ``max_per_client`` from one client (an IPv4 address, an IPv6 /64), and at most ``max_streams`` event streams
+  and long-polls (never more than half the connections: the other half is kept for short requests such as
+  ``/healthz`` and ``/status``). A connection over a cap first makes room, in this order: it closes the
+  connection idle the longest (connected, nothing asked); else it answers 408 to the oldest request not yet
+  received in full (a request head sent a byte at a time); else it ends the oldest stream of the client
+  holding the most streams (cleanly: an event stream's body ends, a long-poll answers as it would at its
+  deadline). Only when none of those is left is it answered 503 and closed at once, its file descriptor
+  freed. A stream over the stream budget ends another client's stream only when that client holds at least
+  two more than the asker; else it is 503. So a client holding many connections competes with itself.
+- :func:`raise_fd_limit`: the open-files soft limit raised to the hard limit, at start.
+- While an upload's body streams (:data:`STREAMED`, set by :class:`~.guard.BodyLimit`), the connection's
+  deadline counts from the last bytes received, not from the request's start.
 - :func:`bind`: the listening socket, with a clear error when the port is taken.
 """
 
@@ -25,41 +30,50 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import ipaddress
 import json
-import logging
-import resource
 import socket
-import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Generator, MutableMapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import parse_qs
 
 import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..errors import ConfigError
+from .descriptors import back_off_accept_errors, connection_cap, quiet_accept_errors, raise_fd_limit
 
 __all__ = [
-    "FD_RESERVE",
+    "ENDING",
     "LINGER_SECS",
     "MAX_HEADER_BYTES",
     "STREAMED",
-    "BodyLimit",
+    "ConnectionLimits",
     "Server",
+    "ServerKeys",
+    "asks_to_wait",
     "bind",
-    "connection_cap",
+    "client_of",
     "connection_class",
-    "quiet_accept_errors",
-    "raise_fd_limit",
+    "http_server",
 ]
 
 MAX_HEADER_BYTES = 64 * 1024
 """The longest request line plus headers accepted (h11's limit on an incomplete event)."""
 LINGER_SECS = 2.0
 """How long a refused connection keeps reading (and dropping) what its client still sends before closing."""
+END_GRACE_SECS = 1.0
+"""How long a long-poll ended to make room has to answer by itself (as at its deadline) before it is cut off
+and answered 503."""
 
 STREAMED = "prooflane.streamed"
 """The scope key :class:`BodyLimit` sets on an upload: its connection then waits on progress, not in total."""
+ENDING = "prooflane.ending"
+"""The scope key of a stream or long-poll: an :class:`asyncio.Event` set when it is ended to make room for
+another client; a long-poll that waits on it answers at once, as at its deadline."""
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -68,61 +82,197 @@ Send = Callable[[Message], Awaitable[None]]
 Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
+class ServerKeys(Protocol):
+    """The config keys of an HTTP server's limits (the daemon's config and the fleet's both have them)."""
+
+    @property
+    def request_timeout_secs(self) -> float: ...
+
+    @property
+    def max_connections(self) -> int: ...
+
+    @property
+    def max_connections_per_client(self) -> int: ...
+
+    @property
+    def max_streams(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """What the clients of one server may hold, and how long they have (see the module's docstring)."""
+
+    request_timeout: float
+    """Seconds a client has to send a whole request, or to take an answer."""
+    max_connections: int
+    """Connections at once, all clients together."""
+    max_per_client: int
+    """Connections at once from one client (:func:`client_of`)."""
+    max_streams: int
+    """Event streams and long-polls at once, all clients together."""
+
+    @classmethod
+    def of(cls, config: ServerKeys) -> ConnectionLimits:
+        """The config's limits, ``max_connections`` lowered to what the open-files limit holds."""
+        return cls(
+            config.request_timeout_secs,
+            connection_cap(config.max_connections),
+            config.max_connections_per_client,
+            config.max_streams,
+        )
+
+    @property
+    def client_cap(self) -> int:
+        """Connections one client may hold."""
+        return max(1, min(self.max_per_client, self.max_connections))
+
+    @property
+    def stream_cap(self) -> int:
+        """Streams at once: ``max_streams``, and never more than half the connections (the rest stay for
+        short requests)."""
+        return max(1, min(self.max_streams, self.max_connections // 2))
+
+
+def client_of(peername: Any) -> str:
+    """Who a connection counts against: its peer's IPv4 address (an IPv4-mapped IPv6 one as IPv4), or its
+    IPv6 /64 (one machine's usual share); ``local`` for a socket without an address."""
+    host = peername[0] if isinstance(peername, tuple) and peername else ""
+    try:
+        address = ipaddress.ip_address(str(host).split("%", 1)[0])
+    except ValueError:
+        return str(host) or "local"
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(address)
+
+
+def asks_to_wait(scope: Scope) -> bool:
+    """Whether the request's query asks to ``wait`` more than 0 seconds (a long-poll)."""
+    query = parse_qs(bytes(scope.get("query_string", b"")).decode("latin-1"))
+    try:
+        return float(query.get("wait", ["0"])[-1]) > 0
+    except ValueError:
+        return False
+
+
 class Server(uvicorn.Server):
-    """uvicorn's server without its own signal handling: the daemon owns SIGINT and SIGTERM."""
+    """uvicorn's server without its own signal handling: the daemon owns SIGINT and SIGTERM. Its event loop
+    backs off at a failing ``accept()`` (:func:`back_off_accept_errors`)."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         yield
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        quiet_accept_errors()
+        back_off_accept_errors(asyncio.get_running_loop())
+        await super().startup(sockets)
+
+
+def http_server(
+    app: Asgi,
+    config: ServerKeys,
+    *,
+    holds_open: Callable[[Scope], bool],
+    graceful_shutdown_secs: float,
+) -> Server:
+    """The HTTP server of the daemon and of the fleet: uvicorn with ``config``'s limits (the open-files limit
+    raised first, so that they hold), its lines through the process's own log. ``holds_open`` says which
+    requests are streams or long-polls."""
+    raise_fd_limit()
+    limits = ConnectionLimits.of(config)
+    return Server(
+        uvicorn.Config(
+            app,
+            lifespan="off",
+            log_config=None,  # its lines go through the process's own log (prooflane.logs), in its format
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=int(graceful_shutdown_secs),
+            http=connection_class(limits, holds_open),
+            h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        )
+    )
+
+
+class _Ledger:
+    """Who holds a server's connections: each client's, and which are streams. Only the event loop touches
+    it (no lock). Invariant: a connection is in ``by_client[its client]`` from its admission until it is
+    closed or made room for, and in ``streams`` while it serves a stream (never once made room for)."""
+
+    def __init__(self) -> None:
+        self.by_client: dict[str, set[_Connection]] = {}
+        self.streams: set[_Connection] = set()
+
+
+@dataclass
+class _Stream:
+    """A stream or long-poll in progress on a connection."""
+
+    started_at: float
+    ending: asyncio.Event
+    answer_started: bool = False
+    answer_complete: bool = False
+
+
+def _never(scope: Scope) -> bool:
+    return False
+
 
 class _Connection(H11Protocol):
     """uvicorn's HTTP/1.1 protocol with a deadline for receiving each request, one for the client to take
-    its answer, a cap on connections, and a lingering close."""
+    its answer, fair shares of connections and streams, and a lingering close."""
 
-    request_timeout: float
-    """Seconds a client has to send a whole request or to take an answer (see :func:`connection_class`)."""
-    max_connections: int
-    """The most connections at once (set by :func:`connection_class`)."""
+    limits: ConnectionLimits
+    """This server's limits (set by :func:`connection_class`)."""
+    ledger: _Ledger
+    """This server's connections by client and its streams (one per server, from :func:`connection_class`)."""
+    holds_open: Callable[[Scope], bool]
+    """Whether a request is a stream or long-poll (a staticmethod, set by :func:`connection_class`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._request_timeout = self.request_timeout
+        self._request_timeout = self.limits.request_timeout
         self._deadline: asyncio.TimerHandle | None = None
         self._write_deadline: asyncio.TimerHandle | None = None
         self._lingering = False
         self._turned_away = False
         self._opened_at = 0.0
+        self._peer = ""
+        self._stream: _Stream | None = None
+        self._app = self.app
+        self.app = self._gate  # handle_events runs each request's cycle with self.app
+
+    # --- admission ---------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        if len(self.connections) >= self.max_connections and not self._close_oldest_idle():
-            self._turn_away(transport)
+        self._peer = client_of(transport.get_extra_info("peername"))
+        refusal = self._make_room()
+        if refusal is not None:
+            self._turn_away(transport, refusal)
             return
         super().connection_made(transport)  # type: ignore[arg-type]
+        self.ledger.by_client.setdefault(self._peer, set()).add(self)
         self._opened_at = self.loop.time()
         self._arm()
 
-    def _close_oldest_idle(self) -> bool:
-        """At the cap: close the connection idle the longest (no request in flight, nothing of one
-        received), making room; False when every connection is busy. Idle connections held open on purpose
-        therefore never lock out a real client (a health check, say), only take turns being closed."""
-        idle = [
-            c for c in self.connections
-            if isinstance(c, _Connection) and not c._turned_away and not c.transport.is_closing()
-            and c.conn.their_state is h11.IDLE and c.conn.our_state is h11.IDLE
-            and not c.conn.trailing_data[0]
-        ]  # fmt: skip
-        if not idle:
-            return False
-        oldest = min(idle, key=lambda c: c._opened_at)
-        oldest.transport.close()
-        self.connections.discard(oldest)  # its place is free now; connection_lost follows
-        return True
+    def _make_room(self) -> str | None:
+        """None when this new connection may be served (after another was closed to make room, if need be);
+        else why not."""
+        limits = self.limits
+        mine = self.ledger.by_client.get(self._peer, set())
+        if len(mine) >= limits.client_cap and not _make_room_among(mine):
+            return f"too many connections from {self._peer} (at most {limits.client_cap} from one client)"
+        if len(self.connections) >= limits.max_connections and not _make_room_among(self.connections):
+            return f"too many connections (at most {limits.max_connections})"
+        return None
 
-    def _turn_away(self, transport: asyncio.BaseTransport) -> None:
+    def _turn_away(self, transport: asyncio.BaseTransport, detail: str) -> None:
         """One connection too many: answer 503 in one write and close, before reading anything."""
         self._turned_away = True
-        body = json.dumps({"detail": f"too many connections (at most {self.max_connections}): try again"})
+        body = json.dumps({"detail": f"{detail}: try again"})
         answer = (
             "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n"
             f"content-length: {len(body) + 1}\r\nconnection: close\r\n\r\n{body}\n"
@@ -131,9 +281,123 @@ class _Connection(H11Protocol):
         transport.write(answer.encode())
         transport.close()
 
+    def _leave(self) -> None:
+        """Stop counting this connection (closed, or closing to make room): its place is free now."""
+        self.connections.discard(self)
+        mine = self.ledger.by_client.get(self._peer)
+        if mine is not None:
+            mine.discard(self)
+            if not mine:
+                del self.ledger.by_client[self._peer]
+        self.ledger.streams.discard(self)
+
+    @property
+    def _idle(self) -> bool:
+        """Connected, nothing asked (or a kept-alive connection between requests)."""
+        return (
+            self._stream is None and not self._lingering and not self.transport.is_closing()
+            and self.conn.their_state is h11.IDLE and self.conn.our_state is h11.IDLE
+            and not self.conn.trailing_data[0]
+        )  # fmt: skip
+
+    @property
+    def _incomplete(self) -> bool:
+        """A request begun and not received in full, nothing answered yet (its head, or a body that is
+        not an upload's)."""
+        if self._stream is not None or self._lingering or self.transport.is_closing():
+            return False
+        their, ours = self.conn.their_state, self.conn.our_state
+        if ours is not h11.IDLE and ours is not h11.SEND_RESPONSE:
+            return False
+        if their is h11.IDLE:
+            return bool(self.conn.trailing_data[0])
+        return their is h11.SEND_BODY and not getattr(self, "scope", {}).get(STREAMED)
+
+    # --- streams and long-polls --------------------------------------------------------------------
+
+    async def _gate(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Every request's way into the application: a stream or long-poll is counted (refused when over
+        its budget) and can be ended to make room."""
+        if scope["type"] != "http" or not self.holds_open(scope):
+            await self._app(scope, receive, send)
+            return
+        refusal = self._admit_stream()
+        if refusal is not None:
+            await _answer(send, 503, refusal)
+            return
+        stream = _Stream(self.loop.time(), asyncio.Event())
+        scope[ENDING] = stream.ending
+        self._stream = stream
+        self.ledger.streams.add(self)
+        try:
+            await self._run_stream(stream, scope, receive, send)
+        finally:
+            self._stream = None
+            self.ledger.streams.discard(self)
+
+    def _admit_stream(self) -> str | None:
+        """None when one more stream of this client's may start (after ending another client's, if that
+        one holds at least two more); else why not."""
+        streams = self.ledger.streams
+        cap = self.limits.stream_cap
+        if len(streams) < cap:
+            return None
+        held = Counter(c._peer for c in streams)
+        heaviest, most = held.most_common(1)[0]
+        if most > held[self._peer] + 1:
+            victim = min((c for c in streams if c._peer == heaviest), key=_stream_start)
+            victim._end_stream()
+            return None
+        return f"too many event streams and long-polls (at most {cap} at once): try again"
+
+    async def _run_stream(self, stream: _Stream, scope: Scope, receive: Receive, send: Send) -> None:
+        async def tracked(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                stream.answer_started = True
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                stream.answer_complete = True
+            await send(message)
+
+        app = asyncio.ensure_future(self._app(scope, receive, tracked))
+        ending = asyncio.ensure_future(stream.ending.wait())
+        try:
+            await asyncio.wait({app, ending}, return_when=asyncio.FIRST_COMPLETED)
+            if app.done():
+                app.result()  # the application's own error, if any, as uvicorn would see it
+                return
+            if not stream.answer_started:  # a long-poll: it answers by itself, as at its deadline
+                await asyncio.wait({app}, timeout=END_GRACE_SECS)
+            if not app.done():
+                app.cancel()
+                await asyncio.wait({app})
+            if stream.answer_complete:
+                return
+            if stream.answer_started:  # an event stream: its body ends here, cleanly
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            else:
+                detail = "this long-poll was ended to make room for another client's request: ask again"
+                await _answer(send, 503, detail)
+        finally:
+            ending.cancel()
+            if not app.done():
+                app.cancel()
+
+    def _end_stream(self) -> None:
+        """End this connection's stream to make room: its place is free at once, the connection closes once
+        the stream has ended (and within ``END_GRACE_SECS + LINGER_SECS`` in any case)."""
+        assert self._stream is not None
+        self._stream.ending.set()
+        if self.cycle is not None:
+            self.cycle.keep_alive = False  # closed once its answer is complete
+        self._leave()
+        self.loop.call_later(END_GRACE_SECS + LINGER_SECS, self.transport.abort)
+
+    # --- the connection's life ---------------------------------------------------------------------
+
     def connection_lost(self, exc: Exception | None) -> None:
         if self._turned_away:
             return
+        self._leave()
         self._disarm()
         self._disarm_write()
         super().connection_lost(exc)
@@ -217,63 +481,56 @@ class _Connection(H11Protocol):
         self.loop.call_later(LINGER_SECS, self.transport.close)
 
 
-def connection_class(request_timeout: float, max_connections: int = 1 << 20) -> type[_Connection]:
-    """The protocol class of a server whose clients have ``request_timeout`` seconds to send a request (and
-    to take an answer), with at most ``max_connections`` at once."""
-    attrs = {"request_timeout": request_timeout, "max_connections": max_connections}
-    return type("Connection", (_Connection,), attrs)
-
-
-FD_RESERVE = 256
-"""File descriptors kept for the daemon's own use (journal, pipes and pidfds of workers, keys) beyond its
-connections."""
-
-
-def raise_fd_limit() -> int:
-    """Raise this process's soft limit of open files to its hard limit; return the limit now in force."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or soft < hard:
-        wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
-    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-
-
-def connection_cap(max_connections: int) -> int:
-    """``max_connections``, lowered where the open-files limit would not hold that many and ``FD_RESERVE``."""
-    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    if soft == resource.RLIM_INFINITY:
-        return max_connections
-    return max(16, min(max_connections, soft - FD_RESERVE))
-
-
-class _OncePerMinute(logging.Filter):
-    """Lets asyncio's "accept() out of system resource" through once a minute, counting the rest."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._last = float("-inf")
-        self._dropped = 0
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if "out of system resource" not in record.getMessage():
-            return True
-        now = time.monotonic()
-        if now - self._last < 60.0:
-            self._dropped += 1
-            return False
-        if self._dropped:
-            record.msg = f"{record.msg} ({self._dropped} more since the last such line)"
-        self._last, self._dropped = now, 0
-        record.exc_info = None  # the cause is in the message; the traceback says nothing more
+def _make_room_among(candidates: set[Any]) -> bool:
+    """Close one of ``candidates`` to make room for a new connection: the one idle the longest, else the
+    oldest request not received in full (answered 408), else the oldest stream of the client holding the
+    most; False when none is left (every one is a short request in progress)."""
+    live = [c for c in candidates if isinstance(c, _Connection) and not c._turned_away]
+    idle = [c for c in live if c._idle]
+    if idle:
+        oldest = min(idle, key=_opened)
+        oldest.transport.close()
+        oldest._leave()  # connection_lost follows
         return True
+    incomplete = [c for c in live if c._incomplete]
+    if incomplete:
+        oldest = min(incomplete, key=_opened)
+        detail = "request not received in full: its connection was closed to make room for another"
+        oldest._refuse(408, "Request Timeout", detail)
+        oldest._leave()
+        return True
+    streams = [c for c in live if c._stream is not None and not c._stream.ending.is_set()]
+    if streams:
+        heaviest, _ = Counter(c._peer for c in streams).most_common(1)[0]
+        min((c for c in streams if c._peer == heaviest), key=_stream_start)._end_stream()
+        return True
+    return False
 
 
-def quiet_accept_errors() -> None:
-    """Install :class:`_OncePerMinute` on asyncio's logger (once)."""
-    logger = logging.getLogger("asyncio")
-    if not any(isinstance(f, _OncePerMinute) for f in logger.filters):
-        logger.addFilter(_OncePerMinute())
+def _opened(connection: _Connection) -> float:
+    return connection._opened_at
+
+
+def _stream_start(connection: _Connection) -> float:
+    return connection._stream.started_at if connection._stream is not None else 0.0
+
+
+async def _answer(send: Send, status: int, detail: str) -> None:
+    body = (json.dumps({"detail": detail}) + "\n").encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 503:
+        headers.append((b"retry-after", b"1"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def connection_class(
+    limits: ConnectionLimits, holds_open: Callable[[Scope], bool] = _never
+) -> type[_Connection]:
+    """The protocol class of a server with these limits (a ledger of its own); ``holds_open`` says which
+    requests are streams or long-polls."""
+    attrs = {"limits": limits, "ledger": _Ledger(), "holds_open": staticmethod(holds_open)}
+    return type("Connection", (_Connection,), attrs)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -294,60 +551,3 @@ def bind(host: str, port: int) -> socket.socket:
     sock.listen(2048)
     sock.setblocking(False)
     return sock
-
-
-class BodyLimit:
-    """Refuse request bodies larger than `max_bytes` with 413, whether sized or chunked; a request that
-    ``streamed`` says is an upload goes to its route unread (marked :data:`STREAMED`)."""
-
-    def __init__(self, app: Asgi, max_bytes: int, streamed: Callable[[Scope], bool] | None = None) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-        self.streamed = streamed
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        if self.streamed is not None and self.streamed(scope):
-            scope[STREAMED] = True
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope.get("headers", ())).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(send)
-            return
-        # Bodies are small (JSON requests), so read the whole one first and replay it to the app.
-        body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away before sending its body
-            body += message.get("body", b"")
-            if len(body) > self.max_bytes:
-                await self._refuse(send)
-                return
-            if not message.get("more_body", False):
-                break
-        await self.app(scope, _replay(bytes(body), receive), send)
-
-    async def _refuse(self, send: Send) -> None:
-        body = json.dumps(
-            {"detail": f"request body too large: at most {self.max_bytes} bytes are accepted"}
-        ).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if sent:
-            return await receive()  # later calls wait for the disconnect, as usual
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return replay

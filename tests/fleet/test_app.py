@@ -1,0 +1,103 @@
+"""The fleet's HTTP side behind the daemon's own checks: Host and Origin (DNS rebinding, other pages), HEAD
+wherever GET is, and the body limit; the fleet's streams counted by the daemon's server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from prooflane.config import Config
+from prooflane.fleet import Fleet, create_fleet_app
+from prooflane.fleet.app import holds_open
+from prooflane.fleet.config import DaemonSpec, FleetConfig
+from tests.support.engine import served
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+TOKEN = "fleet-token"
+
+
+@pytest.fixture
+async def fleet_of(tmp_path: Path) -> AsyncIterator[Callable[[FleetConfig], Fleet]]:
+    fleets: list[Fleet] = []
+
+    def make(config: FleetConfig) -> Fleet:
+        fleet = Fleet(config, tmp_path / "fleet.toml")
+        fleets.append(fleet)
+        return fleet
+
+    yield make
+    for fleet in fleets:
+        await fleet.close()
+
+
+def _client(fleet: Fleet, host: str = "127.0.0.1:9830") -> httpx.AsyncClient:
+    transport = httpx.ASGITransport(app=create_fleet_app(fleet))
+    return httpx.AsyncClient(transport=transport, base_url=f"http://{host}")
+
+
+async def test_a_rebound_host_cannot_read_the_daemons_logs_through_the_fleet(
+    engine_config: Callable[..., Config], sector: Path, fleet_of: Callable[[FleetConfig], Fleet]
+) -> None:
+    """`GET /fleet/logs` with `Host: evil.example` once returned a daemon's log lines (which that daemon
+    gives only with its token): a page whose name was rebound to the fleet's address could read them."""
+    config = engine_config()
+    assert config.log_file is not None
+    config.log_file.parent.mkdir(parents=True, exist_ok=True)
+    config.log_file.write_text("secret line\n")
+    with served(config, token="daemon-token", sector=sector) as live:
+        spec = DaemonSpec(name="a", url=live.url, token="daemon-token")
+        fleet = fleet_of(FleetConfig(port=0, token=TOKEN, daemons=(spec,), allowed_hosts=("fleet.lan",)))
+        await fleet.start()
+        async with _client(fleet, "evil.example") as hostile:
+            for path in ("/fleet/logs", "/fleet/daemons/a/logs", "/fleet/status", "/"):
+                answer = await hostile.get(path)
+                assert answer.status_code == 421, (path, answer.text)
+                assert "secret" not in answer.text and "allowed_hosts" in answer.json()["detail"]
+        for host in ("127.0.0.1:9830", "localhost", "fleet.lan:9830", "[::1]:9830"):
+            async with _client(fleet, host) as own:
+                answer = await own.get("/fleet/logs")
+                assert answer.status_code == 200, (host, answer.text)
+                assert answer.json()["daemons"]["a"]["lines"] == ["secret line"]
+
+
+async def test_a_page_of_another_origin_cannot_change_the_fleet(
+    fleet_of: Callable[[FleetConfig], Fleet],
+) -> None:
+    fleet = fleet_of(FleetConfig(port=0, token=TOKEN))
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    body = {"name": "x", "url": "http://127.0.0.1:1"}
+    async with _client(fleet) as client:
+        other = await client.post(
+            "/fleet/daemons", json=body, headers={**auth, "Origin": "http://evil.example"}
+        )
+        assert other.status_code == 403 and "evil.example" in other.json()["detail"]
+        assert "x" not in fleet.followers
+        own = await client.post(
+            "/fleet/daemons", json=body, headers={**auth, "Origin": "http://127.0.0.1:9830"}
+        )
+        assert own.status_code == 201, own.text
+
+
+async def test_head_is_answered_wherever_get_is(fleet_of: Callable[[FleetConfig], Fleet]) -> None:
+    fleet = fleet_of(FleetConfig(port=0))
+    async with _client(fleet) as client:
+        for path in ("/healthz", "/fleet/status", "/fleet/circuits", "/", "/assets/style.css", "/nope"):
+            got, head = await client.get(path), await client.head(path)
+            assert head.status_code == got.status_code, path
+            assert head.content == b"" and head.headers.get("content-type") == got.headers.get("content-type")
+
+
+async def test_a_body_over_max_request_bytes_is_413(fleet_of: Callable[[FleetConfig], Fleet]) -> None:
+    fleet = fleet_of(FleetConfig(port=0, token=TOKEN, max_request_bytes=1024))
+    auth = {"Authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
+    async with _client(fleet) as client:
+        answer = await client.post("/fleet/daemons", content=b" " * 2048, headers=auth)
+        assert answer.status_code == 413
+
+
+def test_the_relayed_event_streams_are_the_fleets_streams() -> None:
+    assert holds_open({"path": "/d/gpu-1/v1/events"})
+    assert not holds_open({"path": "/fleet/status"}) and not holds_open({"path": "/d/gpu-1/status"})
