@@ -1,10 +1,9 @@
-"""Validation of a key's base points: on the curve (vectorised), in the prime-order subgroup (remembered).
+"""What both arithmetics share of the validation of a key's base points: the subgroup test by random linear
+combinations, and the memory of sections that passed.
 
-Rows hold affine coordinates in Montgomery form (``X = x·R mod q``), as a .zkey stores them, so the curve
-equation ``y^2 = x^3 + b`` is checked as ``Y^2·R = X^3 + b·R^3 (mod q)`` over numpy arrays of Python ints
-(about 2 µs a BN254 G1 point), with every coordinate below ``q``. On BN254 G1 (cofactor 1) that is the whole
-check. BN254 G2 and both groups of BLS12-381 have cofactors, so their points must also lie in the subgroup
-of order ``r``. On BLS12-381 that is the library's per-point test (70-100 µs). On BN254 G2 it is
+Each arithmetic checks a section's rows on the curve itself (``arithmetic/``). On BN254 G1 (cofactor 1) that
+is the whole check. BN254 G2 and both groups of BLS12-381 have cofactors, so their points must also lie in
+the subgroup of order ``r``. On BLS12-381 that is the library's per-point test (70-100 µs). On BN254 G2 it is
 ``all_in_subgroup``: random linear combinations of the whole section, each tested with one ``[r]S = 0``
 (about 1.0 s for 65,000 points, against 15-20 s for ``[r]P = 0`` on every point); see its docstring for why
 that is sound. Both checks are paid once per key and remembered.
@@ -28,9 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
-
-from .curves import Curve
 
 __all__ = [
     "BN254_G2_COFACTOR_PRIMES",
@@ -38,7 +34,6 @@ __all__ = [
     "SECURITY_BITS",
     "all_in_subgroup",
     "combination_plan",
-    "first_off_curve",
     "known",
     "memo_dir",
     "random_scalars",
@@ -46,40 +41,6 @@ __all__ = [
 ]
 
 ENV = "PROOFLANE_POINT_CHECKS"
-
-# y^2 = x^3 + b: b on G1, and on G2 the twist's b' in Fq2 as (c0, c1).
-_B1 = {"bn128": 3, "bls12381": 4}
-_B2 = {
-    "bn128": (
-        19485874751759354771024239261021720505790618469301721065564631296452457478373,
-        266929791119991161246907387137283842545076965332900288569378510910307636690,
-    ),
-    "bls12381": (4, 4),
-}
-
-
-def first_off_curve(curve: Curve, rows: NDArray[np.uint8], group: int) -> int | None:
-    """Index of the first row (Montgomery coordinates, none all zero) not on the curve, or None."""
-    n8, q = curve.n8q, curve.q
-    coords = _coordinates(rows, n8, 2 * group)
-    too_big = np.flatnonzero(np.logical_or.reduce([(c >= q).astype(bool) for c in coords]))
-    if too_big.size:
-        return int(too_big[0])
-    r_mod = pow(2, 8 * n8, q)
-    if group == 1:
-        x, y = coords
-        residue = (y * y * r_mod - x * x * x - _B1[curve.name] * r_mod**3) % q  # one reduction: fastest
-        bad = np.flatnonzero(residue != 0)
-    else:
-        x0, x1, y0, y1 = coords
-        b0, b1 = (c * r_mod**3 % q for c in _B2[curve.name])
-        sq0, sq1 = (x0 + x1) * (x0 - x1) % q, 2 * x0 * x1 % q  # x^2
-        # y^2 · R - x^3 - b, reduced once per component (fewer reductions: 0.25 s at 2^16, not 0.30)
-        res0 = (y0 + y1) * (y0 - y1) % q * r_mod - (sq0 * x0 - sq1 * x1) - b0
-        res1 = 2 * y0 * y1 % q * r_mod - (sq0 * x1 + sq1 * x0) - b1
-        bad = np.flatnonzero((res0 % q != 0) | (res1 % q != 0))
-    return int(bad[0]) if bad.size else None
-
 
 # -- in the subgroup, by random linear combinations -------------------------------------------------------
 
@@ -148,21 +109,10 @@ def random_scalars(count: int, bits: int) -> list[int]:
     return picked
 
 
-def _coordinates(rows: NDArray[np.uint8], n8: int, count: int) -> list[NDArray[np.object_]]:
-    """The rows' ``count`` coordinates as arrays of Python ints."""
-    raw, width, frm = np.ascontiguousarray(rows).tobytes(), rows.shape[1], int.from_bytes
-    return [
-        np.array(
-            [frm(raw[i + k * n8 : i + (k + 1) * n8], "little") for i in range(0, len(raw), width)], object
-        )
-        for k in range(count)
-    ]
-
-
 # -- the memory of checked sections ----------------------------------------------------------------------
 
 _KNOWN: set[str] = set()  # entries seen in this process
-_KNOWN_LOCK = threading.Lock()  # bases load from two threads at once (the two-core BLS12-381 path)
+_KNOWN_LOCK = threading.Lock()  # sections load from several threads at once (in-process workers)
 
 
 def memo_dir() -> Path | None:
