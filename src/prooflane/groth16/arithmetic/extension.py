@@ -48,7 +48,7 @@ def load_extension() -> tuple[ModuleType | None, str | None]:
             spec.loader.exec_module(module)
             return module, None
         return importlib.import_module(_NAME), None
-    except ImportError as exc:
+    except (ImportError, OSError) as exc:  # OSError: a path that is not there or cannot be read
         return None, f"the C extension is not built or does not load here ({exc})"
 
 
