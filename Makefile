@@ -74,7 +74,8 @@ check: lint typecheck fast-test
 # The C extension's lanes (docs/groth16.md, "The C extension"): its tests against builds of its own, each in
 # a folder under build/ (never over the installed one), loaded through PROOFLANE_CURVEMATH_SO. `make test`
 # runs both (about a minute here: two compiles and three test files). The portable C: PROOFLANE_NO_ASM, the
-# test asserting that the build loaded has no assembly. ASan + UBSan: libasan preloaded (it must come before
+# test asserting that the build loaded has no assembly; CI=1: a build that does not load fails the tests
+# instead of skipping them. ASan + UBSan: libasan preloaded (it must come before
 # everything in the process), leaks not reported (CPython keeps its objects to the end), Python's allocator
 # off so that ASan sees the bytes objects the extension writes, UB fatal.
 CSRC := src/prooflane/groth16/csrc
@@ -93,11 +94,11 @@ build/sanitize/.built: $(PYSTAMP) $(CURVEMATH_DEPS)
 	mv $@.tmp $@
 
 portable-test: build/portable/.built
-	PROOFLANE_CURVEMATH_SO="$$(cat $<)" PROOFLANE_EXPECT_ASM=0 $(PY) -m pytest -q -p no:cacheprovider $(CURVEMATH_TESTS)
+	CI=1 PROOFLANE_CURVEMATH_SO="$$(cat $<)" PROOFLANE_EXPECT_ASM=0 $(PY) -m pytest -q -p no:cacheprovider $(CURVEMATH_TESTS)
 
 sanitize: build/sanitize/.built
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
-	  UBSAN_OPTIONS=print_stacktrace=1 PYTHONMALLOC=malloc PROOFLANE_FUZZ_EXAMPLES=100 PROOFLANE_CURVEMATH_SO="$$(cat $<)" \
+	  UBSAN_OPTIONS=print_stacktrace=1 PYTHONMALLOC=malloc CI=1 PROOFLANE_FUZZ_EXAMPLES=100 PROOFLANE_CURVEMATH_SO="$$(cat $<)" \
 	  $(PY) -m pytest -q -p no:cacheprovider --capture=sys $(CURVEMATH_TESTS)
 
 bench: setup
