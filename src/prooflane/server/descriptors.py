@@ -7,7 +7,8 @@
   ``accept()`` failed with EMFILE, ENFILE, ENOBUFS or ENOMEM, for its whole backlog (2,048 attempts each
   time the socket is ready), each attempt logging a line with its traceback and scheduling one more retry:
   a full descriptor table once wrote 936,000 lines in 40 s. With this, the first such failure ends the round,
-  and asyncio tries again a second later, as it means to.
+  and asyncio tries again a second later, as it means to. A round also ends after ``ACCEPT_BATCH``
+  connections: asyncio would accept a whole burst (its backlog) before the connection cap sees any of them.
 - :func:`quiet_accept_errors`: asyncio's "accept() out of system resource" logged once a minute, with how
   many were left out, not for every attempt.
 """
@@ -24,6 +25,7 @@ import time
 from typing import Any
 
 __all__ = [
+    "ACCEPT_BATCH",
     "FD_RESERVE",
     "back_off_accept_errors",
     "connection_cap",
@@ -84,41 +86,50 @@ def quiet_accept_errors() -> None:
 
 
 _EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+ACCEPT_BATCH = 32
+"""The most connections one round of the accept loop takes (asyncio's own: the listen backlog, 2,048)."""
 
 
-class _StopsAtExhaustion:
-    """A listening socket whose ``accept()``, once it has failed for want of resources, says "nothing more
-    to accept" (``BlockingIOError``) for the rest of the round: asyncio's accept loop then returns, its retry
-    of a second later scheduled once."""
+class _AcceptRound:
+    """A listening socket as one round of asyncio's accept loop sees it: after ``ACCEPT_BATCH`` connections,
+    or once an ``accept()`` has failed for want of resources, it says "nothing more to accept"
+    (``BlockingIOError``), so the loop returns. After a failure asyncio retries a second later (once);
+    after a full batch the next round comes at the loop's next turn, once the connections accepted have
+    been admitted or turned away (so a burst of connections cannot take every descriptor before the
+    connection cap sees one of them)."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
+        self._left = ACCEPT_BATCH
         self._exhausted = False
 
     def accept(self) -> tuple[socket.socket, Any]:
-        if self._exhausted:
-            raise BlockingIOError(errno.EAGAIN, "stopped at the first accept() out of resources")
+        if self._exhausted or self._left <= 0:
+            raise BlockingIOError(errno.EAGAIN, "this round of accepts is over")
         try:
-            return self.sock.accept()
+            accepted = self.sock.accept()
         except OSError as exc:
             self._exhausted = exc.errno in _EXHAUSTED
             raise
+        self._left -= 1
+        return accepted
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.sock, name)
 
 
 def back_off_accept_errors(loop: asyncio.AbstractEventLoop) -> None:
-    """Make ``loop``'s accept rounds end at the first ``accept()`` out of resources (once per loop; a loop
-    without asyncio's selector accept is left as it is)."""
+    """Make ``loop``'s accept rounds end at the first ``accept()`` out of resources, and after
+    ``ACCEPT_BATCH`` connections (once per loop; a loop without asyncio's selector accept is left as it
+    is)."""
     accept = getattr(loop, "_accept_connection", None)
     if accept is None or getattr(accept, "backs_off", False):
         return
 
     def accept_connection(protocol_factory: Any, sock: Any, *args: Any, **kwargs: Any) -> None:
-        if isinstance(sock, _StopsAtExhaustion):  # the retry asyncio scheduled passes its socket back
+        if isinstance(sock, _AcceptRound):  # the retry asyncio scheduled passes its socket back
             sock = sock.sock
-        accept(protocol_factory, _StopsAtExhaustion(sock), *args, **kwargs)
+        accept(protocol_factory, _AcceptRound(sock), *args, **kwargs)
 
     accept_connection.backs_off = True  # type: ignore[attr-defined]
     loop._accept_connection = accept_connection  # type: ignore[attr-defined]

@@ -466,8 +466,9 @@ class _Connection(H11Protocol):
         else:
             self._refuse(400, "Bad Request", f"not a valid HTTP/1.1 request: {msg}")
 
-    def _refuse(self, status: int, reason: str, detail: str) -> None:
-        """Answer in one write, then read and drop what the client still sends before closing."""
+    def _refuse(self, status: int, reason: str, detail: str, linger: float = LINGER_SECS) -> None:
+        """Answer in one write, then read and drop what the client still sends for ``linger`` seconds
+        before closing."""
         self._disarm()
         body = (json.dumps({"detail": detail}) + "\n").encode()
         head = (
@@ -478,7 +479,7 @@ class _Connection(H11Protocol):
         self._lingering = True
         if self.transport.can_write_eof():
             self.transport.write_eof()
-        self.loop.call_later(LINGER_SECS, self.transport.close)
+        self.loop.call_later(linger, self.transport.close)
 
 
 def _make_room_among(candidates: set[Any]) -> bool:
@@ -496,7 +497,7 @@ def _make_room_among(candidates: set[Any]) -> bool:
     if incomplete:
         oldest = min(incomplete, key=_opened)
         detail = "request not received in full: its connection was closed to make room for another"
-        oldest._refuse(408, "Request Timeout", detail)
+        oldest._refuse(408, "Request Timeout", detail, linger=0.0)  # its descriptor is wanted now
         oldest._leave()
         return True
     streams = [c for c in live if c._stream is not None and not c._stream.ending.is_set()]
