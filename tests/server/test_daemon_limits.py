@@ -131,3 +131,19 @@ async def test_request_heads_sent_a_byte_at_a_time_leave_healthz_answering(h: Ha
             assert await _get(port, "/healthz") == 200
         assert (await asyncio.wait_for(heads[0][0].read(), timeout=30)).startswith(b"HTTP/1.1 408")
         _close(heads)
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "held"),
+    [
+        ("/v1/events", b"", True),
+        ("/v1/jobs/j1/proof", b"wait=30", True),
+        ("/v1/jobs/j1/proof", b"wait=0", False),  # answers at once: a short request
+        ("/v1/jobs/j1/proof", b"", False),
+        ("/v1/jobs/j1/proof", b"wait=soon", False),  # a 422 at once
+        ("/v1/jobs/j1", b"wait=30", False),
+        ("/status", b"", False),
+    ],
+)
+def test_streams_are_the_event_stream_and_the_long_polls(path: str, query: bytes, held: bool) -> None:
+    assert holds_open({"type": "http", "path": path, "query_string": query}) is held

@@ -24,6 +24,7 @@ from prooflane.server.limits import (
     Scope,
     Server,
     bind,
+    client_of,
     connection_class,
 )
 
@@ -420,3 +421,18 @@ def test_an_accept_out_of_descriptors_backs_off_instead_of_retrying_the_whole_ba
                 client.close()
             child.wait(30)
     assert 1 <= failures <= 5, f"{failures} failed accept() calls reported in 2.5 s"
+
+
+@pytest.mark.parametrize(
+    ("peername", "client"),
+    [
+        (("10.0.0.5", 50000), "10.0.0.5"),
+        (("::ffff:10.0.0.5", 50000, 0, 0), "10.0.0.5"),  # IPv4 through an IPv6 socket: the same client
+        (("2001:db8:1:2:aaaa::1", 50000, 0, 0), "2001:db8:1:2::/64"),
+        (("2001:db8:1:2:bbbb::9", 50001, 0, 0), "2001:db8:1:2::/64"),  # one machine's /64: one client
+        (("fe80::1%eth0", 50000, 0, 2), "fe80::/64"),
+        ("", "local"),  # a Unix socket
+    ],
+)
+def test_a_client_is_an_ipv4_address_or_an_ipv6_64(peername: Any, client: str) -> None:
+    assert client_of(peername) == client
