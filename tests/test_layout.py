@@ -223,6 +223,8 @@ def _definitions(pattern: str) -> list[str]:
         ("the Ray settings", r"^class RaySettings\b", "prooflane.config"),
         ("the refusal status codes", r"^REFUSAL_STATUS\b", "prooflane.server.errors"),
         ("the bearer check", r"compare_digest", "prooflane.server.auth"),
+        ("the HTTP server (the daemon's and the fleet's)", r"uvicorn\.Config\(", "prooflane.server.limits"),
+        ("the middleware both apps run behind", r"add_middleware\(", "prooflane.server.guard"),
         (
             "which backend runs",
             r"(?<!class )\b(Ray|Process)Backend(\.from_config)?\(",
