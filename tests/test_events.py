@@ -79,6 +79,16 @@ def test_lease_tokens_increase_and_never_repeat() -> None:
     assert tokens[0] >= 1
 
 
-def test_every_event_class_is_in_the_union() -> None:
-    union_members = set(ev.Event.__args__)
-    assert union_members == set(ev.EVENT_TYPES.values())
+def _descendants(cls: type) -> set[type]:
+    return {d for sub in cls.__subclasses__() for d in {sub, *_descendants(sub)}}
+
+
+def test_every_event_class_is_in_the_union_and_named() -> None:
+    """A class derived from EventBase but left out of the union would have no name and no encoding."""
+    # A slots dataclass is a second class made from the first, which stays among the subclasses: each name
+    # counts once, as the class events.py binds to it.
+    names = {cls.__name__ for cls in _descendants(ev.EventBase) if cls.__module__ == ev.__name__}
+    defined = {getattr(ev, name) for name in names}
+    assert len(defined) > 20, "the event classes are not found"
+    assert defined == set(typing.get_args(ev.Event))
+    assert defined == set(ev.EVENT_TYPES.values())

@@ -1,6 +1,6 @@
-"""The package's floor plan, as docs/architecture.md draws it: parts and their ranks, arrows only downwards,
-no private names across parts, no import circles, modules under 600 lines, faces that are only faces, and
-one home for each rule that matters."""
+"""The package's floor plan, as docs/architecture.md draws it: parts and their ranks (the package root among
+them), arrows only downwards, the pairs a part knows nothing of, no private names across parts, no import
+circles, source files under 600 lines, faces that are only faces, and one home for each rule that matters."""
 
 from __future__ import annotations
 
@@ -18,23 +18,45 @@ PACKAGE = Path(prooflane.__file__).parent
 ROOT = PACKAGE.parents[1]
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 MAX_LINES = 600
+SOURCES = ("*.py", "*.pyi", "*.c", "*.h", "*.js")  # what the line limit counts
+ROOT_MODULE = "prooflane"  # the package root's face: a part of its own, matched by its name only
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
 def _parts() -> dict[str, tuple[int, str]]:
     """Module prefix (``prooflane.engine``, ``prooflane.errors``) -> (rank, part), from the docs' table."""
     parts: dict[str, tuple[int, str]] = {}
     for line in ARCHITECTURE.read_text().splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        cells = _cells(line)
         if len(cells) < 3 or not cells[0].isdigit():
             continue
         rank, part = int(cells[0]), cells[1]
         for name in re.findall(r"`([^`]+)`", cells[2]):
             module = name.removesuffix("/").removesuffix(".py").replace("/", ".")
-            parts[f"prooflane.{module}"] = (rank, part)
+            parts[ROOT_MODULE if module == "__init__" else f"prooflane.{module}"] = (rank, part)
     return parts
 
 
 PARTS = _parts()
+
+
+def _forbidden() -> dict[str, tuple[str, ...]]:
+    """Part -> the import names it may not import, from the docs' "What a part knows nothing of" table."""
+    text = ARCHITECTURE.read_text()
+    section = text.split("## What a part knows nothing of", 1)[1].split("\n## ", 1)[0]
+    known = {part for _, part in PARTS.values()}
+    pairs: dict[str, tuple[str, ...]] = {}
+    for line in section.splitlines():
+        cells = _cells(line)
+        if len(cells) == 2 and cells[0] in known:
+            pairs[cells[0]] = tuple(re.findall(r"`([^`]+)`", cells[1]))
+    return pairs
+
+
+FORBIDDEN = _forbidden()
 
 
 @dataclass(frozen=True)
@@ -85,37 +107,118 @@ def _imports(module: str, path: Path) -> Iterator[Import]:
 IMPORTS = [i for module, path in MODULES.items() for i in _imports(module, path)]
 
 
+def _offered_by_root() -> dict[str, str]:
+    """Name -> the module that defines it, for each name the package root offers (loaded on first use or not:
+    its imports, those under TYPE_CHECKING included, name them all)."""
+    return {name: imp.module for imp in IMPORTS if imp.importer == ROOT_MODULE for name in imp.names if name}
+
+
+ROOT_NAMES = _offered_by_root()
+
+
 def part_of(module: str) -> tuple[int, str] | None:
-    """The rank and part of a module of prooflane (None: the package root, or not prooflane's)."""
-    best = max((prefix for prefix in PARTS if module == prefix or module.startswith(prefix + ".")), key=len,
-               default=None)  # fmt: skip
+    """The rank and part of a module of prooflane (None: not prooflane's)."""
+    if module == ROOT_MODULE:
+        return PARTS.get(ROOT_MODULE)
+    inside = [p for p in PARTS if p != ROOT_MODULE and (module == p or module.startswith(p + "."))]
+    best = max(inside, key=len, default=None)
     return None if best is None else PARTS[best]
 
 
 def _targets(imp: Import) -> list[tuple[str, str]]:
-    """(module, name) pairs an import reaches: ``from .x import y`` reaches module ``x.y`` when y is one."""
+    """(module, name) pairs an import reaches: ``from .x import y`` reaches module ``x.y`` when y is one,
+    and a name taken from the package root reaches the root and the module that defines it."""
     reached = []
     for name in imp.names:
         sub = f"{imp.module}.{name}"
-        reached.append((sub, "") if sub in MODULES else (imp.module, name))
+        if sub in MODULES:
+            reached.append((sub, ""))
+            continue
+        reached.append((imp.module, name))
+        if imp.module == ROOT_MODULE and name in ROOT_NAMES and imp.importer != ROOT_MODULE:
+            reached.append((ROOT_NAMES[name], name))
     return reached
 
 
-def test_the_docs_table_names_every_module_once() -> None:
-    assert len({part for _, part in PARTS.values()}) == len({rank for rank, _ in PARTS.values()}) == 11
-    unplaced = [m for m in MODULES if m != "prooflane" and part_of(m) is None]
-    assert unplaced == [], "modules the table of docs/architecture.md does not place"
-
-
-def test_arrows_point_down_the_table_only() -> None:
+def upward_imports(imports: list[Import]) -> list[str]:
+    """Imports that point up the table (a part importing a part of a higher rank)."""
     upward = []
-    for imp in IMPORTS:
+    for imp in imports:
         mine = part_of(imp.importer)
         for module, _ in _targets(imp):
             theirs = part_of(module)
             if mine is not None and theirs is not None and theirs[0] > mine[0]:
                 upward.append(f"{imp.importer}:{imp.line} ({mine[1]}) imports {module} ({theirs[1]})")
-    assert upward == []
+    return upward
+
+
+def forbidden_imports(imports: list[Import], forbidden: dict[str, tuple[str, ...]]) -> list[str]:
+    """Imports of what the importer's part knows nothing of (its own part's modules always allowed)."""
+    found = []
+    for imp in imports:
+        mine = part_of(imp.importer)
+        banned = forbidden.get(mine[1], ()) if mine else ()
+        for module, _ in _targets(imp):
+            if part_of(module) == mine:
+                continue
+            hit = [b for b in banned if module == b or module.startswith(b + ".")]
+            if hit:
+                found.append(
+                    f"{imp.importer}:{imp.line} ({mine and mine[1]}) imports {module}, forbidden by {hit[0]}"
+                )
+    return found
+
+
+def test_the_docs_table_names_every_module_once() -> None:
+    assert len({part for _, part in PARTS.values()}) == len({rank for rank, _ in PARTS.values()}) == 12
+    unplaced = [m for m in MODULES if part_of(m) is None]
+    assert unplaced == [], "modules the table of docs/architecture.md does not place"
+    assert set(ROOT_NAMES) >= {"Client", "Config", "Engine", "ProoflaneError"}
+
+
+def test_arrows_point_down_the_table_only() -> None:
+    assert upward_imports(IMPORTS) == []
+
+
+def test_no_part_imports_what_it_knows_nothing_of() -> None:
+    assert set(FORBIDDEN) == {"groth16", "devices", "status", "engine", "server", "fleet"}
+    assert forbidden_imports(IMPORTS, FORBIDDEN) == []
+
+
+def _synthetic(importer: str, module: str, *names: str) -> list[Import]:
+    return [Import(importer, module, names or ("",), 1, top_level=False)]
+
+
+def test_the_checks_catch_a_synthetic_violation() -> None:
+    """The checkers themselves, on imports no module makes (so that an empty list above means something)."""
+    through_root = _synthetic("prooflane.status.tracker", ROOT_MODULE, "Engine")
+    assert [line.split(" imports ")[1] for line in upward_imports(through_root)] == [
+        "prooflane (the package root)",
+        "prooflane.engine.engine (engine)",
+    ]
+    error_through_root = _synthetic("prooflane.status.tracker", ROOT_MODULE, "ProoflaneError")
+    assert len(upward_imports(error_through_root)) == 1  # the root itself stands above status
+    assert upward_imports(_synthetic("prooflane.status.tracker", "prooflane.errors", "Invalid")) == []
+    downward_but_forbidden = [
+        *_synthetic("prooflane.status.tracker", "prooflane.devices.backend", "Device"),
+        *_synthetic("prooflane.server.api", "prooflane.groth16"),
+        *_synthetic("prooflane.fleet.view", ROOT_MODULE, "Engine"),  # allowed by rank, not by its part
+        *_synthetic("prooflane.engine.admission", "fastapi", "HTTPException"),
+    ]
+    assert upward_imports(downward_but_forbidden) == []
+    found = forbidden_imports(downward_but_forbidden, FORBIDDEN)
+    assert [line.split(":")[0] for line in found] == [
+        "prooflane.status.tracker",
+        "prooflane.server.api",
+        "prooflane.fleet.view",
+        "prooflane.engine.admission",
+    ]
+    groth16_above_itself = _synthetic("prooflane.groth16.prover", "prooflane.errors", "Invalid")
+    assert len(forbidden_imports(groth16_above_itself, FORBIDDEN)) == 1  # upward too: both checks say so
+    assert (
+        forbidden_imports(_synthetic("prooflane.groth16.prover", "prooflane.groth16.formats"), FORBIDDEN)
+        == []
+    )
 
 
 def test_no_module_takes_a_private_name_of_another_part() -> None:
@@ -185,13 +288,23 @@ def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-@pytest.mark.parametrize("module", sorted(MODULES))
-def test_every_module_is_under_the_line_limit(module: str) -> None:
-    assert len(MODULES[module].read_text().splitlines()) < MAX_LINES
+def _sources() -> list[str]:
+    return sorted({str(p.relative_to(PACKAGE)) for pattern in SOURCES for p in PACKAGE.rglob(pattern)})
 
 
-@pytest.mark.parametrize(
-    "face", sorted(p for p in PARTS if p in MODULES and MODULES[p].name == "__init__.py")
+def test_the_line_limit_counts_c_headers_and_javascript() -> None:
+    kinds = {Path(source).suffix for source in _sources()}
+    assert kinds >= {".py", ".pyi", ".c", ".h", ".js"}
+
+
+@pytest.mark.parametrize("source", _sources())
+def test_every_source_file_is_under_the_line_limit(source: str) -> None:
+    lines = len((PACKAGE / source).read_text().splitlines())
+    assert lines < MAX_LINES, f"{source}: {lines} lines"
+
+
+@pytest.mark.parametrize(  # the package root loads names on first use (``__getattr__``): not a face's shape
+    "face", sorted(p for p in PARTS if p in MODULES and MODULES[p].name == "__init__.py" and p != ROOT_MODULE)
 )
 def test_a_face_holds_its_docstring_imports_and_all_only(face: str) -> None:
     tree = ast.parse(MODULES[face].read_text())

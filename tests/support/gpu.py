@@ -15,8 +15,9 @@ import pytest
 pytest.importorskip("numba.cuda", reason="numba-cuda is not installed: pip install 'prooflane[cuda]'")
 
 from prooflane.groth16 import Curve
-from prooflane.groth16._native import G1, backend
+from prooflane.groth16.adapters import library
 from prooflane.groth16.cuda import gpu_available, unavailable_reason
+from prooflane.groth16.points import G1
 
 REASON = unavailable_reason()
 gpu = pytest.mark.skipif(not gpu_available(), reason=f"needs an NVIDIA GPU: {REASON or 'simulator only'}")
@@ -24,7 +25,7 @@ gpu = pytest.mark.skipif(not gpu_available(), reason=f"needs an NVIDIA GPU: {REA
 
 def random_points(curve: Curve, count: int, rng: random.Random) -> list[G1]:
     """``count`` random points of G1 (affine), none at infinity."""
-    be = backend(curve)
+    be = library(curve)
     gen = be.g1(be.g1_gen)
     return [be.g1_xy(be.mul(gen, rng.randrange(1, curve.r))) for _ in range(count)]
 
@@ -34,7 +35,7 @@ def rows(curve: Curve, points: list[G1]) -> Any:
     zero for the point at infinity)."""
     import numpy as np
 
-    from prooflane.groth16._native import mont_row
+    from prooflane.groth16.points import mont_row
 
     n8 = curve.n8q
     out = np.zeros((len(points), 2 * n8), dtype=np.uint8)
@@ -48,7 +49,7 @@ def cpu_msm(curve: Curve, points: list[G1], scalars: list[int]) -> G1:
     """The cpu primitive's MSM (skipping points at infinity, as the prover does)."""
     from prooflane.groth16 import from_ints
 
-    be = backend(curve)
+    be = library(curve)
     keep = [i for i, p in enumerate(points) if p != (0, 0)]
     if not keep:
         return (0, 0)
