@@ -80,7 +80,11 @@ def test_lease_tokens_increase_and_never_repeat() -> None:
 
 
 def _descendants(cls: type) -> set[type]:
-    return {d for sub in cls.__subclasses__() for d in {sub, *_descendants(sub)}}
+    found: set[type] = set()
+    subclasses: list[type] = cls.__subclasses__()
+    for sub in subclasses:
+        found |= {sub, *_descendants(sub)}
+    return found
 
 
 def test_every_event_class_is_in_the_union_and_named() -> None:
