@@ -330,16 +330,55 @@ async def test_a_daemons_log_lines_through_the_fleet_with_its_token(
         async with await _http(fleet) as client:
             one = await client.get("/fleet/daemons/a/logs", params={"lines": "2"})
             assert one.status_code == 200, one.text
-            assert one.json() == {"name": "a", "file": str(config.log_file), "lines": ["second", "third"]}
+            assert one.json() == {"name": "a", "file": str(config.log_file), "lines": ["second", "third"],
+                                  "source": "daemon", "read_secs_ago": 0.0}  # fmt: skip
             every = (await client.get("/fleet/logs", params={"lines": "5"})).json()["daemons"]
             assert every["a"] == {"file": str(config.log_file), "lines": ["first", "second", "third"],
-                                  "error": None}  # fmt: skip
+                                  "error": None, "source": "daemon", "read_secs_ago": 0.0}  # fmt: skip
             # The daemon's log needs its token: a daemon followed without it says why, and has no lines.
             assert every["no-token"]["lines"] == []
             assert "/v1/logs answered 401" in every["no-token"]["error"]
             refused = await client.get("/fleet/daemons/no-token/logs")
             assert refused.status_code == 502 and "401" in refused.json()["detail"]
             assert (await client.get("/fleet/daemons/nobody/logs")).status_code == 404
+
+
+async def test_a_stopped_daemons_log_is_the_last_lines_the_fleet_read_with_their_age(
+    engine_config: Callable[..., Config], sector: Path, running: Callable[[FleetConfig], Fleet]
+) -> None:
+    config = engine_config()
+    assert config.log_file is not None
+    config.log_file.parent.mkdir(parents=True, exist_ok=True)
+    config.log_file.write_text("".join(f"line {n}\n" for n in range(30)))
+    with served(config, sector=sector) as live:
+        fleet = running(_config(DaemonSpec(name="a", url=live.url)))
+        await fleet.start()
+        async with await _http(fleet) as client:
+            assert (await client.get("/fleet/daemons/a/logs", params={"lines": "20"})).status_code == 200
+            assert (await client.get("/fleet/logs", params={"lines": "5"})).status_code == 200  # a short read
+    await _until("a unreachable", lambda: _entry(fleet, "a")["health"] == "unreachable")
+    async with await _http(fleet) as client:
+        answer = await client.get("/fleet/daemons/a/logs", params={"lines": "15"})
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        assert body["source"] == "fleet" and body["lines"] == [f"line {n}" for n in range(15, 30)]
+        assert body["read_secs_ago"] >= 0.0 and "unreachable" in body["error"]
+        every = (await client.get("/fleet/logs", params={"lines": "3"})).json()["daemons"]["a"]
+        assert every["source"] == "fleet" and every["lines"] == ["line 27", "line 28", "line 29"]
+        assert "unreachable" in every["error"]
+
+
+async def test_a_daemon_never_read_answers_502_once_down(
+    engine_config: Callable[..., Config], running: Callable[[FleetConfig], Fleet]
+) -> None:
+    with served(engine_config()) as live:
+        fleet = running(_config(DaemonSpec(name="a", url=live.url)))
+        await fleet.start()
+        await _until("a up", lambda: _entry(fleet, "a")["health"] == "up")
+    await _until("a unreachable", lambda: _entry(fleet, "a")["health"] == "unreachable")
+    async with await _http(fleet) as client:
+        answer = await client.get("/fleet/daemons/a/logs")
+        assert answer.status_code == 502 and "unreachable" in answer.json()["detail"]
 
 
 async def test_managing_needs_the_fleet_token_and_a_daemon_the_fleet_deployed(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shlex
+import sys
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any
@@ -230,10 +231,27 @@ def logs(
     as_json: Annotated[bool, typer.Option("--json", help="Print the fleet's JSON answer.")] = False,
     fleet_url: FleetUrl = DEFAULT_FLEET_URL,
 ) -> None:
-    """Print the last lines of daemon NAME's log file, read through the fleet."""
+    """Print the last lines of daemon NAME's log file, read through the fleet.
+
+    While NAME does not answer: its file read over SSH (a daemon the fleet deployed), or else the last lines
+    the fleet read of it, their age said first on standard error."""
     done = _ask("GET", f"{_route(fleet_url, name, 'logs')}?lines={lines}", None)
     if as_json:
         print(json.dumps(done, indent=2))
         return
+    note = _logs_note(done)
+    if note:
+        print(note, file=sys.stderr)
     for line in done["lines"]:
         print(line)
+
+
+def _logs_note(done: dict[str, Any]) -> str:
+    """Where the lines come from, when not from the daemon itself (empty then)."""
+    source = done.get("source", "daemon")
+    if source == "ssh":
+        return f"# {done.get('error')}; read over SSH from {done['file']}"
+    if source == "fleet":
+        age = float(done.get("read_secs_ago") or 0.0)
+        return f"# {done.get('error')}; the last lines the fleet read of it, {age:.0f} s ago"
+    return ""

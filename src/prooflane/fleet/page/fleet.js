@@ -191,7 +191,9 @@ function updateRow(tr, d) {
   // job (its age in the snapshot, plus the snapshot's own age). One line each, the whole text in the title.
   const errors = [];
   const seen = Math.max(0, ageMs()) / 1000;
-  if (d.health !== "up" && d.last_error) {
+  if (d.health === "stopped") {
+    errors.push(`stopped by the fleet (fleet stop) ${fmtSecs((d.stopped_secs_ago || 0) + seen)} ago`);
+  } else if (d.health !== "up" && d.last_error) {
     const ago = d.last_error_age_secs === null ? "" : ` (${fmtSecs(d.last_error_age_secs + seen)} ago)`;
     errors.push(`${d.last_error}${ago}`);
   }
@@ -349,7 +351,11 @@ function renderLogs(daemons) {
   box.replaceChildren(...names.map((name) => {
     const got = daemons[name];
     const n = got.lines.length;
-    const note = got.error ? `cannot read: ${got.error}` : `last ${n} line${n === 1 ? "" : "s"} of ${got.file}`;
+    const what = `last ${n} line${n === 1 ? "" : "s"} of ${got.file}`;
+    // A daemon that does not answer: why, and the lines the fleet read of it last, with their age.
+    const note = !got.error ? what : got.source === "fleet"
+      ? `cannot read: ${got.error}; the ${what} as read ${fmtSecs(got.read_secs_ago)} ago`
+      : `cannot read: ${got.error}`;
     return h("div", { class: "log", "data-testid": "log", "data-name": name }, [
       h("div", { class: "log-head" }, [document.createTextNode(name), h("span", { class: "muted", text: note })]),
       ...(got.lines && got.lines.length
