@@ -159,7 +159,7 @@ def test_deploy_prove_restart_logs_stop(
         wait_until("gpu-1's lines in /fleet/logs", lambda: running in _page_log(fleet, "gpu-1"))
         _the_page_shows_its_log_and_break_even(fleet, running)
 
-    # Stopped: no process of it is left, its port is free, and the fleet shows it unreachable.
+    # Stopped: no process of it is left, its port is free, and the fleet shows it stopped (on purpose).
     # From the page's Stop button (the route `fleet stop` takes too: once stopped, it finds nothing left).
     new_session = int((host / "daemon.pid").read_text())
     said = _stop_from_the_page(fleet, "gpu-1")
@@ -170,7 +170,12 @@ def test_deploy_prove_restart_logs_stop(
     again = f"no supervisor was running; no process of daemon session {new_session} left; port {port} free"
     assert done.stdout.strip() == f"gpu-1: stopped: {again}"
     assert not [p for p in psutil.process_iter() if _sid(p) == new_session]
-    wait_until("gpu-1 unreachable", lambda: _entry(fleet, "gpu-1")["health"] == "unreachable", timeout=60)
+    wait_until("gpu-1 stopped", lambda: _entry(fleet, "gpu-1")["health"] == "stopped", timeout=60)
+    assert _entry(fleet, "gpu-1")["stopped_secs_ago"] >= 0.0  # on purpose, not just "unreachable"
+    # Down, its log is still there: read over SSH from its folder, and stderr says so.
+    done = _cli(fleet, "fleet", "logs", "gpu-1", "--lines", "400")
+    assert done.returncode == 0, done.stderr
+    assert "read over SSH from" in done.stderr and running in done.stdout
 
     # Deployed again with its name alone: the upgrade, with every setting of the first deploy kept (the host,
     # port, folder and token in the fleet's config; the pip arguments and daemon config in deploy.json).

@@ -89,6 +89,22 @@ def test_health_comes_from_facts() -> None:
     assert health(_facts("a", None, received_at=None, failures=3), 100.0, STALE_AFTER) == "unreachable"
 
 
+def test_a_daemon_the_fleet_stopped_is_stopped_until_it_answers_again() -> None:
+    snap = _proving_snapshot()
+    down = dataclasses.replace(_facts("a", snap, failures=1), stopped_at=1.7e9 + 5.0)  # after its last answer
+    assert health(down, 110.0, STALE_AFTER) == "stopped"
+    entry = daemon_entry(down, 110.0, STALE_AFTER, wall_now=1.7e9 + 65.0)
+    assert entry["health"] == "stopped" and not entry["reachable"]
+    assert entry["stopped_at"] == 1.7e9 + 5.0 and entry["stopped_secs_ago"] == 60.0
+    # Started again by someone else and down once more: an answer after the stop makes it unreachable.
+    again = dataclasses.replace(down, received_wall=1.7e9 + 30.0)
+    assert health(again, 110.0, STALE_AFTER) == "unreachable"
+    assert daemon_entry(again, 110.0, STALE_AFTER, wall_now=1.7e9 + 65.0)["stopped_at"] is None
+    # Up again: up, whatever the fleet did before.
+    up = dataclasses.replace(_facts("a", snap), stopped_at=1.7e9 + 5.0, received_wall=1.7e9 + 30.0)
+    assert health(up, 101.0, STALE_AFTER) == "up"
+
+
 def test_summary_counts_from_the_snapshot() -> None:
     summary = summarize(_proving_snapshot(), cost_per_hour=None)
     assert summary["devices"] == 2

@@ -234,6 +234,7 @@ def _claim(fleet: Fleet, name: str) -> None:
     if name in fleet.operations:
         raise OperationBusy(f"a deploy, stop or restart of {name!r} is already under way")
     fleet.operations.add(name)
+    fleet.stopped.pop(name, None)  # whatever it does now, it is no longer a daemon the fleet left stopped
 
 
 async def deploy(fleet: Fleet, request: DeployRequest) -> dict[str, Any]:
@@ -381,7 +382,9 @@ async def stop(fleet: Fleet, name: str) -> str:
     try:
         stopping = _Remote(fleet, spec).service(spec.deploy_dir, "stop", "--wait", "60",
                                                 within=60 + _CONTROL_SECS)  # fmt: skip
-        return await _logged("stop", name, spec.ssh, stopping)
+        said = await _logged("stop", name, spec.ssh, stopping)
+        fleet.stopped[name] = time.time()  # on purpose: its row says so, not just "unreachable"
+        return said
     finally:
         fleet.operations.discard(name)
 

@@ -32,7 +32,7 @@ from .._version import __version__
 from .config import DaemonSpec, FleetConfig
 from .follower import DaemonFollower
 from .ssh import SshTunnels
-from .view import daemon_entry, fleet_metrics, fleet_totals, relabel_metrics
+from .view import DaemonFacts, daemon_entry, fleet_metrics, fleet_totals, relabel_metrics
 
 __all__ = ["Fleet", "FleetConflict"]
 
@@ -61,6 +61,9 @@ class Fleet:
         self.closing = asyncio.Event()
         # Daemons a deploy, stop or restart is under way for (one at a time each; only the loop touches it).
         self.operations: set[str] = set()
+        # Daemons the fleet stopped on purpose (fleet stop), and when (Unix time): shown as "stopped" until
+        # a deploy or restart, or until they answer again. Only the loop touches it.
+        self.stopped: dict[str, float] = {}
 
     async def start(self) -> None:
         """Start one task per configured daemon."""
@@ -121,7 +124,12 @@ class Fleet:
         """One entry per daemon, in config order."""
         now, wall = self.clock(), time.time()
         stale_after = self.config.stale_after_secs
-        return [daemon_entry(f.facts(), now, stale_after, wall) for f in self.followers.values()]
+        return [daemon_entry(self._facts(f), now, stale_after, wall) for f in self.followers.values()]
+
+    def _facts(self, follower: DaemonFollower) -> DaemonFacts:
+        facts = follower.facts()
+        stopped = self.stopped.get(follower.spec.name)
+        return facts if stopped is None else dataclasses.replace(facts, stopped_at=stopped)
 
     async def metrics(self) -> str:
         """Every reachable daemon's ``/metrics`` labelled by daemon, then the fleet's own gauges."""

@@ -2,7 +2,8 @@
 
 Pure functions over plain data, so the rules are tested without a network:
 
-- A daemon's health is ``connecting`` (no answer yet), ``unreachable`` (its last attempt failed), ``stale``
+- A daemon's health is ``connecting`` (no answer yet), ``unreachable`` (its last attempt failed),
+  ``stopped`` (the same, after the fleet stopped it on purpose, and it has not answered since), ``stale``
   (its last good snapshot is older than ``stale_after_secs``) or ``up``. Only ``up`` daemons have live
   numbers; the others keep their last snapshot and the time since it, and are never counted as idle or zero.
 - Fleet totals add up the ``up`` daemons and name the ones left out.
@@ -43,7 +44,7 @@ __all__ = [
     "summarize",
 ]
 
-Health = Literal["connecting", "up", "stale", "unreachable"]
+Health = Literal["connecting", "up", "stale", "unreachable", "stopped"]
 _TERMINAL = frozenset(state.value for state in TERMINAL_JOB_STATES)
 
 
@@ -63,6 +64,7 @@ class DaemonFacts:
     cost_per_hour: float | None
     price_per_proof: float | None = None  # the fleet's, what one proof earns
     deploy_dir: str = ""  # the daemon's folder on its host when the fleet deployed it (it can stop it)
+    stopped_at: float | None = None  # Unix time the fleet stopped it on purpose (``fleet stop``), if it did
 
 
 def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
@@ -73,7 +75,7 @@ def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
 def health(facts: DaemonFacts, now: float, stale_after_secs: float) -> Health:
     """The daemon's health at ``now``, from stored facts only."""
     if facts.failures > 0:
-        return "unreachable"
+        return "stopped" if _stopped_since_last_answer(facts) else "unreachable"
     if facts.received_at is None:
         return "connecting"
     if now - facts.received_at > stale_after_secs:
@@ -214,6 +216,14 @@ def ray_info(snapshot: Mapping[str, Any]) -> dict[str, Any] | None:
     return info
 
 
+def _stopped_since_last_answer(facts: DaemonFacts) -> bool:
+    """Whether the fleet stopped it on purpose after its last good snapshot (one that came after the stop
+    says someone started it again)."""
+    if facts.stopped_at is None:
+        return False
+    return facts.received_wall is None or facts.received_wall <= facts.stopped_at
+
+
 def daemon_entry(
     facts: DaemonFacts, now: float, stale_after_secs: float, wall_now: float | None = None
 ) -> dict[str, Any]:
@@ -241,6 +251,8 @@ def daemon_entry(
         "last_error_age_secs": _age(facts.last_error_wall, wall_now),
         "cost_per_hour": facts.cost_per_hour,
         "deploy_dir": facts.deploy_dir or None,
+        "stopped_at": facts.stopped_at if state == "stopped" else None,
+        "stopped_secs_ago": _age(facts.stopped_at, wall_now) if state == "stopped" else None,
         "summary": summary,
         "break_even": break_even(facts.cost_per_hour, facts.price_per_proof, live_rate),
         "snapshot": snapshot,
