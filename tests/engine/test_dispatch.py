@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from prooflane.circuits.sector import Sector
 from prooflane.devices import InProcessBackend, Step
 from prooflane.engine.engine import Engine
 from prooflane.models import JobRequest
 from prooflane.states import JobState, WorkerState
-from tests.support.engine import INLINE_SECTOR, WAIT, tiny_config
+from tests.support.engine import WAIT, tiny_config
 
 pytestmark = [pytest.mark.engine, pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -67,6 +68,7 @@ class Pace:
 async def paced(tmp_path: Path, keys_dir: Path, **overrides: object) -> AsyncIterator[tuple[Engine, Pace]]:
     pace = Pace()
     config = tiny_config(tmp_path / "data", keys_dir, **overrides)
+    Sector.create(config.data_dir / "sectors" / "s", 256, seed=7)  # named: a submit waits on nothing built
     async with Engine(config, backend=InProcessBackend(pace)) as engine:
         pace.engine = engine
         yield engine, pace
@@ -74,7 +76,7 @@ async def paced(tmp_path: Path, keys_dir: Path, **overrides: object) -> AsyncIte
 
 async def prove(engine: Engine, jobs: int) -> None:
     ids = [
-        await engine.submit(JobRequest.model_validate({"kind": "winning-post", "sector": INLINE_SECTOR}))
+        await engine.submit(JobRequest.model_validate({"kind": "winning-post", "sector": "s"}))
         for _ in range(jobs)
     ]
     for job_id in ids:

@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import errno
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from prooflane.circuits.sector import Sector
 from prooflane.config import Config
 from prooflane.devices import Device, InProcessBackend, PoolProcessDied, PoolReplaced, Step
 from prooflane.devices.inprocess import InProcessWorker
@@ -525,3 +527,28 @@ async def test_health_says_starting_while_the_engine_starts_and_stopping_once_it
     await asyncio.sleep(0)
     assert "stopping" in engine.health().reasons
     await stopping
+
+
+async def test_an_inline_sector_left_by_a_daemon_killed_before_its_job_was_journalled_is_built_again(
+    engine_config: Callable[..., Config],
+) -> None:
+    """A daemon killed between building a job's inline sector and journalling the job leaves the folder (the
+    daemon's mark in it) or a half-built one: the same submission later is accepted (not a 409), a folder
+    someone else put under that name still is refused, and the next start removes the leftovers."""
+    config = engine_config()
+    sectors = config.data_dir / "sectors"
+    async with running(config) as h:
+        first = await h.submit("winning-post", job_id="left")
+        assert await h.done(first) is JobState.DONE
+        assert (sectors / "left" / ".inline").exists()
+        shutil.copytree(sectors / "left", sectors / "retried")  # as if killed before "retried" was journalled
+        assert await h.done(await h.submit("winning-post", job_id="retried")) is JobState.DONE
+        Sector.create(sectors / "theirs", 256, seed=9)  # someone's sector, no mark
+        with pytest.raises(Conflict, match="holds a sector of that name"):
+            await h.submit("winning-post", job_id="theirs")
+        shutil.copytree(sectors / "left", sectors / "orphan")  # never submitted again
+        shutil.copytree(sectors / "left", sectors / ".building-half.0a1b2c3d")
+        await h.assert_clean()
+    async with running(config) as h:
+        assert sorted(p.name for p in sectors.iterdir()) == ["left", "retried", "theirs"]
+        await h.assert_clean()

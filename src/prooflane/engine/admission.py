@@ -50,6 +50,8 @@ __all__ = ["Admission", "check_witnesses"]
 
 P = PartitionState
 T = TypeVar("T")
+INLINE_MARK = ".inline"  # in an inline sector's folder: the daemon made it (from a request's spec)
+BUILDING = ".building-"  # an inline sector being built: <data_dir>/sectors/.building-<job id>.<random>
 
 
 class Admission:
@@ -215,6 +217,7 @@ class Admission:
             to_prove += sum(p.state is P.PENDING for p in job.partitions)
         logbook.jobs_resumed(resumed, to_prove, not_resumed)
         self._sweep_witnesses()
+        self._sweep_sectors()
 
     def admit(
         self, record: JobRecord, meta: CircuitMeta, done: dict[int, bool], *, resumed: bool = False
@@ -305,30 +308,53 @@ class Admission:
                 f"of {want} bytes"
             )
         path = cfg.data_dir / "sectors" / job_id
-        if await asyncio.to_thread(path.exists):  # a sector someone made there: never built over, nor removed
-            raise Conflict(
-                f"job_id {job_id!r}: the daemon's sector folder holds a sector of that name ({path}); an "
-                "inline sector is made under its job's id: pick another job_id, or name that sector"
-            )
+        if await asyncio.to_thread(path.exists):
+            if not await asyncio.to_thread((path / INLINE_MARK).exists):  # someone's: never built over
+                raise Conflict(
+                    f"job_id {job_id!r}: the daemon's sector folder holds a sector of that name ({path}); an "
+                    "inline sector is made under its job's id: pick another job_id, or name that sector"
+                )
+            # Built for this id by an admission the daemon's end cut off before the job was journalled (no
+            # job has this id: submit looked): nothing names it, so it is built again.
+            await self._remove_inline(job_id)
         try:
             seed = bytes.fromhex(spec.seed.removeprefix("0x")) if spec.seed else None
         except ValueError:
             raise Invalid(f"sector.seed {spec.seed!r}: expected hex, e.g. '07' or '0x07'") from None
+        # Built aside and moved into place whole, marked as the daemon's: a folder under the job's id is
+        # always a complete sector, and one the daemon made can be told from one someone put there.
+        building = path.with_name(f"{BUILDING}{job_id}.{uuid.uuid4().hex[:8]}")
         try:
-            await self._circuits.backend.run(create_sector, str(path), want, seed)
+            await self._circuits.backend.run(create_sector, str(building), want, seed)
+            await asyncio.to_thread(_mark_and_move, building, path)
         except PoolProcessDied as exc:
-            await self._remove_inline(job_id)
+            await self._remove_inline(job_id, building)
             raise Unavailable(f"sector: building it failed ({exc}); nothing kept: try again") from None
         except (ProoflaneError, OSError, ValueError) as exc:
-            await self._remove_inline(job_id)  # a rejected inline sector leaves nothing on disk
+            await self._remove_inline(job_id, building)  # a rejected inline sector leaves nothing on disk
             full = (
                 isinstance(exc, OSError) and exc.errno == errno.ENOSPC
             )  # the daemon's fault, not the request's
             raise (StorageFull if full else Invalid)(f"sector: {exc}") from None
         except BaseException:  # cancelled: the daemon stops
+            shutil.rmtree(building, ignore_errors=True)
             shutil.rmtree(path, ignore_errors=True)
             raise
         return str(path)
+
+    def _sweep_sectors(self) -> None:
+        """At start: remove what a killed daemon left of inline sectors no job names (one half built, or
+        one built for a job that was never journalled)."""
+        sectors = self._pipeline.config.data_dir / "sectors"
+        if not sectors.is_dir():
+            return
+        journal = self._pipeline.journal
+        for folder in sectors.iterdir():
+            if folder.name.startswith(BUILDING) or (
+                (folder / INLINE_MARK).exists() and journal.job(folder.name) is None
+            ):
+                logbook.leftover_removed(folder)
+                shutil.rmtree(folder, ignore_errors=True)
 
     async def _io(self, call: Callable[..., T], *args: Any) -> T:
         """``call(*args)`` (file checks) in a thread, refusals as the HTTP answers they stand for."""
@@ -337,9 +363,10 @@ class Admission:
         except ProoflaneError as exc:
             raise refusal(exc) from None
 
-    async def _remove_inline(self, job_id: str) -> None:
-        path = self._pipeline.config.data_dir / "sectors" / job_id
-        await asyncio.to_thread(shutil.rmtree, path, True)
+    async def _remove_inline(self, job_id: str, *building: Path) -> None:
+        """Remove the inline sector of ``job_id`` (and the folders it was ``building`` in)."""
+        for path in (self._pipeline.config.data_dir / "sectors" / job_id, *building):
+            await asyncio.to_thread(shutil.rmtree, path, True)
 
     def _check_fits(self, kind: str, meta: CircuitMeta) -> None:
         budget = self._pipeline.budget
@@ -416,3 +443,9 @@ def _keep_witnesses(received: list[tuple[Path, str]], folder: Path) -> list[str]
 def _unlink(paths: list[str]) -> None:
     for path in paths:
         Path(path).unlink(missing_ok=True)
+
+
+def _mark_and_move(building: Path, path: Path) -> None:
+    """Mark a built inline sector as the daemon's and move it under its job's id (one rename)."""
+    (building / INLINE_MARK).write_text("made by prooflane for the job of this name\n")
+    os.rename(building, path)

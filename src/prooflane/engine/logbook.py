@@ -109,6 +109,13 @@ def jobs_resumed(jobs: int, partitions: int, not_resumed: int) -> None:
     )  # fmt: skip
 
 
+def leftover_removed(folder: object) -> None:
+    """At start, an inline sector a killed daemon left (half built, or its job never journalled) was
+    removed."""
+    log.info("removed %s: an inline sector no job names (left by a daemon that was killed)", folder,
+             extra={"path": str(folder)})  # fmt: skip
+
+
 def job_not_resumed(record: JobRecord, reason: str) -> None:
     """An unfinished job of the journal cannot be taken again (its kind or circuit is gone): it failed."""
     said, fields = _job(record)
