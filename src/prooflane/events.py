@@ -59,6 +59,7 @@ __all__ = [
     "JobExpired",
     "JobFailed",
     "JobSubmitted",
+    "JournalChecked",
     "LeaseGranted",
     "LeaseMinter",
     "LeaseToken",
@@ -156,6 +157,15 @@ class JobExpired(EventBase):
     """
 
     job_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JournalChecked(EventBase):
+    """The engine's comparison of the live view with the journal found something other than the last one
+    did: ``disagreements``, in words (empty: they agree again). Posted only on a change, so the live view
+    never changes without ``seq`` moving; each is an invariant violation until the next."""
+
+    disagreements: tuple[str, ...]
 
 
 # --- synthesis -------------------------------------------------------------------------------------
@@ -364,6 +374,7 @@ Event: TypeAlias = (
     | JobFailed
     | JobCancelled
     | JobExpired
+    | JournalChecked
     | SynthesisStarted
     | SynthesisFinished
     | SynthesisFailed

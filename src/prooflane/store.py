@@ -244,6 +244,20 @@ class Store:
         rows = self._read("SELECT * FROM jobs WHERE state IN ('queued', 'running') ORDER BY seq", ())
         return [_job(r) for r in rows]
 
+    def unfinished_job_ids(self) -> list[str]:
+        """The ids of the jobs not yet done, failed or cancelled, oldest first (nothing else read)."""
+        rows = self._read("SELECT job_id FROM jobs WHERE state IN ('queued', 'running') ORDER BY seq", ())
+        return [str(r[0]) for r in rows]
+
+    def job_states(self, job_ids: list[str]) -> dict[str, str]:
+        """The state of each of ``job_ids`` the journal holds (one read per 500 ids)."""
+        found: dict[str, str] = {}
+        for start in range(0, len(job_ids), 500):
+            chunk = job_ids[start : start + 500]
+            sql = f"SELECT job_id, state FROM jobs WHERE job_id IN ({','.join('?' * len(chunk))})"
+            found.update((str(r[0]), str(r[1])) for r in self._read(sql, tuple(chunk)))
+        return found
+
     def set_job_state(
         self, job_id: str, state: str, *, error: str | None = None, finished_at: float | None = None
     ) -> None:

@@ -25,7 +25,7 @@ import pytest
 import uvicorn
 
 from prooflane.config import Config
-from prooflane.devices import Device, DeviceBackend, InProcessBackend, Step
+from prooflane.devices import Device, DeviceBackend, Finished, InProcessBackend, Step
 from prooflane.devices.inprocess import InProcessWorker
 from prooflane.engine.engine import Engine
 from prooflane.errors import Conflict
@@ -34,6 +34,7 @@ from prooflane.models import JobProof, JobRequest
 from prooflane.server import bind
 from prooflane.server.api import close_streams, create_app
 from prooflane.states import JobState, WorkerState
+from prooflane.testing.checks import check_journal
 
 WAIT = 60.0  # the most any one condition may take before the test fails
 INLINE_SECTOR = {"size": 256, "seed": "07"}  # a tiny-profile sector the engine creates from the request
@@ -129,13 +130,30 @@ class Harness:
         assert view is not None
         return view.state
 
+    def against_journal(self) -> list[str]:
+        """Where the live view (``/status``) and the journal (read from its SQLite file, beside the engine)
+        say different things (:func:`prooflane.testing.checks.check_journal`)."""
+        status = json.loads(self.engine.snapshot().to_json_text())
+        return check_journal(status, self.engine.config.data_dir / "journal.sqlite3")
+
+    async def until(self, condition: Callable[[], bool]) -> None:
+        """Wait until ``condition()`` holds (looked at once a turn of the event loop; at most ``WAIT``)."""
+        async with asyncio.timeout(WAIT):
+            while not condition():  # noqa: ASYNC110 (the engine's state has no event for each condition)
+                await asyncio.sleep(0)
+
     async def assert_clean(self) -> None:
-        """Once the work still running for ended jobs returns: nothing reserved, every invariant holding,
-        every worker live and idle."""
+        """Once the work still running for ended jobs returns and every worker is back: nothing reserved,
+        every invariant holding (the live view agreeing with the journal, by the engine's own check and read
+        from the journal's file here), every worker live and idle."""
         budget = self.engine.budget
         async with asyncio.timeout(WAIT):
             while budget.reserved:
                 await budget.wait_change()
+        # A death decides its partitions at once; its worker is back (restarted) a few turns later.
+        await self.until(lambda: {w.state for w in self.engine.snapshot().workers} == {WorkerState.IDLE})
+        assert self.engine.check_journal() == []
+        assert self.against_journal() == []
         snapshot = self.engine.snapshot()
         assert snapshot.invariant_violations == ()
         assert snapshot.illegal_events == 0
@@ -185,14 +203,45 @@ def tiny_config(data_dir: Path, keys_dir: Path, **overrides: object) -> Config:
     return Config(**(values | overrides))  # type: ignore[arg-type]
 
 
+class AnsweringBackend(InProcessBackend):
+    """An in-process backend whose workers call ``on_answer(worker, label)`` (when set) once a finalizer's
+    answer is made and before the engine has it: a test kills the worker there (a prover SIGKILLed while its
+    finalizer's answer was on its way), cancels the job, or holds the answer back until a later moment."""
+
+    def __init__(self, hook: Callable[[Step], Coroutine[Any, Any, None]] | None = None) -> None:
+        super().__init__(hook)
+        self.on_answer: Callable[[InProcessWorker, str], Coroutine[Any, Any, None]] | None = None
+
+    def new_worker(self, worker_id: str, device: Device) -> InProcessWorker:
+        worker = _AnsweringWorker(worker_id, device, self)
+        self.workers[worker_id] = worker
+        return worker
+
+
+class _AnsweringWorker(InProcessWorker):
+    def __init__(self, worker_id: str, device: Device, backend: AnsweringBackend) -> None:
+        super().__init__(worker_id, device, backend)
+        self._answering = backend
+
+    async def finish(self, key_path: str, state: Any, label: str = "") -> Finished:
+        finished = await super().finish(key_path, state, label)
+        if (on_answer := self._answering.on_answer) is not None:
+            await on_answer(self, label)
+        return finished
+
+
 @contextlib.asynccontextmanager
 async def running(
-    config: Config, clock: Callable[[], float] = time.monotonic, sector: Path | None = None
+    config: Config,
+    clock: Callable[[], float] = time.monotonic,
+    sector: Path | None = None,
+    backend_of: Callable[[Gate], InProcessBackend] = InProcessBackend,
 ) -> AsyncIterator[Harness]:
     """An engine on the in-process backend, stopped at the end of the block. ``sector``: a tiny sector folder
-    for the jobs ``Harness.submit`` makes (by default each gets an inline sector)."""
+    for the jobs ``Harness.submit`` makes (by default each gets an inline sector). ``backend_of``: the
+    backend, given the gate (an :class:`AnsweringBackend`, say)."""
     gate = Gate()
-    backend = InProcessBackend(gate)
+    backend = backend_of(gate)
     async with Engine(config, backend=backend, clock=clock) as engine:
         harness = Harness(engine, backend, gate)
         if sector is not None:

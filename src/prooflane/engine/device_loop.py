@@ -200,17 +200,26 @@ class DeviceLoop:
                 try:
                     await self._key_files.ensure(part.job.meta)
                 except Unavailable as exc:
-                    held.discard(part)
-                    pipeline.fail_partition(part, str(exc))
+                    if part in held:
+                        held.discard(part)
+                        pipeline.fail_partition(part, str(exc))
                     continue
             allocation = await self._key_for(worker, part.job.meta)
             allocation.use()
             try:
                 on_device = await self._admit(worker, part)
             except _NeverFits as exc:
-                held.discard(part)
                 allocation.done()
-                pipeline.fail_partition(part, str(exc))
+                if part in held:
+                    held.discard(part)
+                    pipeline.fail_partition(part, str(exc))
+                continue
+            if part not in held:  # the worker died meanwhile: the death decided the partition (retried)
+                allocation.done()
+                if on_device is not None:
+                    on_device[0].done()
+                    on_device[1].release()
+                worker.check_alive()
                 continue
             grant = functools.partial(self._grant, worker, part)
             self._staging[worker.worker_id] = (part.name, pipeline.clock())  # until the lease is granted
@@ -223,15 +232,20 @@ class DeviceLoop:
                 worker.die(reason, frozenset([part.name]))
                 raise WorkerDied(reason) from None
             except RemoteError as exc:
-                held.discard(part)
                 allocation.done()
-                pipeline.fail_partition(part, f"prove_start failed: {exc}")
+                if part in held:
+                    held.discard(part)
+                    pipeline.fail_partition(part, f"prove_start failed: {exc}")
                 continue
             finally:
                 self._staging.pop(worker.worker_id, None)
                 if on_device is not None:  # the device section is over (or never ran): its memory is free
                     on_device[0].done()
                     on_device[1].release()
+            if part not in held:  # the worker died as its device section ended: the death decided it
+                allocation.done()
+                worker.check_alive()
+                continue
             part.synthesized = None
             if result is None or not part.live:  # the job ended meanwhile
                 worker.check_alive()
@@ -276,12 +290,12 @@ class DeviceLoop:
             return  # the worker's supervisor retries everything it held, this partition included
         except RemoteError as exc:
             allocation.done()
-            if part.token == token:
+            if self._owns(worker, part, token):
                 self._held[worker].discard(part)
                 pipeline.fail_partition(part, f"prove_finish failed: {exc}")
             return
         allocation.done()
-        if part.token != token:
+        if not self._owns(worker, part, token):
             return  # retried meanwhile (its worker died): the new attempt owns it now
         self._held[worker].discard(part)
         if not part.live:
@@ -309,6 +323,11 @@ class DeviceLoop:
         pipeline.post(ev.FinalizeFinished(at=pipeline.clock(), token=token, finalize_ms=finished.ms))
         if all(p.state is P.DONE for p in part.job.partitions):
             pipeline.end_job(part.job, JobState.DONE, None)
+
+    def _owns(self, worker: DeviceWorker, part: PartitionRun, token: ev.LeaseToken) -> bool:
+        """Whether an answer made under ``token`` is still the partition's outcome: it holds that lease, and
+        its worker's death (reported the moment the backend knew) has not decided it already."""
+        return part.token == token and part in self._held.get(worker, ())
 
     def _holds_key(self, worker: DeviceWorker, meta: CircuitMeta) -> bool:
         allocation = self._keys.get((worker, meta.key_path))
@@ -380,28 +399,45 @@ class DeviceLoop:
                 raise
 
     def _report_death(self, worker: DeviceWorker, reason: str) -> None:
-        """Say (log and tracker) that a registered worker died: once, as soon as its backend knows."""
+        """Say (log and tracker) that a registered worker died, and decide at once what becomes of every
+        partition it holds: once, as soon as its backend knows (the same turn of the event loop).
+
+        Deciding here, not when the worker's tasks have wound down, is what keeps the journal and the live
+        view together: the tracker ends the dead worker's leases now, so an answer of its finalizer that
+        reaches the engine after this (made just before the death) must find its partition decided already
+        (retried), and be discarded, rather than be journalled done under a lease the tracker has dropped.
+        """
         if worker in self._reported:
             return
         self._reported.add(worker)
         logbook.worker_died(worker.info(), reason, len(self._held.get(worker, ())))
         pipeline = self._pipeline
         pipeline.post(ev.WorkerDied(at=pipeline.clock(), worker_id=worker.worker_id, reason=reason))
+        self._retry_held(worker, reason)
 
     def _worker_died(self, worker: DeviceWorker, reason: str, *, registered: bool = True) -> None:
-        """The worker is gone: free its keys, retry every partition it held (blaming only those whose own
-        work ran where it died, when its backend can tell)."""
+        """The worker is gone: free its keys, retry every partition it still holds (what it took after its
+        death was reported, or everything when it was never registered)."""
         worker.kill()
         for keys in (self._keys, self._device_keys):
             for slot in [s for s in keys if s[0] is worker]:
                 keys.pop(slot).release()
-        held = self._held.get(worker, set())
         if registered:
             self._report_death(worker, reason)
+        self._retry_held(worker, reason)
         self._held.pop(worker, None)
+
+    def _retry_held(self, worker: DeviceWorker, reason: str) -> None:
+        """The dead worker no longer holds anything: each live partition it held is retried (blaming only
+        those whose own work ran where it died, when its backend can tell); the others are released."""
+        held = self._held.get(worker)
+        if not held:
+            return
+        parts = sorted(held, key=lambda p: p.key)
+        held.clear()  # from here on, nothing the worker's tasks hand back is the outcome of these
         pipeline = self._pipeline
         culprits = worker.culprits
-        for part in sorted(held, key=lambda p: p.key):
+        for part in parts:
             if part.live:
                 blame = culprits is None or part.name in culprits
                 pipeline.retry(part, f"worker {worker.worker_id} died: {reason}", blame=blame)

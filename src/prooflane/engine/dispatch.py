@@ -65,6 +65,16 @@ class Dispatcher:
                     part.job.move(JobState.RUNNING)
                     pipeline.write(functools.partial(_mark_running, part.job.job_id))
                 self.active += 1
+                # Said in the same turn as the partition leaves the queue: the queue depth shown is
+                # what waits, at every turn (engine/journal_check.py checks it).
+                pipeline.post(
+                    ev.SynthesisStarted(
+                        at=pipeline.clock(),
+                        job_id=part.job.job_id,
+                        partition=part.index,
+                        attempt=part.attempt,
+                    )
+                )
                 part.task = pipeline.spawn(self._synthesize(part), f"synthesize {part.name}")
                 # A callback, not a ``finally``: a task cancelled before it starts never runs its body.
                 part.task.add_done_callback(functools.partial(self._synthesis_ended, part))
@@ -113,11 +123,6 @@ class Dispatcher:
 
     async def _synthesize(self, part: PartitionRun) -> None:
         pipeline, job = self._pipeline, part.job
-        pipeline.post(
-            ev.SynthesisStarted(
-                at=pipeline.clock(), job_id=job.job_id, partition=part.index, attempt=part.attempt
-            )
-        )
         task = SynthesisTask(job.job_id, part.index, job.meta.key_path, job.inputs[part.index])
         try:
             synthesized, ms = await self._backend.run(synthesize_partition, task)

@@ -41,6 +41,7 @@ from ..store import JournalUnreadable, JournalUnwritable, Store
 from .admission import Admission
 from .device_loop import DeviceLoop
 from .dispatch import Dispatcher
+from .journal_check import CHECK_SECS, against_journal
 from .logbook import HealthLog
 from .pipeline import Pipeline
 from .records import journal_view, live_view
@@ -190,6 +191,7 @@ class Engine:
                 tg.create_task(self._dispatcher.run(), name="dispatcher")
                 tg.create_task(self._health_log.run(), name="health log")
                 tg.create_task(self._circuits.keys.run(), name="key files")
+                tg.create_task(self._check_journal_often(), name="journal check")
                 started.set_result(None)
         except BaseException as exc:
             self.ready = False
@@ -437,6 +439,27 @@ class Engine:
         reasons += self._circuits.keys.problems()
         stalled = self._pipeline.stalled(*self._devices.busy())
         return (*reasons, stalled) if stalled else tuple(reasons)
+
+    def check_journal(self) -> list[str]:
+        """Compare the live view with the journal now (:mod:`prooflane.engine.journal_check`): where they
+        disagree, in words, kept in the snapshots (invariant violations, a reason against health) until the
+        next comparison, and counted. The engine does this every ``CHECK_SECS``."""
+        pipeline = self._pipeline
+        with self._reading():
+            found = against_journal(pipeline.tracker.records, pipeline.journal, len(pipeline.pending))
+        if tuple(found) != pipeline.tracker.records.journal_disagreements:
+            if found:
+                log.error("the live view disagrees with the journal: %s", "; ".join(found))
+            pipeline.post(ev.JournalChecked(at=pipeline.clock(), disagreements=tuple(found)))
+        pipeline.tracker.journal_checked()
+        return found
+
+    async def _check_journal_often(self) -> None:
+        while True:
+            await asyncio.sleep(CHECK_SECS)
+            if self.ready:
+                with contextlib.suppress(JournalUnreadable):  # said in health already
+                    self.check_journal()
 
     def subscribe(self, last_event_id: int | None = None) -> Subscription:
         """The event stream (``GET /v1/events``), resumed after ``last_event_id`` when given."""

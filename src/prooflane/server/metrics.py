@@ -85,6 +85,10 @@ def render_totals(t: TrackerTotals) -> str:
          t.retries),
         ("prooflane_invariant_violations", "gauge",
          "Status invariants broken now (0 when the status tells the truth).", t.invariant_violations),
+        ("prooflane_journal_checks_total", "counter",
+         "Comparisons of the live view with the journal.", t.journal_checks),
+        ("prooflane_journal_disagreements_total", "counter",
+         "Disagreements found anew by those comparisons.", t.journal_disagreed),
         ("prooflane_up", "gauge",
          "1 when the daemon can work (every device has a live worker, health ok), else 0.", int(t.health.ok)),
     ):  # fmt: skip

@@ -24,6 +24,7 @@ from .snapshot import (
     FinalizingLease,
     Health,
     HistoryStatus,
+    JournalCheckStatus,
     LiveJobsStatus,
     MemoryStatus,
     PartitionStatus,
@@ -82,6 +83,8 @@ class TrackerTotals:
     invariant_violations: int
     retries: int
     health: Health
+    journal_checks: int = 0  # the engine's comparisons of the live view with the journal
+    journal_disagreed: int = 0  # times one found a disagreement anew
     # device -> its memory (cuda devices with a budget): total, resident keys' and in-use bytes
     device_memory: Mapping[str, DeviceMemoryStatus] = field(default_factory=lambda: MappingProxyType({}))
     arithmetic: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # curve -> as /status
@@ -103,6 +106,7 @@ def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
         arithmetic=r.arithmetic,
         invariants_ok=not head.invariant_violations,
         invariant_violations=head.invariant_violations,
+        journal_check=_journal_check(r, now),
         health=health(r, now, head.health_reasons),
         stale_events=r.stale,
         illegal_events=r.illegal,
@@ -122,6 +126,11 @@ def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
     )
 
 
+def _journal_check(r: Records, now: float) -> JournalCheckStatus:
+    ago = None if r.journal_checked_at is None else now - r.journal_checked_at
+    return JournalCheckStatus(r.journal_disagreed, ago)
+
+
 def health(r: Records, now: float, extra_reasons: Iterable[str] = ()) -> Health:
     """Ok when some worker is listed, every device listed has a live one, and no device section or
     finalization has run past ``stall_secs`` (a worker that does not answer: stopped, deadlocked); plus
@@ -135,6 +144,9 @@ def health(r: Records, now: float, extra_reasons: Iterable[str] = ()) -> Health:
             down.append(device.name)
             said = "; ".join(f"{w.worker_id} {w.state.value}: {w.last_error}" for w in workers)
             reasons.append(f"device {device.name} has no live worker ({said})")
+    if found := r.journal_disagreements:
+        more = f" (and {len(found) - 1} more: see invariant_violations)" if len(found) > 1 else ""
+        reasons.append(f"the live view disagrees with the journal: {found[0]}{more}")
     warnings = arithmetic_warnings(r.arithmetic)
     return Health(not reasons, tuple(reasons), tuple(down), warnings).with_reasons(*extra_reasons)
 
@@ -185,6 +197,8 @@ def totals(
         invariant_violations=invariant_violations,
         retries=r.retries,
         health=health(r, now, health_reasons),
+        journal_checks=r.journal_checks,
+        journal_disagreed=r.journal_disagreed,
         device_memory=MappingProxyType({d: _device_memory(m) for d, m in r.device_memory.items()}),
         arithmetic=r.arithmetic,
     )

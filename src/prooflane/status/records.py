@@ -238,6 +238,13 @@ class Records:
     device_memory: dict[str, MemoryLedger] = field(default_factory=dict)
     leases: dict[ev.LeaseToken, Lease] = field(default_factory=dict)  # live leases: current or finalizing
     max_token: int = 0  # tokens are granted in increasing order: one not above this is old
+    # The engine's comparisons of the live view with the journal (engine/journal_check.py): what the last
+    # found and how many times one found a disagreement anew (both by JournalChecked events); how many ran
+    # and when the last did (the clock), counted outside the events.
+    journal_disagreements: tuple[str, ...] = ()
+    journal_disagreed: int = 0
+    journal_checks: int = 0
+    journal_checked_at: float | None = None
     states: Counter[PartitionState] = field(default_factory=Counter)  # == live-view partitions per state
     pending_by_priority: Counter[str] = field(default_factory=Counter)
     partitions_total: Counter[tuple[str, str]] = field(default_factory=Counter)  # (kind, outcome)

@@ -27,6 +27,7 @@ __all__ = [
     "Health",
     "HistoryStatus",
     "JobState",
+    "JournalCheckStatus",
     "LiveJobsStatus",
     "MachineStatus",
     "MemoryStatus",
@@ -329,6 +330,16 @@ class MemoryStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class JournalCheckStatus:
+    """The engine's comparisons of the live view with the journal: how many times one found a disagreement
+    anew (``disagreed``, since boot), and how long ago the last ran (None before the first). What the last
+    found is in ``invariant_violations``; how many ran, in ``/metrics``."""
+
+    disagreed: int
+    checked_secs_ago: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class SynthesisStatus:
     """The synthesis pool: its size and how many partitions it synthesizes now."""
 
@@ -433,6 +444,7 @@ class StatusSnapshot:
     arithmetic: Mapping[str, str]
     invariants_ok: bool
     invariant_violations: tuple[str, ...]
+    journal_check: JournalCheckStatus
     health: Health
     stale_events: int
     illegal_events: int

@@ -13,18 +13,9 @@ token is live where that event expects it; otherwise it is *stale*: dropped and 
 a later "start". Events about a job no longer in the live view, a terminal partition or an older attempt are
 stale too. Worker states are computed from these facts, never stored.
 
-Partition transitions (the table of :mod:`prooflane.states`) and the events that make them; anything else is
-*illegal*: :class:`~prooflane.errors.IllegalTransition` in strict mode (the tests), counted and ignored in
-production::
-
-    pending      -> synthesizing                      SynthesisStarted
-    synthesizing -> synthesized                       SynthesisFinished
-    synthesized  -> proving                           LeaseGranted
-    proving      -> finalizing                        DeviceSectionFinished
-    finalizing   -> done                              FinalizeFinished
-    any live     -> failed                            SynthesisFailed, PartitionFailed, JobFailed
-    any live     -> cancelled                         JobFailed (the others), JobCancelled
-    any live but pending -> pending                   PartitionRetried, WorkerDied (retry after a death)
+Partition transitions follow the one table of :mod:`prooflane.states` (docs/status.md gives the event that
+makes each); anything else is *illegal*: :class:`~prooflane.errors.IllegalTransition` in strict mode (the
+tests), counted and ignored in production.
 
 A job ends once, is counted once, stays in the live view for ``retention_secs`` after its end, then leaves it
 by a :class:`~prooflane.events.JobExpired` the tracker folds in itself (on the next event, read, or a timer on
@@ -212,6 +203,10 @@ class StatusTracker:
                 return self._job_ended(event.job_id, event.at, JobState.CANCELLED, reason, None)
             case ev.JobExpired():
                 return self._job_expired(event)
+            case ev.JournalChecked():
+                self._r.journal_disagreements = event.disagreements
+                self._r.journal_disagreed += bool(event.disagreements)
+                return {}
             case ev.SynthesisStarted():
                 return self._synthesis(event.job_id, event.partition, event.attempt, P.SYNTHESIZING)
             case ev.SynthesisFinished():
@@ -550,10 +545,17 @@ class StatusTracker:
 
     def invariants(self) -> list[str]:
         """Every broken invariant, in words; empty when all hold. Checked again at every new ``seq`` (a job's
-        own facts recounted when it changed: :class:`prooflane.status.invariants.InvariantCheck`)."""
+        own facts recounted when it changed: :class:`prooflane.status.invariants.InvariantCheck`), and
+        after them what the last comparison with the journal found (:meth:`journal_checked`)."""
         if self._invariants_at[0] != self._r.seq:
             self._invariants_at = (self._r.seq, self._check_invariants(self._r))
-        return list(self._invariants_at[1])
+        return [*self._invariants_at[1], *self._r.journal_disagreements]
+
+    def journal_checked(self) -> None:
+        """The engine compared the live view with the journal (:mod:`prooflane.engine.journal_check`; what
+        it found, when that changed, came as a ``JournalChecked`` event): counted, and when."""
+        self._r.journal_checks += 1
+        self._r.journal_checked_at = self._clock()
 
     def health(self, *extra_reasons: str) -> Health:
         """Whether every listed device has a live worker (and which have none); ``extra_reasons``, the

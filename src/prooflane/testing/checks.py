@@ -6,7 +6,10 @@ See :mod:`.chaos` for the properties and the run that records what these read.
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from ..states import LIVE_PARTITION_STATES
@@ -15,6 +18,7 @@ from .faults import WORKER_KINDS, Fault, ProcessKind, Sample
 __all__ = [
     "check_final",
     "check_health_after_kills",
+    "check_journal",
     "check_reports",
     "check_samples",
     "live_partitions",
@@ -163,6 +167,40 @@ def check_final(status: dict[str, Any]) -> list[str]:
         found.append(f"cached bytes {memory['cached_bytes']} are not the sum of the allocations")
     if not status["health"]["ok"]:
         found.append(f"not healthy after the drain: {status['health']['reasons']}")
+    return found
+
+
+def check_journal(status: dict[str, Any], journal: Path) -> list[str]:
+    """Where a ``/status`` document and the journal (its SQLite file, opened read-only) say different things
+    of a job the status lists: its end (done, failed, cancelled, or none yet), a partition's end (the journal
+    keeps a live partition pending), a job only one of them holds unfinished; and a queue depth other than
+    the partitions the status shows pending. An outside view of what the engine's own check compares."""
+    found: list[str] = []
+    ended = {"done", "failed", "cancelled"}
+    listed = {job["job_id"]: job for job in status["pipelines"]}
+    with contextlib.closing(sqlite3.connect(f"file:{journal}?mode=ro", uri=True)) as db:
+        for job_id, job in listed.items():
+            row = db.execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+            if row is None:
+                found.append(f"{job_id}: {job['state']} in /status, not in the journal")
+                continue
+            if ({row[0], job["state"]} & ended) and row[0] != job["state"]:
+                found.append(f"{job_id}: {job['state']} in /status, {row[0]} in the journal")
+            rows = db.execute("SELECT idx, state FROM partitions WHERE job_id = ?", (job_id,)).fetchall()
+            kept = dict(rows)
+            for part in job["partitions"]:
+                said, stored = part["state"], kept.get(part["index"])
+                if ({said, stored} & ended) and said != stored:
+                    found.append(
+                        f"{job_id}/{part['index']}: {said} (attempt {part['attempt']}) in /status, "
+                        f"{stored} in the journal"
+                    )
+        unfinished = db.execute("SELECT job_id FROM jobs WHERE state IN ('queued', 'running')").fetchall()
+    if status["live_jobs"]["shown"] == status["live_jobs"]["total"]:  # every job of the live view listed
+        found += [f"{j}: unfinished in the journal, not in /status" for (j,) in unfinished if j not in listed]
+        pending = sum(p["state"] == "pending" for job in listed.values() for p in job["partitions"])
+        if status["counters"]["queue_depth"] != pending:
+            found.append(f"queue depth {status['counters']['queue_depth']}, {pending} partitions pending")
     return found
 
 
