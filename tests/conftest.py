@@ -128,3 +128,26 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 os.environ.setdefault("PROOFLANE_TEST", "1")
 # Keys whose points passed the subgroup checks are remembered here, not in the user's cache folder.
 os.environ.setdefault("PROOFLANE_POINT_CHECKS", str(OUTPUT / "point-checks"))
+
+
+LANE_FOLDERS = {"e2e": "slow", "engine": "engine"}
+"""Folders of tests/ whose every test is in a lane, whatever its file says (a new file cannot drift into
+``make check``): the folder's name -> the lane's marker."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Put each test of a lane folder in its lane; a test marked for the other lane there is an error."""
+    root = Path(__file__).parent
+    for item in items:
+        try:
+            folder = item.path.relative_to(root).parts[0]
+        except ValueError:
+            continue
+        lane = LANE_FOLDERS.get(folder)
+        if lane is None:
+            continue
+        others = [m for m in LANE_FOLDERS.values() if m != lane and item.get_closest_marker(m) is not None]
+        if others:
+            raise pytest.UsageError(f"{item.nodeid}: marked {others[0]} in tests/{folder}/, the {lane} lane")
+        if item.get_closest_marker(lane) is None:
+            item.add_marker(lane)

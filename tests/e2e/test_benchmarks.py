@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -59,41 +58,3 @@ def test_the_benchmark_runs_and_writes_its_results(
     written = json.loads((tmp_path / f"{result}.json").read_text())
     assert written["machine"]["cpus"] >= 1
     assert f"wrote {tmp_path / result}.json" in done.stdout
-
-
-def _benchmark_module(name: str) -> Any:
-    """A module of benchmarks/ (which is not a package), imported as the benchmarks import each other."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-
-
-@pytest.mark.parametrize(
-    ("text", "nice"),
-    [("/autogroup-317 nice 0\n", 0), ("/autogroup-2 nice -19\n", -19), ("", None), ("garbage\n", None)],
-)
-def test_the_autogroup_nice_value_is_read_where_there_is_one(
-    text: str, nice: int | None, tmp_path: Path
-) -> None:
-    _autogroup_nice = _benchmark_module("_common")._autogroup_nice
-    autogroup = tmp_path / "autogroup"
-    autogroup.write_text(text)
-    assert _autogroup_nice(autogroup) == nice
-    assert _autogroup_nice(tmp_path / "absent") is None
-
-
-def test_the_rapidsnark_row_needs_an_executable_prover(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    bench_prove = _benchmark_module("bench_prove")
-    prover = tmp_path / "prover"
-    monkeypatch.setenv("RAPIDSNARK", str(prover))
-    assert bench_prove.rapidsnark_binary() is None  # absent: the row is skipped
-    prover.write_text("#!/bin/sh\n")
-    assert bench_prove.rapidsnark_binary() is None  # not executable
-    prover.chmod(0o755)
-    assert bench_prove.rapidsnark_binary() == prover
-    monkeypatch.setenv("RAPIDSNARK", "")
-    assert bench_prove.rapidsnark_binary() is None  # switched off

@@ -32,7 +32,6 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from prooflane import events as ev
 from prooflane.config import Config
 from prooflane.fleet import Fleet, create_fleet_app
-from prooflane.fleet import app as fleet_app
 from prooflane.fleet.config import DaemonSpec, FleetConfig
 from prooflane.server import bind
 from prooflane.states import TERMINAL_JOB_STATES, JobState
@@ -100,11 +99,6 @@ def test_the_pages_finished_states_are_the_terminal_job_states(browser: Browser,
 
 
 # --- every module served -------------------------------------------------------------------------
-
-
-def test_the_fleet_serves_every_file_of_the_dashboard() -> None:
-    served_files = {p.name for p in DASHBOARD.iterdir() if p.is_file() and p.name != "index.html"}
-    assert set(fleet_app._DASHBOARD_ASSETS) == served_files
 
 
 class Watched:

@@ -7,39 +7,19 @@ why in its health, starts no partition, keeps every accepted job, and goes on by
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import errno
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from prooflane.cli.daemon_process import DaemonProcess
-from prooflane.client import Client
-from prooflane.errors import DaemonError, StorageFull
+from prooflane.errors import StorageFull
 from prooflane.groth16 import Proof, VerificationKey, verify
-from prooflane.models import InlineSector
 from prooflane.states import JobState
 from prooflane.store import JournalUnwritable, Store
-from tests.support.daemons import KEYS_CACHE, TIMEOUT, wait_done, wait_until
+from tests.support.disk import fill
 from tests.support.engine import WAIT, Harness, running, tiny_config
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(120)]
-
-
-def fill(disk: Path) -> Path:
-    """Write a file until the disk has no byte left; return it (removing it frees the room again)."""
-    filler = disk / "filler"
-    with filler.open("wb", buffering=0) as f:
-        for chunk in (1 << 16, 1 << 12, 1 << 9, 1):
-            with contextlib.suppress(OSError):
-                while True:
-                    f.write(b"\0" * chunk)
-    with pytest.raises(OSError) as full:
-        (disk / "one-more").write_bytes(b"\0" * 4096)
-    assert full.value.errno == errno.ENOSPC
-    return filler
 
 
 def test_a_write_to_a_full_disk_is_refused_whole_and_the_journal_goes_on_after(small_disk: Path) -> None:
@@ -125,42 +105,6 @@ async def test_a_cancellation_asked_for_as_the_disk_fills_takes_effect_once_the_
     held.release.set()
     assert await h.done(job_id) is JobState.CANCELLED  # the first end asked for is the one kept
     await h.assert_clean()
-
-
-@pytest.mark.slow
-def test_a_daemon_on_a_full_disk_answers_507_and_503_with_the_reason_then_finishes_every_job(
-    small_disk: Path, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    cache = tmp_path_factory.getbasetemp() / KEYS_CACHE  # the keys stay off the small disk
-    keys = cache if cache.is_dir() else tmp_path_factory.mktemp("keys")
-    config = tmp_path_factory.mktemp("full-disk") / "prooflane.toml"
-    config.write_text(f"keys_dir = {json.dumps(str(keys))}\n")
-    daemon = DaemonProcess(small_disk / "data", config_file=config, log_path=config.parent / "daemon.log")
-    daemon.start(timeout=TIMEOUT)
-    try:
-        with Client(daemon.url) as client:
-            ids = [client.submit("porep-c2", sector=InlineSector(size=256, seed=f"{n:02x}")) for n in (1, 2)]
-            wait_until("a partition proven", lambda: client.job(ids[0]).partitions_done > 0)
-            filler = fill(small_disk)
-            wait_until("the daemon to notice", lambda: not client.health())
-            reason = client.health_reason() or ""
-            assert "journal.sqlite3 cannot be written (database or disk is full)" in reason, reason
-            with pytest.raises(DaemonError) as refused:
-                client.submit("winning-post", sector=InlineSector(size=256, seed="03"))
-            assert refused.value.status == 507 and "disk is full" in refused.value.detail
-            filler.unlink()
-            views = wait_done(client, ids)
-            assert [v.state for v in views] == ["done", "done"]
-            vk = VerificationKey.from_json(client.verification_key("porep-c2"))
-            for job_id in ids:
-                found = client.proof(job_id)
-                assert found is not None and len(found.partitions) == 10
-                for part in found.partitions:
-                    public = tuple(int(x) for x in part.public)
-                    assert verify(vk, public, Proof.from_json(part.proof, public=public))
-            assert client.health() and client.status()["invariants_ok"] is True
-    finally:
-        assert daemon.stop() == 0, daemon.log()
 
 
 @pytest.mark.anyio

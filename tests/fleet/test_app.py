@@ -11,6 +11,7 @@ import pytest
 
 from prooflane.config import Config
 from prooflane.fleet import Fleet, create_fleet_app
+from prooflane.fleet import app as fleet_app
 from prooflane.fleet.app import holds_open
 from prooflane.fleet.config import DaemonSpec, FleetConfig
 from tests.support.engine import served
@@ -101,3 +102,9 @@ async def test_a_body_over_max_request_bytes_is_413(fleet_of: Callable[[FleetCon
 def test_the_relayed_event_streams_are_the_fleets_streams() -> None:
     assert holds_open({"path": "/d/gpu-1/v1/events"})
     assert not holds_open({"path": "/fleet/status"}) and not holds_open({"path": "/d/gpu-1/status"})
+
+
+def test_the_fleet_serves_every_file_of_the_dashboard() -> None:
+    dashboard = Path(__file__).resolve().parents[2] / "src" / "prooflane" / "dashboard"
+    served_files = {p.name for p in dashboard.iterdir() if p.is_file() and p.name != "index.html"}
+    assert set(fleet_app._DASHBOARD_ASSETS) == served_files
