@@ -3,10 +3,10 @@
 
 /** The tracker's events, named as the SSE stream names them: the keys of prooflane.events.EVENT_TYPES. */
 export const TRACKER_EVENTS = [
-  "job_submitted", "job_done", "job_failed", "job_cancelled", "job_expired", "synthesis_started",
-  "synthesis_finished", "synthesis_failed", "synthesis_pool_sized", "lease_granted", "device_section_finished",
-  "finalize_finished", "partition_failed", "partition_retried", "worker_registered", "worker_died",
-  "worker_lost", "budget_set", "reservation_made", "reservation_shrunk", "reservation_released",
+  "job_submitted", "job_done", "job_failed", "job_cancelled", "job_expired", "journal_checked",
+  "synthesis_started", "synthesis_finished", "synthesis_failed", "synthesis_pool_sized", "lease_granted",
+  "device_section_finished", "finalize_finished", "partition_failed", "partition_retried", "worker_registered",
+  "worker_died", "worker_lost", "budget_set", "reservation_made", "reservation_shrunk", "reservation_released",
   "allocation_cached", "allocation_used", "allocation_evicted",
 ];
 
