@@ -251,12 +251,8 @@ class Store:
 
     def job_states(self, job_ids: list[str]) -> dict[str, str]:
         """The state of each of ``job_ids`` the journal holds (one read per 500 ids)."""
-        found: dict[str, str] = {}
-        for start in range(0, len(job_ids), 500):
-            chunk = job_ids[start : start + 500]
-            sql = f"SELECT job_id, state FROM jobs WHERE job_id IN ({','.join('?' * len(chunk))})"
-            found.update((str(r[0]), str(r[1])) for r in self._read(sql, tuple(chunk)))
-        return found
+        rows = self._read_in("SELECT job_id, state FROM jobs WHERE job_id IN ({})", "", job_ids)
+        return {str(r[0]): str(r[1]) for r in rows}
 
     def set_job_state(
         self, job_id: str, state: str, *, error: str | None = None, finished_at: float | None = None
@@ -303,13 +299,9 @@ class Store:
     def partition_states_of(self, job_ids: list[str]) -> dict[str, list[PartitionRow]]:
         """:meth:`partition_states` of many jobs in one statement (a page of jobs: one read, not one each)."""
         found: dict[str, list[PartitionRow]] = {job_id: [] for job_id in job_ids}
-        for start in range(0, len(job_ids), 500):  # SQLite's limit on bound parameters is 32766; stay small
-            chunk = job_ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            sql = (f"SELECT job_id, idx, state, attempts, error FROM partitions WHERE job_id IN ({marks})"
-                   " ORDER BY job_id, idx")  # fmt: skip
-            for r in self._read(sql, tuple(chunk)):
-                found[r[0]].append(PartitionRow(r[1], r[2], r[3], r[4]))
+        sql = "SELECT job_id, idx, state, attempts, error FROM partitions WHERE job_id IN ({})"
+        for r in self._read_in(sql, " ORDER BY job_id, idx", job_ids):
+            found[r[0]].append(PartitionRow(r[1], r[2], r[3], r[4]))
         return found
 
     def save_proof(self, job_id: str, index: int, proof: dict[str, Any], public: list[str]) -> None:
@@ -364,6 +356,15 @@ class Store:
         return [CircuitRecord(**dict(r)) for r in rows]
 
     # -- internals ------------------------------------------------------------------------------------
+
+    def _read_in(self, sql: str, order: str, ids: list[str]) -> list[sqlite3.Row]:
+        """``sql`` (with ``IN ({})``) for ``ids``, read 500 at a time (SQLite's limit on bound parameters is
+        32766: stay small), each read's rows ``order``-ed."""
+        rows: list[sqlite3.Row] = []
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            rows += self._read(sql.format(",".join("?" * len(chunk))) + order, tuple(chunk))
+        return rows
 
     def _read(self, sql: str, params: tuple[Any, ...]) -> list[sqlite3.Row]:
         """One statement that reads; JournalUnreadable (naming the journal) when it cannot be read."""

@@ -348,11 +348,11 @@ class Admission:
         sectors = self._pipeline.config.data_dir / "sectors"
         if not sectors.is_dir():
             return
-        journal = self._pipeline.journal
-        for folder in sectors.iterdir():
-            if folder.name.startswith(BUILDING) or (
-                (folder / INLINE_MARK).exists() and journal.job(folder.name) is None
-            ):
+        folders = list(sectors.iterdir())
+        marked = {f.name for f in folders if (f / INLINE_MARK).exists()}
+        known = self._pipeline.journal.job_states(sorted(marked))  # one read for them all
+        for folder in folders:
+            if folder.name.startswith(BUILDING) or (folder.name in marked and folder.name not in known):
                 logbook.leftover_removed(folder)
                 shutil.rmtree(folder, ignore_errors=True)
 

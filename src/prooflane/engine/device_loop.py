@@ -200,9 +200,7 @@ class DeviceLoop:
                 try:
                     await self._key_files.ensure(part.job.meta)
                 except Unavailable as exc:
-                    if part in held:
-                        held.discard(part)
-                        pipeline.fail_partition(part, str(exc))
+                    self._fail_held(worker, part, str(exc))
                     continue
             allocation = await self._key_for(worker, part.job.meta)
             allocation.use()
@@ -210,9 +208,7 @@ class DeviceLoop:
                 on_device = await self._admit(worker, part)
             except _NeverFits as exc:
                 allocation.done()
-                if part in held:
-                    held.discard(part)
-                    pipeline.fail_partition(part, str(exc))
+                self._fail_held(worker, part, str(exc))
                 continue
             if part not in held:  # the worker died meanwhile: the death decided the partition (retried)
                 allocation.done()
@@ -233,9 +229,7 @@ class DeviceLoop:
                 raise WorkerDied(reason) from None
             except RemoteError as exc:
                 allocation.done()
-                if part in held:
-                    held.discard(part)
-                    pipeline.fail_partition(part, f"prove_start failed: {exc}")
+                self._fail_held(worker, part, f"prove_start failed: {exc}")
                 continue
             finally:
                 self._staging.pop(worker.worker_id, None)
@@ -290,9 +284,8 @@ class DeviceLoop:
             return  # the worker's supervisor retries everything it held, this partition included
         except RemoteError as exc:
             allocation.done()
-            if self._owns(worker, part, token):
-                self._held[worker].discard(part)
-                pipeline.fail_partition(part, f"prove_finish failed: {exc}")
+            if part.token == token:
+                self._fail_held(worker, part, f"prove_finish failed: {exc}")
             return
         allocation.done()
         if not self._owns(worker, part, token):
@@ -323,6 +316,13 @@ class DeviceLoop:
         pipeline.post(ev.FinalizeFinished(at=pipeline.clock(), token=token, finalize_ms=finished.ms))
         if all(p.state is P.DONE for p in part.job.partitions):
             pipeline.end_job(part.job, JobState.DONE, None)
+
+    def _fail_held(self, worker: DeviceWorker, part: PartitionRun, reason: str) -> None:
+        """The partition failed for good, unless the worker's death decided it first (it is not held then)."""
+        held = self._held.get(worker, set())
+        if part in held:
+            held.discard(part)
+            self._pipeline.fail_partition(part, reason)
 
     def _owns(self, worker: DeviceWorker, part: PartitionRun, token: ev.LeaseToken) -> bool:
         """Whether an answer made under ``token`` is still the partition's outcome: it holds that lease, and

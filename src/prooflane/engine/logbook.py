@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from .. import events as ev
@@ -109,7 +110,7 @@ def jobs_resumed(jobs: int, partitions: int, not_resumed: int) -> None:
     )  # fmt: skip
 
 
-def leftover_removed(folder: object) -> None:
+def leftover_removed(folder: Path) -> None:
     """At start, an inline sector a killed daemon left (half built, or its job never journalled) was
     removed."""
     log.info("removed %s: an inline sector no job names (left by a daemon that was killed)", folder,
