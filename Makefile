@@ -8,6 +8,9 @@ NODESTAMP := node_modules/.installed
 BROWSERSTAMP := $(VENV)/.browser
 SSHSTAMP := $(VENV)/.sshd
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
+# Python's compiled modules (and pytest's rewritten tests) are kept between runs even where the environment
+# says not to write them: each test process would otherwise compile the project again (seconds of make check).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: help setup demo test check lint typecheck fast-test engine-test portable-test sanitize bench clean
 
@@ -64,12 +67,15 @@ typecheck: $(PYSTAMP)
 # Lanes: the unit lane (make check); the engine lane (the in-process engine, the CUDA simulator, the tracker's
 # state machine); the slow lane (real daemons, browsers, snarkjs, sshd). `make test` runs all three.
 fast-test: $(PYSTAMP) $(NODESTAMP)
-	$(PY) -m pytest -q -p no:cacheprovider -m "not slow and not engine"
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 -m "not slow and not engine"
 
 engine-test: $(PYSTAMP) $(NODESTAMP)
 	$(PY) -m pytest -q -p no:cacheprovider -m "engine and not slow"
 
-check: lint typecheck fast-test
+# mypy runs beside the tests (the tests leave part of two cores idle while they wait on their daemons); each
+# part's output is printed whole when it ends.
+check: $(PYSTAMP) $(NODESTAMP)
+	$(MAKE) --no-print-directory -j3 --output-sync=target lint typecheck fast-test
 
 # The C extension's lanes (docs/groth16.md, "The C extension"): its tests against builds of its own, each in
 # a folder under build/ (never over the installed one), loaded through PROOFLANE_CURVEMATH_SO. `make test`

@@ -5,6 +5,7 @@ circles, source files under 600 lines, faces that are only faces, and one home f
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -104,16 +105,19 @@ def _imports(module: str, path: Path) -> Iterator[Import]:
                 yield Import(module, alias.name, ("",), node.lineno, id(node) not in lazy)
 
 
-IMPORTS = [i for module, path in MODULES.items() for i in _imports(module, path)]
+@functools.cache
+def all_imports() -> list[Import]:
+    """Every import statement of prooflane's modules (parsed once, by the first test that asks)."""
+    return [i for module, path in MODULES.items() for i in _imports(module, path)]
 
 
-def _offered_by_root() -> dict[str, str]:
+@functools.cache
+def root_names() -> dict[str, str]:
     """Name -> the module that defines it, for each name the package root offers (loaded on first use or not:
     its imports, those under TYPE_CHECKING included, name them all)."""
-    return {name: imp.module for imp in IMPORTS if imp.importer == ROOT_MODULE for name in imp.names if name}
-
-
-ROOT_NAMES = _offered_by_root()
+    return {
+        name: imp.module for imp in all_imports() if imp.importer == ROOT_MODULE for name in imp.names if name
+    }
 
 
 def part_of(module: str) -> tuple[int, str] | None:
@@ -135,8 +139,8 @@ def _targets(imp: Import) -> list[tuple[str, str]]:
             reached.append((sub, ""))
             continue
         reached.append((imp.module, name))
-        if imp.module == ROOT_MODULE and name in ROOT_NAMES and imp.importer != ROOT_MODULE:
-            reached.append((ROOT_NAMES[name], name))
+        if imp.module == ROOT_MODULE and name in root_names() and imp.importer != ROOT_MODULE:
+            reached.append((root_names()[name], name))
     return reached
 
 
@@ -173,16 +177,16 @@ def test_the_docs_table_names_every_module_once() -> None:
     assert len({part for _, part in PARTS.values()}) == len({rank for rank, _ in PARTS.values()}) == 12
     unplaced = [m for m in MODULES if part_of(m) is None]
     assert unplaced == [], "modules the table of docs/architecture.md does not place"
-    assert set(ROOT_NAMES) >= {"Client", "Config", "Engine", "ProoflaneError"}
+    assert set(root_names()) >= {"Client", "Config", "Engine", "ProoflaneError"}
 
 
 def test_arrows_point_down_the_table_only() -> None:
-    assert upward_imports(IMPORTS) == []
+    assert upward_imports(all_imports()) == []
 
 
 def test_no_part_imports_what_it_knows_nothing_of() -> None:
     assert set(FORBIDDEN) == {"groth16", "devices", "status", "engine", "server", "fleet"}
-    assert forbidden_imports(IMPORTS, FORBIDDEN) == []
+    assert forbidden_imports(all_imports(), FORBIDDEN) == []
 
 
 def _synthetic(importer: str, module: str, *names: str) -> list[Import]:
@@ -223,7 +227,7 @@ def test_the_checks_catch_a_synthetic_violation() -> None:
 
 def test_no_module_takes_a_private_name_of_another_part() -> None:
     private = []
-    for imp in IMPORTS:
+    for imp in all_imports():
         mine = part_of(imp.importer)
         for module, name in _targets(imp):
             theirs = part_of(module)
@@ -239,7 +243,7 @@ def test_no_module_takes_a_private_name_of_another_part() -> None:
 
 def test_no_import_circle_at_module_level() -> None:
     graph: dict[str, set[str]] = {m: set() for m in MODULES}
-    for imp in IMPORTS:
+    for imp in all_imports():
         if imp.top_level:
             for module, _ in _targets(imp):
                 if module in MODULES and module != imp.importer:

@@ -4,6 +4,7 @@ per-point test, each cross-checked against ``[r]P = 0`` and plain-Python arithme
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import random
 from collections.abc import Sequence
@@ -113,24 +114,33 @@ def _first_outside(arith: Arithmetic, rows: NDArray[np.uint8], group: int) -> in
 ARITHMETICS = [pytest.param(c_extension, id="c-extension"), pytest.param(libraries, id="libraries")]
 
 
-@pytest.mark.parametrize("make", ARITHMETICS)
-def test_the_combination_check_agrees_with_r_times_p_on_random_points(make: Any) -> None:
-    rng, lib, arith = random.Random(SEED + 2), library(BN128), make(BN128)
+@functools.cache
+def _bn_cases() -> tuple[tuple[tuple[int, ...], bool], ...]:
+    """150 twist points outside G2 and 150 inside, as plain coordinates, each with whether it is inside."""
+    rng, lib = random.Random(SEED + 2), library(BN128)
     outsiders = [ref.flat(p, extension=True) for p in _bn_outsiders(rng, 150)]
     insiders = [lib.g2_xy(p) for p in _bn_insiders(rng, 150)]
-    cases = [(c, False) for c in outsiders] + [(c, True) for c in insiders]
-    for coords, inside in cases:
-        assert (_first_outside(arith, _rows_of(BN128, [coords]), 2) is None) is inside
-    for point, inside in zip(
-        _library_points(BN128, [c for c, _ in cases], 2), [i for _, i in cases], strict=True
-    ):
+    return tuple([(c, False) for c in outsiders] + [(c, True) for c in insiders])
+
+
+def test_the_library_s_r_times_p_check_agrees_with_plain_python() -> None:
+    cases, lib = _bn_cases(), library(BN128)
+    for point, (_, inside) in zip(_library_points(BN128, [c for c, _ in cases], 2), cases, strict=True):
         assert (lib.first_outside_subgroup([point], 2) is None) is inside  # [r]P = 0 on each
     for coords, inside in cases[:3] + cases[-3:]:  # and the slow check against plain Python
         plain = ((coords[0], coords[1]), (coords[2], coords[3]))
         assert (ref.mul(plain, BN128.r, BN128.q) is None) is inside
+
+
+@pytest.mark.parametrize("make", ARITHMETICS)
+def test_the_combination_check_agrees_with_r_times_p_on_random_points(make: Any) -> None:
+    cases, arith = _bn_cases(), make(BN128)
+    for coords, inside in cases:
+        assert (_first_outside(arith, _rows_of(BN128, [coords]), 2) is None) is inside
+    insiders = [c for c, inside in cases if inside]
     rows = np.concatenate([_rows_of(BN128, insiders), np.zeros((1, 128), np.uint8)])  # zeros: infinity
     assert _first_outside(arith, rows, 2) is None
-    rows[7] = mont_row(BN128, outsiders[0])
+    rows[7] = mont_row(BN128, cases[0][0])
     assert _first_outside(arith, rows, 2) == 7
 
 
@@ -159,28 +169,45 @@ def test_the_smallest_cofactor_components_are_caught_among_many_points(prime: in
     assert _first_outside(arith, rows, 2) == 250
 
 
+@functools.cache
+def _bls_cases(group: int) -> tuple[list[tuple[int, ...]], list[bool]]:
+    """32 random points of the curve (or twist) and 32 of the subgroup, as plain coordinates, and whether each
+    is inside by ``[r]P = 0`` in plain Python (computed once, for every arithmetic's test)."""
+    rng, be, q = random.Random(SEED + group), library(BLS12381), BLS12381.q
+    extension = group == 2
+    b = TWIST_B["bls12381"] if extension else (CURVE_B["bls12381"], 0)
+    outsiders = [ref.random_point(rng, q, b, extension=extension) for _ in range(32)]
+    gen = be.g1(be.g1_gen) if group == 1 else be.g2(be.g2_gen)
+    xy = be.g1_xy if group == 1 else be.g2_xy
+    insiders = [xy(be.mul(gen, rng.randrange(1, BLS12381.r))) for _ in range(32)]
+    coords: list[tuple[int, ...]] = [ref.flat(p, extension=extension) for p in outsiders]
+    coords += insiders
+    inside = []
+    for c in coords:
+        plain = ((c[0], c[1]), (c[2], c[3])) if extension else ((c[0], 0), (c[1], 0))
+        inside.append(ref.mul(plain, BLS12381.r, q) is None)
+    assert inside == [i >= 32 for i in range(64)]
+    return coords, inside
+
+
+@pytest.mark.parametrize("group", [1, 2])
+def test_bls12_381_s_library_subgroup_test_agrees_with_r_times_p_on_random_points(group: int) -> None:
+    coords, inside = _bls_cases(group)
+    be = library(BLS12381)
+    points = _library_points(BLS12381, coords, group)
+    assert [be.first_outside_subgroup([p], group) is None for p in points] == inside
+
+
 @pytest.mark.parametrize("make", ARITHMETICS)
 @pytest.mark.parametrize("group", [1, 2])
 def test_bls12_381_s_subgroup_test_agrees_with_r_times_p_on_random_points(group: int, make: Any) -> None:
-    rng, be, q, arith = random.Random(SEED + group), library(BLS12381), BLS12381.q, make(BLS12381)
-    extension = group == 2
-    b = TWIST_B["bls12381"] if extension else (CURVE_B["bls12381"], 0)
-    outsiders = [ref.random_point(rng, q, b, extension=extension) for _ in range(64)]
-    gen = be.g1(be.g1_gen) if group == 1 else be.g2(be.g2_gen)
-    xy = be.g1_xy if group == 1 else be.g2_xy
-    insiders = [xy(be.mul(gen, rng.randrange(1, BLS12381.r))) for _ in range(64)]
-    coords = [ref.flat(p, extension=extension) for p in outsiders] + insiders
-    points = _library_points(BLS12381, coords, group)
-    for c, point in zip(coords, points, strict=True):
-        plain = ((c[0], c[1]), (c[2], c[3])) if extension else ((c[0], 0), (c[1], 0))
-        inside = ref.mul(plain, BLS12381.r, q) is None
-        assert (be.first_outside_subgroup([point], group) is None) is inside
-    rows = _rows_of(BLS12381, coords)
-    assert [_first_outside(arith, rows[i : i + 1], group) is None for i in range(0, 128, 9)] == [
-        i >= 64 for i in range(0, 128, 9)
-    ]
-    order = [*range(64, 100), 0, *range(100, 128)]
-    assert _first_outside(arith, rows[order], group) == 36
+    coords, inside = _bls_cases(group)
+    rows, arith = _rows_of(BLS12381, coords), make(BLS12381)
+    sample = range(0, 64, 5)
+    said = [_first_outside(arith, rows[i : i + 1], group) is None for i in sample]
+    assert said == [inside[i] for i in sample]
+    order = [*range(32, 50), 0, *range(50, 64)]
+    assert _first_outside(arith, rows[order], group) == 18
 
 
 def _bad_key(curve: Curve, name: str, row: int, coords: tuple[int, ...], seed: bytes) -> Any:
