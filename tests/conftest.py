@@ -130,24 +130,31 @@ os.environ.setdefault("PROOFLANE_TEST", "1")
 os.environ.setdefault("PROOFLANE_POINT_CHECKS", str(OUTPUT / "point-checks"))
 
 
-LANE_FOLDERS = {"e2e": "slow", "engine": "engine"}
-"""Folders of tests/ whose every test is in a lane, whatever its file says (a new file cannot drift into
-``make check``): the folder's name -> the lane's marker."""
+LANES = {"e2e": "slow", "engine": "engine", "groth16/cuda": "engine"}
+"""The lanes, by folder of tests/ (the only place a test's lane is chosen, so that none drifts into or out of
+``make check``): the folder -> the lane's marker. Every test of a folder is in its lane; a lane's marker on a
+test anywhere else is an error that says where the test belongs."""
+
+
+def lane_of(path: Path) -> str | None:
+    """The lane of a test file by its folder (None: the unit lane)."""
+    try:
+        relative = path.relative_to(Path(__file__).parent).as_posix()
+    except ValueError:
+        return None
+    return next((lane for folder, lane in LANES.items() if relative.startswith(folder + "/")), None)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Put each test of a lane folder in its lane; a test marked for the other lane there is an error."""
-    root = Path(__file__).parent
+    """Put each test in its folder's lane; a lane's marker on a test outside the lane's folders is refused."""
+    homes = {lane: [f"tests/{f}/" for f, m in LANES.items() if m == lane] for lane in set(LANES.values())}
     for item in items:
-        try:
-            folder = item.path.relative_to(root).parts[0]
-        except ValueError:
-            continue
-        lane = LANE_FOLDERS.get(folder)
-        if lane is None:
-            continue
-        others = [m for m in LANE_FOLDERS.values() if m != lane and item.get_closest_marker(m) is not None]
-        if others:
-            raise pytest.UsageError(f"{item.nodeid}: marked {others[0]} in tests/{folder}/, the {lane} lane")
-        if item.get_closest_marker(lane) is None:
+        lane = lane_of(item.path)
+        for marker, folders in homes.items():
+            if marker != lane and item.get_closest_marker(marker) is not None:
+                where = " or ".join(folders)
+                raise pytest.UsageError(
+                    f"{item.nodeid}: marked {marker}; a test's lane is its folder: move it to {where}"
+                )
+        if lane is not None:
             item.add_marker(lane)

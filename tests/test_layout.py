@@ -367,3 +367,20 @@ def test_the_engine_raises_refusals_never_http_codes() -> None:
         text = path.read_text()
         assert not re.search(r"Refused\([^)]*\b(4\d\d|5\d\d)\)", text), module
         assert "HTTPException" not in text, module
+
+
+def test_a_test_s_lane_is_its_folder() -> None:
+    from tests.conftest import lane_of
+
+    tests = Path(__file__).parent
+    assert lane_of(tests / "e2e" / "test_daemon.py") == "slow"
+    assert lane_of(tests / "engine" / "test_pipeline.py") == "engine"
+    assert lane_of(tests / "groth16" / "cuda" / "test_msm.py") == "engine"
+    assert lane_of(tests / "groth16" / "test_prover.py") is None  # the unit lane: make check
+    assert lane_of(tests / "e2e_like" / "test_x.py") is None  # a folder, not a prefix of a name
+    marked = [
+        path.relative_to(tests).as_posix()
+        for path in tests.rglob("test_*.py")
+        if lane_of(path) is None and re.search(r"mark\.(slow|engine)\b", path.read_text())
+    ]
+    assert marked == []  # collection refuses them too; this names them all at once

@@ -18,8 +18,6 @@ from tests.support.daemons import running, start_daemon, wait_until
 from tests.support.fleet import FleetProcess
 from tests.support.tracker import metric_samples
 
-pytestmark = pytest.mark.slow
-
 WARNING = "bn128 and bls12381 prove on the libraries, the slower arithmetic (PROOFLANE_NATIVE=0)"
 
 

@@ -38,7 +38,6 @@ RUNS = [
 ]
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize(("script", "args", "result"), RUNS, ids=[run[0] for run in RUNS])
 def test_the_benchmark_runs_and_writes_its_results(

@@ -21,7 +21,7 @@ from prooflane.groth16 import read_r1cs, setup, write_zkey
 from prooflane.models import JobRequest, JobState
 from tests.support.groth16_samples import MUL_CIRCOM
 
-pytestmark = [pytest.mark.slow, pytest.mark.anyio, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT = 120.0

@@ -12,7 +12,7 @@ import pytest
 from prooflane.devices import pool
 from prooflane.devices.process import ProcessBackend
 
-pytestmark = [pytest.mark.slow, pytest.mark.anyio, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 
 def pid_after(secs: float) -> int:

@@ -28,7 +28,7 @@ from tests.support.daemons import snarkjs_verify
 from tests.support.groth16_samples import square_chain
 
 pytest.importorskip("numba.cuda", reason="numba-cuda is not installed: pip install 'prooflane[cuda]'")
-pytestmark = [pytest.mark.slow, pytest.mark.anyio, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(600)]
 
 WAIT = 300.0
 

@@ -24,7 +24,6 @@ from prooflane.server import bind
 from tests.support.daemons import TIMEOUT, running, seed_keys, snarkjs_verify, start_daemon, wait_done
 from tests.support.groth16_samples import MUL_CIRCOM
 
-pytestmark = pytest.mark.slow
 TOKEN = "e2e-token"
 KINDS = ("porep-c2", "snap-update", "window-post", "winning-post")
 CLI = [sys.executable, "-c", "from prooflane.cli import main; main()"]

@@ -26,8 +26,6 @@ from prooflane.cli.daemon_process import DaemonProcess
 from tests.support.daemons import TIMEOUT, free_port, start_daemon, wait_until
 from tests.support.groth16_samples import MUL_CIRCOM
 
-pytestmark = pytest.mark.slow
-
 ROOT = Path(__file__).resolve().parents[2]
 LONG_JOB_ID = "ps-snap-update-3644168-33825"
 LONG_KIND = "sector-merkle-inclusion-poseidon-circuit"  # a circom circuit's name: 40 characters

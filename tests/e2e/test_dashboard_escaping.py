@@ -22,8 +22,6 @@ from playwright.sync_api import Browser, Dialog, Page
 from prooflane.cli.daemon_process import DaemonProcess
 from tests.support.daemons import TIMEOUT, circom_files, running, start_daemon
 
-pytestmark = pytest.mark.slow
-
 IMG = "<img src=x onerror=window.__pwned=1>"
 SVG = "<svg onload=window.__pwned=2>"
 SCRIPT = "<script>window.__pwned=3</script>"

@@ -70,7 +70,6 @@ def files() -> Iterator[str]:
         server.server_close()
 
 
-@pytest.mark.slow
 def test_event_names_are_the_trackers_and_the_feeds(browser: Browser, files: str) -> None:
     page = browser.new_page()
     page.goto(f"{files}/events.js")
@@ -89,7 +88,6 @@ def test_event_names_are_the_trackers_and_the_feeds(browser: Browser, files: str
     assert sorted(names["all"]) == sorted(tracker | control)  # each name once
 
 
-@pytest.mark.slow
 def test_the_pages_finished_states_are_the_terminal_job_states(browser: Browser, files: str) -> None:
     page = browser.new_page()
     page.goto(f"{files}/states.js")
@@ -207,7 +205,6 @@ def _check_rendered(page: Page, snapshot: dict[str, Any]) -> None:
     assert page.get_by_test_id("phase-summary").inner_text().startswith("mean of ")
 
 
-@pytest.mark.slow
 def test_the_daemon_serves_every_module_the_dashboard_imports(daemon: Served, browser: Browser) -> None:
     watched = _open_dashboard(browser, f"{daemon.url}/")
     assert watched.modules("/") == MODULES  # every module reached, and only those: no file left unused
@@ -264,7 +261,6 @@ def fleet_serving(config: FleetConfig, saved: Path) -> Iterator[str]:
         sock.close()
 
 
-@pytest.mark.slow
 def test_the_fleet_serves_every_module_its_page_and_the_panels_import(
     daemon: Served, browser: Browser, tmp_path: Path
 ) -> None:

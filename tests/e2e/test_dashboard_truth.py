@@ -30,8 +30,6 @@ from prooflane.cli.daemon_process import DaemonProcess
 from prooflane.devices.roles import Role
 from tests.support.daemons import TIMEOUT, free_port, start_daemon, wait_until
 
-pytestmark = pytest.mark.slow
-
 SECTOR_BYTES = profile_by_name("tiny").sector_bytes
 BUDGET = 40 << 20  # small enough that the cached proving keys hold much of it
 WIDTHS = (1280, 1920)

@@ -20,8 +20,6 @@ from prooflane import events as ev
 from prooflane.status.tracker import StatusTracker, TrackerConfig
 from tests.support.browser import chromium
 
-pytestmark = pytest.mark.slow
-
 DASHBOARD = Path(__file__).resolve().parents[2] / "src" / "prooflane" / "dashboard"
 TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".json": "application/json"}
 

@@ -18,7 +18,7 @@ from prooflane.models import InlineSector
 from tests.support.daemons import KEYS_CACHE, TIMEOUT, wait_done, wait_until
 from tests.support.disk import fill
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.timeout(120)]
 
 
 def test_a_daemon_on_a_full_disk_answers_507_and_503_with_the_reason_then_finishes_every_job(

@@ -36,7 +36,7 @@ from prooflane.kinds import prepare_builtin
 from prooflane.models import JobRequest, JobState, PartitionState
 from tests.support.groth16_samples import MUL_CIRCOM
 
-pytestmark = [pytest.mark.slow, pytest.mark.anyio, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
 
 WAIT = 120.0  # seconds any single condition may take before the test fails
 

@@ -28,8 +28,6 @@ from prooflane.cli.daemon_process import DaemonProcess
 from tests.support.daemons import free_port, start_daemon, wait_until
 from tests.support.fleet import FleetProcess, Sshd, sshd_on_loopback
 
-pytestmark = pytest.mark.slow
-
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "fleet-e2e-token"
 SECTOR_BYTES = profile_by_name("tiny").sector_bytes

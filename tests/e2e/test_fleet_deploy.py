@@ -33,7 +33,7 @@ from tests.support.browser import chromium
 from tests.support.daemons import TIMEOUT, free_port, snarkjs_verify, wait_done, wait_until
 from tests.support.fleet import FleetProcess, Sshd, sshd_on_loopback
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.timeout(1200)]
 
 TOKEN = "deploy-e2e-fleet-token"
 DAEMON_TOKEN = "deploy-e2e-daemon-token"

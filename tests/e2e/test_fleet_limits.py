@@ -24,7 +24,7 @@ import pytest
 
 from prooflane.cli.fleet import FLEET_READY_PREFIX
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.timeout(300)]
 
 FILES = 256  # the fleet's soft and hard limit of open files
 PARTIAL = 400  # clients that each send one byte of a request head: more than it has files

@@ -22,7 +22,7 @@ from prooflane.models import InlineSector
 from prooflane.testing.faults import ProcessKind, daemon_tree
 from tests.support.daemons import TIMEOUT, start_daemon, wait_done, wait_until
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.timeout(600)]
 
 FILES = 1024  # the daemon's soft and hard limit of open files
 IDLE = 1100  # idle connections: more than it could hold open

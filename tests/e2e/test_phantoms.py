@@ -33,7 +33,6 @@ def proving_while_finalizing(status: dict[str, Any]) -> bool:
     return worker["state"] == "proving" and bool(worker["finalizing"])
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_provers_killed_while_their_finalizer_holds_a_partition_leave_no_phantom_job(
     tmp_path_factory: pytest.TempPathFactory,

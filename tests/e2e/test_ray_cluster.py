@@ -23,7 +23,7 @@ from prooflane.states import JobState, WorkerState
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'prooflane[ray]')")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(600)]
 WAIT = 300.0
 
 

@@ -14,7 +14,7 @@ from prooflane.groth16 import Proof, VerificationKey, verify
 from prooflane.models import InlineSector
 
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'prooflane[ray]')")
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.timeout(300)]
 
 
 class RayDaemon(DaemonProcess):

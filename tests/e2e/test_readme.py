@@ -28,7 +28,7 @@ from prooflane.config import DEFAULT_URL
 from tests.support.daemons import TIMEOUT, seed_keys
 from tests.support.paths import NODE_BIN, ROOT
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.timeout(900)]
 README = ROOT / "README.md"
 DATA = "/var/lib/prooflane"
 NOT_RUN = ("make demo", "make test")  # first words of the blocks not run (see the docstring)

@@ -15,8 +15,6 @@ from prooflane.client import Client, ServerEvent
 from prooflane.models import InlineSector
 from tests.support.daemons import snarkjs_verify, start_daemon, wait_done, wait_until
 
-pytestmark = pytest.mark.slow
-
 
 def sector(n: int) -> InlineSector:
     return InlineSector(size=256, seed=f"{n:064x}")

@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.daemons import free_port, wait_until
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.timeout(300)]
 
 CLI = [sys.executable, "-c", "from prooflane.cli import main; main()", "service"]
 

@@ -32,8 +32,6 @@ from prooflane.groth16.proof import parse_public
 from tests.support.arithmetics import extension_module
 from tests.support.paths import NODE_BIN, SHARED_BENCH
 
-pytestmark = pytest.mark.slow
-
 CIRCUIT = """pragma circom 2.0.0;
 template Chain(n) {
     signal input x;

@@ -22,7 +22,6 @@ from prooflane.client import Client
 from prooflane.models import InlineSector, JobView
 from tests.support.daemons import circom_files, running, start_daemon, wait_done, wait_until
 
-pytestmark = pytest.mark.slow
 SAMPLE_SECS = 0.02
 LOAD = ["porep-c2", "window-post", "snap-update", "winning-post", "window-post", "porep-c2"]
 

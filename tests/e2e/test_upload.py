@@ -24,7 +24,7 @@ from prooflane.errors import DaemonError
 from tests.support.daemons import TIMEOUT, snarkjs_verify, start_daemon, wait_done
 from tests.support.fleet import FleetProcess
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "upload-e2e"

@@ -24,7 +24,7 @@ from tests.support.engine import Harness, running
 from tests.support.groth16_samples import square_chain
 
 pytest.importorskip("numba.cuda", reason="numba-cuda is not installed: pip install 'prooflane[cuda]'")
-pytestmark = [pytest.mark.engine, pytest.mark.anyio, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from prooflane.store import JournalUnwritable, Store
 from tests.support.disk import fill
 from tests.support.engine import WAIT, Harness, running, tiny_config
 
-pytestmark = [pytest.mark.engine, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.timeout(120)]
 
 
 def test_a_write_to_a_full_disk_is_refused_whole_and_the_journal_goes_on_after(small_disk: Path) -> None:

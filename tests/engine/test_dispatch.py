@@ -19,7 +19,7 @@ from prooflane.models import JobRequest
 from prooflane.states import JobState, WorkerState
 from tests.support.engine import WAIT, tiny_config
 
-pytestmark = [pytest.mark.engine, pytest.mark.anyio, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 
 class Pace:

@@ -18,7 +18,7 @@ from prooflane.states import JobState
 from prooflane.store import JournalInUse, JournalUnreadable
 from tests.support.engine import running
 
-pytestmark = [pytest.mark.engine, pytest.mark.anyio, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 
 async def test_a_proof_changed_on_disk_is_refused_and_health_says_the_journal_is_damaged(

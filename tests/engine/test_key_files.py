@@ -21,7 +21,7 @@ from prooflane.states import JobState
 from tests.support.engine import WAIT, running, tiny_config
 from tests.support.groth16_samples import square_chain
 
-pytestmark = [pytest.mark.engine, pytest.mark.anyio, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
 
 
 async def own_keys(keys_dir: Path, tmp_path: Path) -> Path:

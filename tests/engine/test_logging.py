@@ -25,7 +25,7 @@ from prooflane.status import readable_reason
 from tests.support.clock import ManualClock
 from tests.support.engine import WAIT, Gate, Harness, Unstartable, is_synthesis, running
 
-pytestmark = [pytest.mark.engine, pytest.mark.anyio, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 JOB_ID = "ps-snap-update-3644168-33825"  # ids as operators choose them: long, never cut
 # What a witness generator prints when it fails: colour codes, the message, stack frames.

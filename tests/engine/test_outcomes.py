@@ -18,7 +18,7 @@ from prooflane.engine.pipeline import Pipeline
 from prooflane.states import JobState, PartitionState, WorkerState
 from tests.support.engine import AnsweringBackend, Harness, running
 
-pytestmark = [pytest.mark.engine, pytest.mark.anyio, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 P = PartitionState
 

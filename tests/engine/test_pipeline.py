@@ -28,7 +28,7 @@ from prooflane.states import JobState, WorkerState
 from tests.support.clock import ManualClock
 from tests.support.engine import WAIT, Gate, Harness, Unstartable, is_synthesis, running, synthesis_of
 
-pytestmark = [pytest.mark.engine, pytest.mark.anyio, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 
 # -- proofs ---------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from prooflane.states import JobState
 from tests.support.engine import running, tiny_config
 from tests.support.groth16_samples import square_chain
 
-pytestmark = [pytest.mark.engine, pytest.mark.anyio, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 CHAIN = 8  # the key's circuit: square_chain(BN128, 8), 12 wires
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from prooflane.groth16 import BN128
 from prooflane.groth16.arithmetic import choose
-from prooflane.kinds import CircuitMeta, prepare_builtin
+from prooflane.kinds import CircuitMeta
 from prooflane.kinds.meta import WORK_ELEMENTS
 from tests.support.arithmetics import c_extension, libraries
 
@@ -23,14 +22,3 @@ def test_memory_estimate_follows_the_documented_formula(monkeypatch: pytest.Monk
     monkeypatch.setitem(choose._CHOSEN, "bn128", libraries(BN128))
     assert meta.key_alloc_bytes == 3 * 5_000_000  # the rows and the point objects built from them
     assert CircuitMeta(**json.loads(json.dumps(meta.to_json()))) == meta
-
-
-@pytest.mark.slow
-def test_prepare_builtin_makes_the_key_once_and_reuses_it(tmp_path: Path) -> None:
-    meta = prepare_builtin("winning-post", "tiny", "bn128", str(tmp_path))
-    key = Path(meta.key_path)
-    made = key.stat().st_mtime_ns
-    again = prepare_builtin("winning-post", "tiny", "bn128", str(tmp_path))
-    assert again == meta and key.stat().st_mtime_ns == made
-    assert meta.curve == "bn128" and meta.constraints > 0 and meta.domain_size >= meta.constraints
-    assert meta.vk["protocol"] == "groth16" and meta.key_nbytes > 0

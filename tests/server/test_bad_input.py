@@ -15,12 +15,11 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
@@ -28,7 +27,6 @@ import pytest
 from prooflane.circuits import Sector
 from prooflane.circuits.sector import MAX_META_BYTES, WrongSectorSize
 from prooflane.config import Config
-from prooflane.devices import ProcessBackend
 from prooflane.errors import ConfigError, SectorError
 from prooflane.files import (
     FileRefused,
@@ -40,9 +38,8 @@ from prooflane.files import (
 )
 from prooflane.states import JobState
 from tests.support.daemons import circom_files
-from tests.support.engine import WAIT, Served, served, served_on
+from tests.support.engine import WAIT, Served, served
 
-T = TypeVar("T")
 TINY_SECTOR = {"size": 256, "seed": "07"}
 
 
@@ -474,69 +471,3 @@ def test_healthz_answers_while_a_registration_is_inspected(
 
 
 # --- a pool process that dies during a request -----------------------------------------------------------
-
-
-class CrashingPool(ProcessBackend):
-    """The process backend, where the pool process given the next call named in ``crash`` kills itself
-    with SIGKILL instead (as a native crash in a parser would end it)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.crash: set[str] = set()
-
-    async def run(self, call: Callable[..., T], *args: Any) -> T:
-        if call.__name__ in self.crash:
-            self.crash.discard(call.__name__)
-            await super().run(signal.raise_signal, signal.SIGKILL)
-        return await super().run(call, *args)
-
-
-def _process_backend(config: Config) -> CrashingPool:
-    cfg = config.resolved()
-    return CrashingPool(pool_size=1, workers=len(cfg.devices), cores=cfg.core_budget)
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(240)
-def test_a_pool_process_dying_during_a_registration_is_503_and_the_next_one_succeeds(
-    engine_config: Callable[..., Config], circom: dict[str, Path], tmp_path: Path
-) -> None:
-    config = engine_config(allowed_roots=(circom["zkey"].parent,))
-    backend = _process_backend(config)
-    with served_on(config, backend) as url:
-        before = set(backend.pool_pids())
-        backend.crash.add("inspect_zkey")
-        body = {"name": "mul", "zkey": str(circom["zkey"])}
-        answer = httpx.post(f"{url}/v1/circuits", json=body, timeout=WAIT)
-        assert answer.status_code == 503, answer.text
-        assert "died" in answer.json()["detail"] and "try again" in answer.json()["detail"]
-        assert answer.headers["retry-after"] == "1"
-        circuits = tmp_path / "data" / "circuits"
-        assert not circuits.exists() or list(circuits.iterdir()) == []
-        again = httpx.post(f"{url}/v1/circuits", json=body, timeout=WAIT)
-        assert again.status_code == 201, again.text
-        assert set(backend.pool_pids()).isdisjoint(before)  # a new pool answered
-        assert httpx.get(f"{url}/healthz", timeout=WAIT).status_code == 200
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(240)
-def test_a_killed_pool_process_fails_the_request_it_had_and_the_next_job_is_proven(
-    engine_config: Callable[..., Config], tmp_path: Path
-) -> None:
-    config = engine_config()
-    backend = _process_backend(config)
-    with served_on(config, backend) as url:
-        pids = backend.pool_pids()
-        assert pids, "the pool prepared the kinds' keys: it has a process"
-        for pid in pids:
-            os.kill(pid, signal.SIGKILL)
-        body = {"kind": "winning-post", "sector": TINY_SECTOR, "job_id": "after-kill"}
-        answer = httpx.post(f"{url}/v1/jobs", json=body, timeout=WAIT)
-        assert answer.status_code == 503, answer.text
-        assert "try again" in answer.json()["detail"]
-        assert not (tmp_path / "data" / "sectors" / "after-kill").exists()
-        again = httpx.post(f"{url}/v1/jobs", json=body, timeout=WAIT)
-        assert again.status_code == 202, again.text
-        proof = httpx.get(f"{url}/v1/jobs/after-kill/proof", params={"wait": WAIT}, timeout=WAIT + 10)
-        assert proof.status_code == 200, proof.text

@@ -17,8 +17,6 @@ from prooflane.groth16.cuda._runtime import cuda as numba_cuda
 from prooflane.groth16.points import G1
 from tests.support.gpu import random_points
 
-pytestmark = pytest.mark.engine  # the CUDA simulator: seconds a test
-
 cuda: Any = numba_cuda()
 CURVES = [pytest.param(BN128, id="bn128"), pytest.param(BLS12381, id="bls12381")]
 PRIMES = [

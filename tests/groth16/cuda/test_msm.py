@@ -19,8 +19,6 @@ from prooflane.groth16.cuda._runtime import cuda as numba_cuda
 from prooflane.groth16.points import G1
 from tests.support.gpu import cpu_msm, gpu, random_points, rows
 
-pytestmark = pytest.mark.engine  # the CUDA simulator: seconds a test
-
 cuda: Any = numba_cuda()
 CURVES = [pytest.param(BN128, id="bn128"), pytest.param(BLS12381, id="bls12381")]
 
@@ -96,7 +94,6 @@ def test_msm_of_a_point_and_its_negation_is_infinity() -> None:
     assert _msm(BN128, [p, minus], [9, 9], window=4) == (0, 0)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("curve", "n"),
     [

@@ -13,8 +13,6 @@ from prooflane.groth16.cuda import coset_h, ntt
 from prooflane.groth16.roots import root_of_unity
 from tests.support.gpu import gpu
 
-pytestmark = pytest.mark.engine  # the CUDA simulator: seconds a test
-
 CURVES = [pytest.param(BN128, id="bn128"), pytest.param(BLS12381, id="bls12381")]
 
 

@@ -14,8 +14,6 @@ from prooflane.groth16.cuda import key_device_bytes, msm_g1, partition_device_by
 from tests.support.gpu import cpu_msm, gpu, random_points, rows
 from tests.support.groth16_samples import square_chain
 
-pytestmark = pytest.mark.engine  # the CUDA simulator: seconds a test
-
 
 def test_the_package_offers_the_device_section_primitives() -> None:
     assert set(gpu_path.__all__) == {
@@ -70,7 +68,6 @@ def _check_proof(curve: Curve, links: int) -> None:
     assert verify_proof(key.verification_key, proof.public, proof)
 
 
-@pytest.mark.slow
 def test_a_proof_with_the_device_section_on_the_kernels_verifies() -> None:
     _check_proof(BN128, 2)
 

@@ -19,7 +19,6 @@ from tests.support.cuda_ptx import MSM, NTT
 SCRIPT = Path(__file__).resolve().parents[2] / "support" / "cuda_ptx.py"
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_every_kernel_compiles_to_ptx_without_floating_point() -> None:
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}

@@ -23,7 +23,7 @@ from prooflane.errors import WorkerDied
 from prooflane.groth16.arithmetic import MAX_THREADS, cpu_threads
 from prooflane.kinds import StorageInput, SynthesisTask, prepare_builtin, synthesize_partition
 
-pytestmark = [pytest.mark.slow, pytest.mark.anyio, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 
 @pytest.fixture

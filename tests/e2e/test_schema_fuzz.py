@@ -24,8 +24,6 @@ import pytest
 
 from tests.support.daemons import TIMEOUT, start_daemon
 
-pytestmark = pytest.mark.slow
-
 EXAMPLES = int(os.environ.get("PROOFLANE_SCHEMA_EXAMPLES", "3"))
 RUN_SECS = TIMEOUT * 3 + 3 * EXAMPLES  # a bound for one run (1,000 examples took 8 to 16 minutes)
 SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"

@@ -15,14 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from prooflane.config import Config
 from tests.support.engine import WAIT, served
 
 JOBS, STREAMS, POLLERS, BOUNDED = 100, 3, 3, 10
-
-pytestmark = pytest.mark.slow
 
 
 @dataclass

@@ -20,7 +20,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -28,8 +27,6 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from prooflane import events as ev
 from prooflane.status.invariants import broken_invariants
 from prooflane.status.tracker import Outcome, StatusSnapshot, StatusTracker, TrackerConfig
-
-pytestmark = pytest.mark.engine  # hypothesis drives the tracker through long runs
 
 RETENTION = 30.0
 
