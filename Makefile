@@ -54,8 +54,9 @@ setup: $(PYSTAMP) $(NODESTAMP) $(BROWSERSTAMP) $(SSHSTAMP)
 demo: $(PYSTAMP)
 	$(VENV)/bin/prooflane demo
 
+# The whole suite in two processes, a test file to each at a time (a file's daemons and fixtures stay in one).
 test: setup portable-test sanitize
-	$(PY) -m pytest -q -p no:cacheprovider --durations=15
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15
 
 lint: $(PYSTAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
