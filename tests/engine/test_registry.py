@@ -146,6 +146,22 @@ async def test_a_generator_of_another_circuit_is_refused_naming_both_counts(
         assert info.has_witness_generator
 
 
+async def test_a_crafted_generator_is_refused_off_the_pool_and_the_pool_stays_free(
+    tmp_path: Path, keys_dir: Path, circuit: dict[str, Path]
+) -> None:
+    """A run of 0xFF bytes in a LEB128 number once cost quadratic time on a pool process (400 kB: 6.7 s, so
+    two uploads held the synthesis pool for 80 s). The reader stops at WebAssembly's 5 bytes, in a thread of
+    the daemon: the pool is asked for the key alone."""
+    crafted = tmp_path / "crafted.wasm"
+    crafted.write_bytes(b"\0asm\x01\0\0\0\x01" + b"\xff" * 1_500_000)
+    async with running(config(tmp_path, keys_dir)) as h:
+        with pytest.raises(Invalid, match="the number at byte 9 runs past 5 bytes"):
+            await h.engine.register_circuit("c", circuit["zkey"], wasm_path=crafted)
+        assert [step.call for step in h.backend.steps if step.name == "run"][-1] == "inspect_zkey"
+        assert "inspect_wasm" not in [step.call for step in h.backend.steps]
+        assert h.engine.circuits() == []
+
+
 async def test_a_generator_whose_counts_cannot_be_read_is_registered_unchecked(
     tmp_path: Path, keys_dir: Path, circuit: dict[str, Path], caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -21,3 +21,47 @@ def test_a_module_that_exports_no_generator_constants_says_nothing(tmp_path: Pat
     path = tmp_path / "empty.wasm"
     path.write_bytes(b"\0asm\x01\0\0\0")  # a valid module with no sections
     assert inspect_wasm(str(path)) is None
+
+
+MAGIC = b"\0asm\x01\0\0\0"
+
+
+@pytest.mark.parametrize(
+    ("tail", "says"),
+    [
+        (b"\x01" + b"\xff" * 400_000, "the number at byte 9 runs past 5 bytes"),  # once quadratic: 6.7 s
+        (b"\x07\xff\xff\xff\xff\x0f", "section 7 at byte 14 runs 4294967295 bytes, past the file's end"),
+        (b"\x07\x05ab", "section 7 at byte 10 runs 5 bytes, past the file's end"),
+        (b"\x07\x80", "it ends inside a section's header"),
+    ],
+    ids=["a 400 kB number", "a 4 GiB section", "a section past the end", "a header cut short"],
+)
+def test_a_module_whose_numbers_or_sections_do_not_add_up_is_refused(
+    tmp_path: Path, tail: bytes, says: str
+) -> None:
+    path = tmp_path / "crafted.wasm"
+    path.write_bytes(MAGIC + tail)
+    with pytest.raises(ValueError, match="not a WebAssembly module") as refused:
+        inspect_wasm(str(path))
+    assert says in str(refused.value)
+
+
+def test_numbers_of_up_to_five_bytes_are_read_and_a_sixth_is_refused() -> None:
+    from prooflane.kinds.wasm import _leb
+
+    assert _leb(b"\xff\xff\xff\xff\x0f", 0) == (2**32 - 1, 5)
+    assert _leb(b"\x7f", 0, signed=True) == (-1, 1)
+    assert _leb(b"\x80\x80\x80\x80\x78", 0, signed=True) == (-(2**31), 5)
+    with pytest.raises(ValueError, match="runs past 5 bytes"):
+        _leb(b"\x80\x80\x80\x80\x80\x00", 0)
+
+
+def test_a_file_that_is_not_a_regular_file_is_refused(tmp_path: Path) -> None:
+    from prooflane.errors import ProoflaneError
+
+    (tmp_path / "folder.wasm").mkdir()
+    with pytest.raises(ProoflaneError, match="expected a regular file"):
+        inspect_wasm(str(tmp_path / "folder.wasm"))
+    (tmp_path / "short.wasm").write_bytes(b"\0as")
+    with pytest.raises(ValueError, match="not a WebAssembly module"):
+        inspect_wasm(str(tmp_path / "short.wasm"))

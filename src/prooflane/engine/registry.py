@@ -272,14 +272,12 @@ class CircuitRegistry:
 
     async def _check_generator(self, wasm: str, named: str | None, meta: CircuitMeta) -> None:
         """Refuse (422) a witness generator of another circuit than the key: its wire count, or its field,
-        differ from the key's; or a file that is no WebAssembly module. Read from the module on the pool,
-        without running it (a module without circom 2's constants cannot be checked: accepted)."""
+        differ from the key's; or a file that is no WebAssembly module. Read from the module without running
+        it, in a thread of the daemon, not on the synthesis pool: the reader is linear in the module's
+        sections, so no file can hold the pool up (a module without circom 2's constants cannot be checked:
+        accepted)."""
         try:
-            generator: WitnessGenerator | None = await self._backend.run(inspect_wasm, wasm)
-        except PoolProcessDied as exc:
-            raise Unavailable(
-                f"wasm {named!r}: the process inspecting it died ({exc}); nothing kept: try again"
-            ) from None
+            generator: WitnessGenerator | None = await asyncio.to_thread(inspect_wasm, wasm)
         except (ProoflaneError, ValueError) as exc:
             raise Invalid(f"wasm {named!r}: {exc}") from None
         if generator is None:

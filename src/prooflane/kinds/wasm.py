@@ -3,6 +3,8 @@ sections, never run."""
 
 from __future__ import annotations
 
+import mmap
+import os
 from dataclasses import dataclass
 
 __all__ = ["WitnessGenerator", "inspect_wasm"]
@@ -22,14 +24,33 @@ def inspect_wasm(path: str) -> WitnessGenerator | None:
     """Read what circom's witness generator at ``path`` exports: the wires it computes
     (``getWitnessSize``), its input signals (``getInputSize``), its version and its field's prime (the
     constants ``getRawPrime`` copies). None for a WebAssembly module whose exports say none of that (a
-    circom 1 generator, say: snarkjs still runs those); ValueError for a file that is no module at all."""
-    from ..files import read_limited
+    circom 1 generator, say: snarkjs still runs those); ValueError for a file that is no module at all, or
+    whose sections do not add up.
 
-    data = read_limited(path, 1 << 31, "wasm")
+    The file is mapped, not read, and only its section headers, its export, import and data sections and
+    five function bodies are walked: the time is linear in the sections' count, whatever the file holds (each
+    number is at most 5 bytes, as WebAssembly allows for 32 bits)."""
+    from ..files import open_regular
+
+    fd, size = open_regular(path, MAX_WASM_BYTES, "wasm")
+    try:
+        if size < 8:
+            raise ValueError("not a WebAssembly module (no \\0asm magic and version 1)")
+        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mapped:
+            return _inspect(mapped)
+    finally:
+        os.close(fd)
+
+
+MAX_WASM_BYTES = 1 << 31
+"""The largest witness generator accepted (2 GiB; circom's largest circuits' are tens of MB)."""
+
+
+def _inspect(data: mmap.mmap) -> WitnessGenerator | None:
     if data[:8] != b"\0asm\x01\0\0\0":
         raise ValueError("not a WebAssembly module (no \\0asm magic and version 1)")
+    module = _WasmModule(data)
     try:
-        module = _WasmModule(data)
         constant = {name: module.returned_constants(name) for name in _GENERATOR_EXPORTS}
         (version,), (wires,), (inputs,), (n32,) = (
             constant[n] for n in ("getVersion", "getWitnessSize", "getInputSize", "getFieldNumLen32")
@@ -47,16 +68,22 @@ _GENERATOR_EXPORTS = ("getVersion", "getWitnessSize", "getInputSize", "getFieldN
 class _WasmModule:
     """The few sections of a WebAssembly module that say what circom's generated constants are."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: mmap.mmap | bytes) -> None:
         self._data = data
         self._sections: dict[int, tuple[int, int]] = {}
         pos = 8
-        while pos < len(data):
-            kind = data[pos]
-            size, pos = _leb(data, pos + 1)
-            if kind != 0:  # custom sections (0) may repeat; circom's names are not needed
-                self._sections[kind] = (pos, pos + size)
-            pos += size
+        try:
+            while pos < len(data):
+                kind = data[pos]
+                size, pos = _leb(data, pos + 1)
+                if pos + size > len(data):
+                    end = f"section {kind} at byte {pos} runs {size} bytes, past the file's end"
+                    raise ValueError(f"not a WebAssembly module: {end}")
+                if kind != 0:  # custom sections (0) may repeat; circom's names are not needed
+                    self._sections[kind] = (pos, pos + size)
+                pos += size
+        except IndexError:
+            raise ValueError("not a WebAssembly module: it ends inside a section's header") from None
 
     def returned_constants(self, export: str) -> list[int]:
         """The ``i32.const`` operands of exported function ``export``, whose body must hold nothing else but
@@ -150,22 +177,29 @@ class _WasmModule:
         return functions
 
 
-def _leb(data: bytes, pos: int, *, signed: bool = False) -> tuple[int, int]:
-    """The LEB128 number at ``pos`` and the position after it."""
+LEB_BYTES = 5
+"""The longest LEB128 number WebAssembly allows for the 32-bit values read here (ceil(32 / 7) bytes)."""
+
+
+def _leb(data: mmap.mmap | bytes, pos: int, *, signed: bool = False) -> tuple[int, int]:
+    """The LEB128 number at ``pos`` and the position after it (ValueError past :data:`LEB_BYTES` bytes)."""
     value = shift = 0
-    while True:
+    for _ in range(LEB_BYTES):
         byte = data[pos]
         pos += 1
         value |= (byte & 0x7F) << shift
         shift += 7
         if not byte & 0x80:
             break
+    else:
+        start = pos - LEB_BYTES
+        raise ValueError(f"not a WebAssembly module: the number at byte {start} runs past {LEB_BYTES} bytes")
     if signed and byte & 0x40:
         value -= 1 << shift
     return value, pos
 
 
-def _skip_limits(data: bytes, pos: int) -> int:
+def _skip_limits(data: mmap.mmap | bytes, pos: int) -> int:
     flags, pos = _leb(data, pos)
     _, pos = _leb(data, pos)
     if flags & 1:
