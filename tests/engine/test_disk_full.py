@@ -121,3 +121,19 @@ async def test_a_registration_on_a_full_disk_is_refused_as_storage_full_and_leav
         assert not circuits.exists() or list(circuits.iterdir()) == []
         filler.unlink()
         assert (await h.engine.register_circuit("chain", zkey, wasm_path=wasm)).name == "chain"
+
+
+@pytest.mark.anyio
+async def test_an_inline_sector_on_a_full_disk_is_refused_as_storage_full_and_leaves_nothing(
+    on_small_disk: Harness, small_disk: Path
+) -> None:
+    h = on_small_disk
+    filler = fill(small_disk)
+    with pytest.raises(StorageFull, match="sector: "):
+        await h.submit("winning-post", sector={"size": 256, "seed": "07"}, job_id="inline-full")
+    sectors = small_disk / "data" / "sectors"
+    assert not sectors.exists() or list(sectors.iterdir()) == []
+    filler.unlink()
+    job_id = await h.submit("winning-post", sector={"size": 256, "seed": "07"}, job_id="inline-full")
+    assert await h.done(job_id) is JobState.DONE
+    await h.assert_clean()

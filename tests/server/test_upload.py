@@ -195,6 +195,47 @@ def test_a_witness_of_another_circuit_or_too_large_is_refused_and_nothing_kept(
     assert until_clean(daemon.engine.config.data_dir, ["circuits/wp"]) == ["circuits/wp"]
 
 
+@pytest.mark.parametrize(
+    ("part", "said"),
+    [
+        (b"", "witnesses[1]: not a .wtns witness (an empty part"),
+        (b"wtns", "witnesses[1]: not a .wtns witness (4 bytes"),
+        (b"PK\x03\x04" + b"\0" * 5000, "witnesses[1]: not a .wtns witness (its first bytes"),
+        (
+            b"wtns" + b"\xff" * (1 << 20),
+            "witnesses[1]: not a .wtns witness (its first bytes",
+        ),  # refused at once
+    ],
+    ids=["empty", "cut", "another format", "a megabyte of other bytes"],
+)
+def test_a_part_that_is_no_witness_is_refused_as_it_arrives_and_nothing_kept(
+    daemon: Served, client: Client, files: dict[str, Path], part: bytes, said: str
+) -> None:
+    client.upload_circuit("wp", files["zkey"])
+    body, headers = multipart([("wtns", files["good"].read_bytes()), ("wtns", part)])
+    answer = httpx.post(f"{daemon.url}/v1/circuits/wp/jobs", content=body, headers=headers)
+    assert answer.status_code == 422, answer.text
+    assert said in answer.json()["detail"]
+    assert until_clean(daemon.engine.config.data_dir, ["circuits/wp"]) == ["circuits/wp"]
+    assert httpx.get(f"{daemon.url}/v1/jobs", headers=headers).json() == []  # no job was made of it
+
+
+def test_a_witness_of_another_circuit_is_refused_from_its_header(
+    daemon: Served, client: Client, files: dict[str, Path]
+) -> None:
+    client.upload_circuit("wp", files["zkey"])
+    wrong = bytearray(files["good"].read_bytes())
+    wires = int.from_bytes(wrong[60:64], "little")  # after the magic, the section head, n8 and the prime
+    wrong[60:64] = (wires + 1).to_bytes(4, "little")
+    body, headers = multipart([("wtns", files["good"].read_bytes()), ("wtns", bytes(wrong))])
+    answer = httpx.post(f"{daemon.url}/v1/circuits/wp/jobs", content=body, headers=headers)
+    assert answer.status_code == 422, answer.text
+    assert (
+        f"witnesses[1]: this witness has {wires + 1:,} wires, the circuit {wires:,}"
+        in answer.json()["detail"]
+    )
+
+
 def test_uploads_beyond_loopback_need_a_token(engine_config: Callable[..., Config]) -> None:
     assert upload_refusal("127.0.0.1", None) is None
     assert upload_refusal("::1", None) is None

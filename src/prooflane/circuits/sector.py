@@ -23,6 +23,7 @@ size ``meta.json`` gives it (``meta.json`` itself at most ``MAX_META_BYTES``), a
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -36,12 +37,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..errors import SectorError
+from ..errors import SectorError, StorageFull
 from ..files import FileRefused, describe_mode, open_regular, read_limited
 from ..groth16 import BN128, Curve, curve_by_name
 from .merkle import MerkleTree
 from .poseidon import poseidon_many
 from .profiles import LEAF_BYTES
+
+FULL = (errno.ENOSPC, errno.EDQUOT)
+"""A disk with no room left (for the data, or for this user): the disk's fault, not the request's (507)."""
 
 __all__ = ["FORMAT", "MAX_META_BYTES", "TREES", "Sector", "SectorRoots", "WrongSectorSize", "create_sector"]
 
@@ -132,6 +136,8 @@ class Sector:
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
+            if exc.errno in FULL:
+                raise StorageFull(f"{folder}: cannot make the sector folder ({exc.strerror})") from None
             raise SectorError(f"{folder}: cannot make the sector folder ({exc.strerror or exc})") from None
         if (folder / "meta.json").exists():
             raise SectorError(f"{folder}: a sector already exists here")
@@ -355,7 +361,8 @@ def _atomic_write(path: Path, data: bytes) -> None:
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise SectorError(f"{path}: cannot be written ({exc.strerror or exc})") from None
+        problem = f"{path}: cannot be written ({exc.strerror or exc})"
+        raise (StorageFull if exc.errno in FULL else SectorError)(problem) from None  # a full disk: 507
 
 
 def _check_meta(path: Path, meta: Any) -> None:

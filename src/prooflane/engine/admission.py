@@ -11,19 +11,18 @@ restart, queues again every unfinished job of the journal without proving again 
 from __future__ import annotations
 
 import asyncio
-import errno
 import hashlib
 import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from .. import events as ev
 from ..circuits.profiles import profile_by_name
-from ..circuits.sector import Sector, WrongSectorSize, create_sector
+from ..circuits.sector import FULL, Sector, WrongSectorSize, create_sector
 from ..devices.backend import PoolProcessDied
 from ..errors import Conflict, Invalid, NotFound, ProoflaneError, Refused, StorageFull, TooLarge, Unavailable
 from ..files import FileRefused, Roots, off_loop, open_regular, refusal
@@ -117,7 +116,7 @@ class Admission:
         incoming = folder / f".incoming-{uuid.uuid4().hex}"
         kept: list[str] = []
         try:
-            received = await self._receive_witnesses(parts, incoming, wtns_limit(meta.wires))
+            received = await self._receive_witnesses(parts, incoming, wtns_limit(meta.wires), meta.wires)
             named = {i: str(path) for i, (path, _) in enumerate(received)}
             await self._io(check_witnesses, (incoming,), named, wtns_limit(meta.wires), meta.wires)
             kept = await asyncio.to_thread(_keep_witnesses, received, folder)
@@ -136,10 +135,11 @@ class Admission:
         return job_id
 
     async def _receive_witnesses(
-        self, parts: UploadParts, incoming: Path, limit: int
+        self, parts: UploadParts, incoming: Path, limit: int, wires: int
     ) -> list[tuple[Path, str]]:
         """Each part ``wtns`` streamed into ``incoming``: (its file, its SHA-256). Each at most ``limit``
-        bytes, all together at most ``max_circuit_bytes``."""
+        bytes, all together at most ``max_circuit_bytes``, and each refused from its first bytes unless they
+        are a .wtns header of ``wires`` wires (before the rest of the part is read)."""
         total_limit = self._pipeline.config.max_circuit_bytes
         await asyncio.to_thread(incoming.mkdir, parents=True)
         received: list[tuple[Path, str]] = []
@@ -150,7 +150,8 @@ class Admission:
             index, digest = len(received), hashlib.sha256()
             target = incoming / f"{index}.wtns"
             label = f"witnesses[{index}]"
-            size = await receive_file(chunks, target, min(limit, total_limit - total), label, digest)
+            witness = _headed_witness(chunks, label, wires)
+            size = await receive_file(witness, target, min(limit, total_limit - total), label, digest)
             total += size
             received.append((target, digest.hexdigest()))
         if not received:
@@ -332,9 +333,7 @@ class Admission:
             raise Unavailable(f"sector: building it failed ({exc}); nothing kept: try again") from None
         except (ProoflaneError, OSError, ValueError) as exc:
             await self._remove_inline(job_id, building)  # a rejected inline sector leaves nothing on disk
-            full = (
-                isinstance(exc, OSError) and exc.errno == errno.ENOSPC
-            )  # the daemon's fault, not the request's
+            full = isinstance(exc, StorageFull) or (isinstance(exc, OSError) and exc.errno in FULL)
             raise (StorageFull if full else Invalid)(f"sector: {exc}") from None
         except BaseException:  # cancelled: the daemon stops
             shutil.rmtree(building, ignore_errors=True)
@@ -427,6 +426,37 @@ def check_witnesses(
         os.close(fd)
         out[i] = str(path)
     return out
+
+
+async def _headed_witness(chunks: AsyncIterator[bytes], label: str, wires: int) -> AsyncIterator[bytes]:
+    """An uploaded witness's chunks, once its first bytes are known to be a .wtns header of ``wires`` wires
+    (``Invalid`` otherwise: an empty part, another format, a witness of another circuit)."""
+    head = b""
+    async for chunk in chunks:
+        if len(head) >= WTNS_HEADER_BYTES:
+            yield chunk
+            continue
+        head += chunk
+        if len(head) >= WTNS_HEADER_BYTES:
+            _check_head(head, label, wires)
+            yield head
+    if len(head) < WTNS_HEADER_BYTES:
+        _check_head(head, label, wires)
+        if head:
+            yield head
+
+
+def _check_head(head: bytes, label: str, wires: int) -> None:
+    found = wtns_wires(head[:WTNS_HEADER_BYTES])
+    if found is None:
+        what = (
+            "an empty part" if not head else f"{len(head):,} bytes" if len(head) < 32 else "its first bytes"
+        )
+        raise Invalid(
+            f"{label}: not a .wtns witness ({what}, where a .wtns file starts with 'wtns' and its header)"
+        )
+    if found != wires:
+        raise Invalid(f"{label}: this witness has {found:,} wires, the circuit {wires:,}")
 
 
 def _keep_witnesses(received: list[tuple[Path, str]], folder: Path) -> list[str]:
