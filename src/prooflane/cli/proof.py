@@ -1,8 +1,8 @@
 """``prooflane setup / export-vkey / prove / verify``: the Groth16 core from the command line.
 
 Exit codes: 0 success (``verify``: the proof is valid), 1 the proof is invalid, 2 bad input (a file that
-cannot be read or parsed, a curve or size mismatch); bad input prints one line naming the file, never a
-traceback.
+cannot be read or parsed, a curve or size mismatch), 3 out of memory; bad input prints one line naming the
+file, and memory one line naming the stage and the key's size, never a traceback.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from .output import print_error
 
 BAD_INPUT = 2
 INVALID = 1
+OUT_OF_MEMORY = 3
 PROGRESS_AFTER_S = 1.0  # `prove` shows its stages on stderr once it has run this long
 
 
@@ -37,13 +38,15 @@ class _Stages:
         self.times: dict[str, float] = {}
         self.total = 0.0  # set when the command ends
         self._current: tuple[str, float] | None = None
+        self.failed_in: str | None = None  # the stage under way when the command raised
         self._lock = threading.Lock()  # the timer thread and the command's thread both print
         self._shown = False
         self._printed: tuple[str, float] | None = None
         self._stream = sys.stderr  # the timer thread prints too: both to the stream of the command's start
         self._timer = threading.Timer(after, self._show)
         self._timer.daemon = True
-        self._timer.start()
+        with contextlib.suppress(RuntimeError):  # no thread left (a process short of memory): no progress
+            self._timer.start()
 
     def __call__(self, name: str) -> None:
         """Begin stage ``name`` (ending the one before)."""
@@ -63,6 +66,8 @@ class _Stages:
         now = time.perf_counter()
         with self._lock:
             self._end(now)
+            if kind is not None and self._current is not None:
+                self.failed_in = self._current[0]
             self._current = None
             self.total = now - self.start
             if self._shown and kind is None:
@@ -87,13 +92,21 @@ class _Stages:
 
 
 @contextlib.contextmanager
-def _bad_input() -> Iterator[None]:
-    """Turn a prooflane error into one line on stderr and exit code 2."""
+def _bad_input(stages: _Stages | None = None, key: Path | None = None) -> Iterator[None]:
+    """Turn a prooflane error into one line on stderr and exit code 2, and running out of memory into one
+    line naming the stage (of ``stages``) and the size of ``key``, and exit code 3."""
     try:
         yield
     except ProoflaneError as exc:
         print_error(exc)
         raise typer.Exit(BAD_INPUT) from None
+    except MemoryError:
+        where = f" (stage: {stages.failed_in})" if stages is not None and stages.failed_in else ""
+        size = ""
+        with contextlib.suppress(OSError):
+            size = f"; the key {key} is {key.stat().st_size / 2**20:,.1f} MiB" if key is not None else ""
+        print_error(f"out of memory{where}{size}: free memory, or prove on a machine with more")
+        raise typer.Exit(OUT_OF_MEMORY) from None
 
 
 def _read_json(path: Path) -> Any:
@@ -193,7 +206,7 @@ def prove_command(
     from ..groth16.arithmetic import cpu_threads
 
     stages = _Stages(PROGRESS_AFTER_S)
-    with _bad_input(), stages:
+    with _bad_input(stages, key), stages:
         stages("reading the key")
         zkey = read_zkey(key)
         threads = threads or cpu_threads()
