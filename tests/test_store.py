@@ -113,6 +113,35 @@ def test_a_proof_changed_on_disk_is_never_served(tmp_path: Path) -> None:
     assert again.partition_states("a")[0].state == "done"  # the job's state is still readable
 
 
+def test_a_proof_whose_digest_was_removed_on_disk_is_never_served(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite3"
+    store = Store(path)
+    new_job(store, "a", 1)
+    store.save_proof("a", 0, {"pi_a": ["12345"]}, ["5"])
+    store.close()
+    with contextlib.closing(sqlite3.connect(path)) as db, db:  # a changed proof, and its digest set to NULL
+        db.execute("UPDATE partitions SET proof = replace(proof, '12345', '12346'), digest = NULL")
+    with pytest.raises(JournalUnreadable, match="has lost the digest it was stored with"):
+        Store(path).partitions("a")
+
+
+def test_a_journal_from_before_digests_gets_them_once_and_is_served(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite3"
+    store = Store(path)
+    new_job(store, "a", 2)
+    store.save_proof("a", 0, {"pi_a": ["1"]}, ["5"])
+    store.close()
+    with contextlib.closing(sqlite3.connect(path)) as db, db:  # as a journal written before digests reads
+        db.execute("UPDATE partitions SET digest = NULL")
+        db.execute("PRAGMA user_version = 0")
+    again = Store(path)
+    assert [p.proof for p in again.partitions("a")] == [{"pi_a": ["1"]}, None]
+    again.close()
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert db.execute("SELECT count(*) FROM partitions WHERE digest IS NOT NULL").fetchone()[0] == 1
+
+
 def test_a_damaged_journal_is_refused_at_open_saying_so(tmp_path: Path) -> None:
     path = tmp_path / "journal.sqlite3"
     store = Store(path)

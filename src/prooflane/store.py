@@ -179,6 +179,8 @@ class Store:
             db.executescript(_SCHEMA)
             if "digest" not in {row[1] for row in db.execute("PRAGMA table_info(partitions)")}:
                 db.execute("ALTER TABLE partitions ADD COLUMN digest TEXT")  # journals from before digests
+            if db.execute("PRAGMA user_version").fetchone()[0] < DIGESTS_VERSION:
+                _digest_every_proof(db)
         except sqlite3.DatabaseError as exc:
             raise JournalDamaged(f"the journal {path} cannot be opened: {exc}") from None
         except OSError as exc:
@@ -402,12 +404,36 @@ def _job(row: sqlite3.Row) -> JobRecord:
     return JobRecord(**data)
 
 
+DIGESTS_VERSION = 1
+"""The journal's ``user_version`` from which every stored proof has its digest: a proof without one is then
+a row changed on disk (not served), never a row from before digests."""
+
+
+def _digest_every_proof(db: sqlite3.Connection) -> None:
+    """Give the proofs of a journal from before digests theirs, once (then ``user_version`` says so)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        rows = db.execute(
+            "SELECT job_id, idx, proof, public FROM partitions WHERE proof IS NOT NULL AND digest IS NULL"
+        ).fetchall()
+        db.executemany(
+            "UPDATE partitions SET digest = ? WHERE job_id = ? AND idx = ?",
+            [(_digest(r["proof"], r["public"] or ""), r["job_id"], r["idx"]) for r in rows],
+        )
+        db.execute(f"PRAGMA user_version = {DIGESTS_VERSION}")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
 def _partition(row: sqlite3.Row, journal: Path) -> PartitionRecord:
     proof, public, digest = row["proof"], row["public"], row["digest"]
-    if proof and digest is not None and _digest(proof, public or "") != digest:
+    if proof and (digest is None or _digest(proof, public or "") != digest):
+        lost = "has lost" if digest is None else "does not match"
         raise JournalUnreadable(
-            f"the journal {journal}: the stored proof of {row['job_id']}/{row['idx']} does not match the "
-            "digest it was stored with (changed on disk): it is not served"
+            f"the journal {journal}: the stored proof of {row['job_id']}/{row['idx']} {lost} the digest it "
+            "was stored with (changed on disk): it is not served"
         )
     return PartitionRecord(
         job_id=row["job_id"],
