@@ -187,3 +187,23 @@ async def test_a_witness_of_another_circuit_is_refused_naming_both_counts(
         )
         good = await h.engine.submit(JobRequest(kind="circom", circuit="c", witnesses=[str(circuit["good"])]))
         assert await h.done(good) is JobState.DONE
+
+
+async def test_a_start_removes_circuit_folders_that_no_registration_journalled(
+    tmp_path: Path, keys_dir: Path, circuit: dict[str, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A daemon killed while it inspected an upload left ``circuits/<name>/`` in place, never journalled: the
+    next start removes it (and half-received ``.incoming-*`` folders), keeping every registered circuit."""
+    cfg = config(tmp_path, keys_dir)
+    async with running(cfg) as h:
+        await h.engine.register_circuit("kept", circuit["zkey"], wasm_path=circuit["same"])
+    circuits = cfg.data_dir / "circuits"
+    for left in ("cut-short", ".incoming-0123"):
+        (circuits / left).mkdir()
+        (circuits / left / "circuit.zkey").write_bytes(circuit["zkey"].read_bytes())
+    async with running(cfg) as h:
+        assert sorted(p.name for p in circuits.iterdir()) == ["kept"]
+        assert [c.name for c in h.engine.circuits()] == ["kept"]
+        assert "circuit folder" in caplog.text and "cut-short: never registered" in caplog.text
+        info = await h.engine.register_circuit("cut-short", circuit["zkey"])  # the name is free again
+        assert info.name == "cut-short"

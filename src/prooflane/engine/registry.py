@@ -86,14 +86,19 @@ class CircuitRegistry:
             self._metas[spec.name] = await self._backend.run(
                 prepare_builtin, spec.name, cfg.profile, cfg.curve, keys_dir
             )
-        leftovers = (cfg.data_dir / "circuits").glob(".incoming-*")  # of registrations cut short by a crash
-        for folder in await asyncio.to_thread(list, leftovers):
-            await asyncio.to_thread(shutil.rmtree, folder, True)
-        for record in self._pipeline.journal.circuits():
+        records = self._pipeline.journal.circuits()
+        for record in records:
             meta_path = Path(record.zkey).with_suffix(".json")
             self._circuits[record.name] = CircuitEntry(
                 record, CircuitMeta(**json.loads(meta_path.read_text()))
             )
+        # What registrations cut short by a crash left: files on their way in, and folders moved into place
+        # but never journalled (the daemon killed while it inspected them).
+        journalled = {Path(record.zkey).parent for record in records}
+        for folder in await asyncio.to_thread(_unjournalled, cfg.data_dir / "circuits", journalled):
+            if not folder.name.startswith(".incoming-"):
+                log.warning("circuit folder %s: never registered (a registration cut short): removed", folder)
+            await asyncio.to_thread(shutil.rmtree, folder, True)
 
     def _registered_metas(self) -> dict[str, CircuitMeta]:
         return {name: entry.meta for name, entry in self._circuits.items()}
@@ -378,6 +383,13 @@ def _move_folder(source: Path, target: Path) -> None:
     """``source`` becomes ``target`` (a folder left by an earlier, interrupted registration is replaced)."""
     shutil.rmtree(target, ignore_errors=True)
     source.rename(target)
+
+
+def _unjournalled(circuits: Path, journalled: set[Path]) -> list[Path]:
+    """The folders under ``circuits`` that no journalled circuit's files are in."""
+    if not circuits.is_dir():
+        return []
+    return [f for f in circuits.iterdir() if f.is_dir() and not f.is_symlink() and f not in journalled]
 
 
 async def receive_file(
