@@ -99,6 +99,7 @@ class Config:
     live_retention_secs: float = 60.0
     max_request_bytes: int = 1 << 20
     max_circuit_bytes: int = 4 * _GIB  # one upload's body: a circuit's .zkey and .wasm, or a job's .wtns
+    max_partitions_per_job: int = 1024  # a circom job's witnesses or circuit inputs (one partition each)
     ray: RaySettings = field(default_factory=RaySettings)
     request_timeout_secs: float = 30.0
     max_connections: int = 1024  # HTTP connections at once (lowered to what the open-files limit holds)
@@ -141,6 +142,7 @@ class Config:
         _check(self.stall_secs > 0, "stall_secs", "expected a number of seconds > 0")
         _check(self.live_retention_secs >= 0, "live_retention_secs", "expected a number of seconds >= 0")
         _check(self.max_circuit_bytes >= 1024, "max_circuit_bytes", "expected at least 1024")
+        _check(self.max_partitions_per_job >= 1, "max_partitions_per_job", "expected at least 1")
         check_server_keys(self)
         _check(self.log_format in LOG_FORMATS, "log_format", f"expected one of {', '.join(LOG_FORMATS)}")
         _check(self.log_level in LOG_LEVELS, "log_level", f"expected one of {', '.join(LOG_LEVELS)}")

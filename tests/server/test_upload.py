@@ -236,6 +236,29 @@ def test_a_witness_of_another_circuit_is_refused_from_its_header(
     )
 
 
+def test_a_job_of_more_partitions_than_allowed_is_413_named_or_uploaded_and_nothing_kept(
+    engine_config: Callable[..., Config], files: dict[str, Path]
+) -> None:
+    """200,000 empty parts once became a 200,000-partition job: the journal, the live view and every view of
+    the job grew with it. A job holds at most ``max_partitions_per_job``, refused before it is journalled."""
+    config = engine_config(max_partitions_per_job=2, live_retention_secs=600.0)
+    with served(config, TOKEN) as daemon, Client(daemon.url, TOKEN) as client:
+        client.upload_circuit("wp", files["zkey"])
+        good = files["good"].read_bytes()
+        body, headers = multipart([("wtns", good)] * 3)
+        answer = httpx.post(f"{daemon.url}/v1/circuits/wp/jobs", content=body, headers=headers)
+        assert answer.status_code == 413, answer.text
+        assert "more than 2 partitions" in answer.json()["detail"]
+        assert "(max_partitions_per_job)" in answer.json()["detail"]
+        named = {"kind": "circom", "circuit": "wp", "witnesses": [str(files["good"])] * 3}
+        answer = httpx.post(f"{daemon.url}/v1/jobs", json=named, headers={"authorization": f"Bearer {TOKEN}"})
+        assert answer.status_code == 413 and "3 partitions" in answer.json()["detail"], answer.text
+        assert until_clean(config.data_dir, ["circuits/wp"]) == ["circuits/wp"]
+        assert httpx.get(f"{daemon.url}/v1/jobs", headers=headers).json() == []
+        two = client.submit_witnesses("wp", [files["good"], files["good"]])  # at the bound: a job
+        assert client.proof(two, wait=60) is not None
+
+
 def test_uploads_beyond_loopback_need_a_token(engine_config: Callable[..., Config]) -> None:
     assert upload_refusal("127.0.0.1", None) is None
     assert upload_refusal("::1", None) is None

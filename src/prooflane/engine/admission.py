@@ -78,6 +78,9 @@ class Admission:
         if spec is None:
             names = ", ".join([k.name for k in BUILTIN_KINDS] + [CIRCOM])
             raise NotFound(f"unknown kind {req.kind!r}: expected one of {names}")
+        most = self._pipeline.config.max_partitions_per_job
+        if req.kind == CIRCOM and len(req.witnesses or []) > most:
+            raise TooLarge(_too_many(len(req.witnesses or []), most))
         job_id = req.job_id or uuid.uuid4().hex
         meta = self._circuits.meta(req.kind, req.circuit)
         self._check_fits(req.kind, meta)  # before anything is created for the job
@@ -144,9 +147,12 @@ class Admission:
         await asyncio.to_thread(incoming.mkdir, parents=True)
         received: list[tuple[Path, str]] = []
         total = 0
+        most = self._pipeline.config.max_partitions_per_job
         async for field, chunks in parts:
             if field != "wtns":
                 raise Invalid(f"upload part {field!r}: expected parts 'wtns', one .wtns file per partition")
+            if len(received) == most:
+                raise TooLarge(_too_many(f"more than {most:,}", most))
             index, digest = len(received), hashlib.sha256()
             target = incoming / f"{index}.wtns"
             label = f"witnesses[{index}]"
@@ -426,6 +432,14 @@ def check_witnesses(
         os.close(fd)
         out[i] = str(path)
     return out
+
+
+def _too_many(count: int | str, most: int) -> str:
+    shown = f"{count:,}" if isinstance(count, int) else count
+    return (
+        f"{shown} partitions (witnesses or circuit inputs) in one job: at most {most:,} are accepted "
+        "(max_partitions_per_job); split them into several jobs"
+    )
 
 
 async def _headed_witness(chunks: AsyncIterator[bytes], label: str, wires: int) -> AsyncIterator[bytes]:
