@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
@@ -86,10 +87,33 @@ async def test_killed_process_makes_the_worker_die_and_ends_its_other_process(wo
     os.kill(prover, signal.SIGKILL)
     async with asyncio.timeout(60):
         reason = await worker.wait_dead()
-        assert "prover" in reason
+        assert "prover" in reason and reason.endswith("exited: killed by signal 9"), reason
         with pytest.raises(WorkerDied):
             await worker.drop_key("/any.zkey")
         await _ended(finalizer)
+
+
+async def test_a_sigkill_is_named_as_one_every_time_however_the_death_is_seen() -> None:
+    """The pipe's end or the pidfd can be seen before the forkserver reports the exit status: a death once
+    read "EOFError (its exit status was not known yet)" or "killed by signal 9" by chance. The report waits
+    for the status, briefly: each of these deaths, seen by the watch or by the request in flight, names it."""
+    backend = ProcessBackend(pool_size=1, workers=1)
+    try:
+        for attempt in range(6):
+            made = backend.new_worker(f"cpu:0/w{attempt}", backend.device("cpu:0"))
+            async with asyncio.timeout(60):
+                await made.start()
+                target = made.prover if attempt % 2 else made.finalizer
+                assert target.pid is not None
+                in_flight = asyncio.ensure_future(target.request("ping"))
+                os.kill(target.pid, signal.SIGKILL)
+                reason = await made.wait_dead()
+                with contextlib.suppress(WorkerDied):
+                    await in_flight
+            assert reason.endswith("exited: killed by signal 9"), (attempt, reason)
+            made.kill()
+    finally:
+        await backend.stop()
 
 
 async def test_workers_outlive_their_forkserver_and_new_ones_still_start(worker: ProcessWorker) -> None:

@@ -56,6 +56,7 @@ class ChildProcess:
         self._pidfd: int | None = None
         self._unwatch: Callable[[], object] = lambda: None
         self._ended = False
+        self._reports: set[asyncio.Task[None]] = set()  # exits being reported (kept from the collector)
         self._start_error: str | None = None
         self.working_on: str | None = None  # the partition whose own work the request in flight does
 
@@ -105,7 +106,8 @@ class ChildProcess:
                 else:
                     reply = await loop.run_in_executor(self._io, _round_trip, self._conn, message)
             except (EOFError, OSError) as exc:
-                raise WorkerDied(f"{self.name} (pid {self.pid}) exited: {self._exit_reason(exc)}") from None
+                reason = await self._exit_reason_soon(exc)
+                raise WorkerDied(f"{self.name} (pid {self.pid}) exited: {reason}") from None
             except asyncio.CancelledError:
                 # The reply would be read by the next request: the process cannot be trusted any more.
                 self.kill()
@@ -130,9 +132,14 @@ class ChildProcess:
         loop = asyncio.get_running_loop()
         fd = self._pidfd if self._pidfd is not None else self._proc.sentinel
 
+        async def report() -> None:
+            on_exit(f"{self.name} (pid {self.pid}) exited: {await self._exit_reason_soon(EOFError())}")
+
         def ended() -> None:
             loop.remove_reader(fd)
-            on_exit(f"{self.name} (pid {self.pid}) exited: {self._exit_reason(EOFError())}")
+            task = loop.create_task(report(), name=f"{self.name} exit")
+            self._reports.add(task)
+            task.add_done_callback(self._reports.discard)
 
         loop.add_reader(fd, ended)
         self._unwatch = lambda: loop.remove_reader(fd)
@@ -157,27 +164,44 @@ class ChildProcess:
         if self._proc.pid is not None:
             self._proc.join(timeout)
 
-    def _exit_reason(self, exc: BaseException) -> str:
+    async def _exit_reason_soon(self, exc: BaseException) -> str:
+        """Why the process ended, once its exit status is known: the pipe's end and the pidfd can be seen
+        before the status is (the forkserver reaps the process and reports its status a moment later), so
+        it is awaited for up to ``EXIT_STATUS_WAIT_SECS`` before the reason says it was not known yet."""
         if self._start_error is not None:
             return self._start_error
-        pid = self._proc.pid
-        if pid is None:
+        if self._proc.pid is None:
             return "it was ended before it started"
-        # Never waited for on the event loop: what its forkserver reported, else what its zombie still shows.
-        code = self._proc.exitcode
-        if code is None:
-            code = _zombie_status(pid)
+        code = self._exit_status()
+        for _ in range(int(EXIT_STATUS_WAIT_SECS / EXIT_STATUS_POLL_SECS)):  # nothing to wait on but this
+            if code is not None:
+                break
+            await asyncio.sleep(EXIT_STATUS_POLL_SECS)
+            code = self._exit_status()
         if code is None:
             return f"{type(exc).__name__} (its exit status was not known yet)"
         if code == _STATUS_LOST:
             return "its exit status is lost (the forkserver that started it, which reports it, has ended)"
         return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
 
+    def _exit_status(self) -> int | None:
+        """What its forkserver reported, else what its zombie still shows (read once: the forkserver may reap
+        the zombie between two reads, before it reports); never waited for on the event loop."""
+        pid = self._proc.pid
+        if pid is None:
+            return None
+        code: int | None = self._proc.exitcode
+        return code if code is not None else _zombie_status(pid)
+
 
 def _round_trip(conn: Connection, message: tuple[Any, ...]) -> Any:
     conn.send(message)
     return conn.recv()
 
+
+EXIT_STATUS_WAIT_SECS = 1.0
+"""How long a death's report waits for the process's exit status, to name the signal or the exit code."""
+EXIT_STATUS_POLL_SECS = 0.005
 
 _STATUS_LOST = 255  # multiprocessing's exit code for a process whose forkserver ended before reporting it
 
