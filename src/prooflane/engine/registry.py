@@ -86,6 +86,12 @@ class CircuitRegistry:
             self._metas[spec.name] = await self._backend.run(
                 prepare_builtin, spec.name, cfg.profile, cfg.curve, keys_dir
             )
+        kinds = ", ".join(spec.name for spec in BUILTIN_KINDS)
+        log.warning(
+            "UNSAFE development keys: the built-in kinds (%s) prove with keys made here from a public seed "
+            "(in %s); never use their proofs in production", kinds, keys_dir,
+            extra={"kinds": [spec.name for spec in BUILTIN_KINDS], "keys_dir": keys_dir},
+        )  # fmt: skip
         records = self._pipeline.journal.circuits()
         for record in records:
             meta_path = Path(record.zkey).with_suffix(".json")

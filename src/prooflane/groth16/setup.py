@@ -32,9 +32,12 @@ log = logging.getLogger(__name__)
 UNSAFE_NOTICE = "UNSAFE development key: its secrets were sampled locally; never use it in production"
 
 
-def setup(r1cs: R1CS, *, seed: bytes | None = None) -> ProvingKey:
-    """Make an UNSAFE development proving key for ``r1cs`` (deterministic when ``seed`` is given)."""
-    log.warning(UNSAFE_NOTICE)
+def setup(r1cs: R1CS, *, seed: bytes | None = None, notice: bool = True) -> ProvingKey:
+    """Make an UNSAFE development proving key for ``r1cs`` (deterministic when ``seed`` is given); logs
+    :data:`UNSAFE_NOTICE` unless ``notice`` is False (a caller that says it itself, where its reader looks:
+    the daemon, whose pool processes make the built-in kinds' keys, in its own log)."""
+    if notice:
+        log.warning(UNSAFE_NOTICE)
     curve, r = r1cs.curve, r1cs.curve.r
     draw = _sampler(r, seed)
     tau, alpha, beta, gamma, delta = (draw() for _ in range(5))

@@ -88,7 +88,7 @@ def prepare_builtin(kind: str, profile: str, curve: str, keys_dir: str) -> Circu
 
     circuit = storage_circuit(kind, profile, curve_by_name(curve))
     seed = hashlib.sha256(f"prooflane-dev-setup:{kind}:{profile}:{curve}".encode()).digest()
-    key = setup(circuit.r1cs, seed=seed)
+    key = setup(circuit.r1cs, seed=seed, notice=False)  # the daemon says it in its log (CircuitRegistry.load)
     base.parent.mkdir(parents=True, exist_ok=True)
     _atomic_write(base.with_suffix(".zkey"), lambda p: write_zkey(p, key))
     meta = _meta(f"{kind}@{profile}/{curve}", str(base.with_suffix(".zkey")), key, circuit.r1cs.n_constraints)

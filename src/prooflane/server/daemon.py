@@ -60,6 +60,7 @@ async def run_daemon(
         started = True
         for warning in engine.health().warnings:  # said once: they hold for the daemon's life
             log.warning("%s", warning, extra={"warning": warning})
+        log.info("listening on %s (dashboard %s/)", url, url, extra={"url": url})
         if on_ready is not None:
             on_ready(url)
         await _until_stopped(stop, serving, engine)
