@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import psutil
 
 HANG = 60.0  # far past the 10 s guarantee: only a hang fails here, never a slow machine
@@ -64,3 +65,30 @@ def test_a_daemon_whose_parent_is_killed_shuts_down_by_itself(tmp_path: Path) ->
     demo.wait()
     assert _wait_all_gone(tree) == []
     assert "parent process" in (tmp_path / "data" / "daemon.log").read_text()
+
+
+def test_a_stop_of_the_whole_process_group_logs_no_death_and_no_alarm(tmp_path: Path) -> None:
+    """systemd, `prooflane service stop` and the fleet signal the daemon's process group at once: workers that
+    died of it first logged deaths, retries and "health not ok" in a stop that went as planned. Workers leave
+    the signal to the daemon, which ends them in order: the log says the stop and nothing alarming."""
+    from prooflane.cli.daemon_process import DaemonProcess
+
+    daemon = DaemonProcess(tmp_path / "data", profile="tiny", log_path=tmp_path / "stderr.log")
+    daemon.start(timeout=300)
+    for n in range(3):  # work in flight as the signal arrives
+        body = {"kind": "porep-c2", "sector": {"size": 256, "seed": "07"}, "job_id": f"j{n}"}
+        assert httpx.post(f"{daemon.url}/v1/jobs", json=body, timeout=30).status_code == 202
+    deadline = time.monotonic() + HANG
+    while '"proving"' not in httpx.get(f"{daemon.url}/status", timeout=30).text:
+        assert time.monotonic() < deadline, "no worker started proving"
+        time.sleep(0.05)
+    os.killpg(daemon.pid, signal.SIGTERM)
+    deadline = time.monotonic() + HANG
+    while daemon.running:
+        assert time.monotonic() < deadline, "the daemon did not stop"
+        time.sleep(0.1)
+    assert daemon.stop() == 0  # already ended by the signal: its exit status, and its pipe closed
+    lines = (tmp_path / "stderr.log").read_text().splitlines()
+    alarming = [line for line in lines if " WARNING " in line or " ERROR " in line or " CRITICAL " in line]
+    assert [line for line in alarming if "UNSAFE development keys" not in line] == [], lines
+    assert any("SIGTERM received: shutting down" in line for line in lines), lines

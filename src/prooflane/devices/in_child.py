@@ -43,8 +43,12 @@ Connection = multiprocessing.connection.Connection
 
 
 def ignore_interrupts() -> None:
-    """In a worker process: leave Ctrl-C to the daemon, which ends its workers itself on the way out."""
+    """In a worker process: leave Ctrl-C and SIGTERM to the daemon, which ends its workers itself on the way
+    out. A stop signals the daemon's whole process group at once (systemd's, ``prooflane service stop``,
+    the fleet's): a worker that died of it first would be a death, a retry and a health alarm in the log of
+    a stop that went as planned. A worker still ends with the daemon, whatever ends it (:func:`exit_with`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def limit_native_threads(environ: MutableMapping[str, str] | None = None) -> None:

@@ -410,8 +410,9 @@ class DeviceLoop:
         if worker in self._reported:
             return
         self._reported.add(worker)
-        logbook.worker_died(worker.info(), reason, len(self._held.get(worker, ())))
         pipeline = self._pipeline
+        held = len(self._held.get(worker, ()))
+        logbook.worker_died(worker.info(), reason, held, stopping=pipeline.stopping)
         pipeline.post(ev.WorkerDied(at=pipeline.clock(), worker_id=worker.worker_id, reason=reason))
         self._retry_held(worker, reason)
 

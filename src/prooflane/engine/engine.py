@@ -160,7 +160,7 @@ class Engine:
         """Stop accepting jobs, cancel the pipeline's tasks, end every worker. Jobs in flight stay in the
         journal unfinished and resume at the next start."""
         self.ready = False
-        self._stopping = True
+        self._stopping = self._pipeline.stopping = True
         if self._runner is not None:
             self._runner.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):  # a failure is in self.failure

@@ -184,17 +184,22 @@ def worker_started(info: WorkerInfo, took: float, down: float | None, failed_sta
     )  # fmt: skip
 
 
-def worker_died(info: WorkerInfo, reason: str, partitions: int) -> None:
-    """A worker's processes died (which process and why are in ``reason``); what it held is retried."""
+def worker_died(info: WorkerInfo, reason: str, partitions: int, *, stopping: bool = False) -> None:
+    """A worker's processes died (which process and why are in ``reason``); what it held is retried. While
+    the daemon stops (``stopping``) that is the stop's doing: INFO, and what it held resumes at next start."""
     _, fields = _pids(info)
+    fields |= {"worker_id": info.worker_id, "device": info.device, "reason": _reason(reason),
+               "partitions": partitions}  # fmt: skip
+    if stopping:
+        log.info(
+            "worker %s ended as the daemon stops: %s; %s it held resume at the next start", info.worker_id,
+            _reason(reason), _plural(partitions, "partition"), extra=fields | {"stopping": True},
+        )  # fmt: skip
+        return
     held = {0: "it held no partition", 1: "the partition it held goes back to the queue"}.get(
         partitions, f"the {partitions} partitions it held go back to the queue"
     )
-    log.warning(
-        "worker %s died: %s; %s", info.worker_id, _reason(reason), held,
-        extra=fields | {"worker_id": info.worker_id, "device": info.device, "reason": _reason(reason),
-                        "partitions": partitions},
-    )  # fmt: skip
+    log.warning("worker %s died: %s; %s", info.worker_id, _reason(reason), held, extra=fields)
 
 
 def worker_start_failed(info: WorkerInfo, reason: str, attempt: int, retry_in: float, lost: bool) -> None:

@@ -55,6 +55,7 @@ class Pipeline:
         self.jobs: dict[str, JobRun] = {}  # live and recently ended jobs
         self.store: Store | None = None
         self.progressed_at = clock()  # when a partition last moved (for the stall check of health)
+        self.stopping = False  # set as the engine's stop begins: what ends from then on is its doing
         self.tg: asyncio.TaskGroup | None = None
         self.journal_problem: str | None = None  # why the journal cannot be written now (None: it can)
         self.journal_unreadable: str | None = None  # the first read of it that failed (damage: it stays)
