@@ -99,12 +99,18 @@ def test_a_second_daemon_on_the_same_data_folder_is_refused_naming_the_first(tmp
     Store(tmp_path / "journal.sqlite3").close()  # free again once the first let go
 
 
-def test_a_proof_changed_on_disk_is_never_served(tmp_path: Path) -> None:
+def _journal_with_a_proof(tmp_path: Path) -> Path:
+    """A closed journal holding job "a" of one partition, done with a proof."""
     path = tmp_path / "journal.sqlite3"
     store = Store(path)
     new_job(store, "a", 1)
     store.save_proof("a", 0, {"pi_a": ["12345"]}, ["5"])
     store.close()
+    return path
+
+
+def test_a_proof_changed_on_disk_is_never_served(tmp_path: Path) -> None:
+    path = _journal_with_a_proof(tmp_path)
     with contextlib.closing(sqlite3.connect(path)) as db, db:  # one digit changed behind the journal's back
         db.execute("UPDATE partitions SET proof = replace(proof, '12345', '12346')")
     again = Store(path)
@@ -114,11 +120,7 @@ def test_a_proof_changed_on_disk_is_never_served(tmp_path: Path) -> None:
 
 
 def test_a_proof_whose_digest_was_removed_on_disk_is_never_served(tmp_path: Path) -> None:
-    path = tmp_path / "journal.sqlite3"
-    store = Store(path)
-    new_job(store, "a", 1)
-    store.save_proof("a", 0, {"pi_a": ["12345"]}, ["5"])
-    store.close()
+    path = _journal_with_a_proof(tmp_path)
     with contextlib.closing(sqlite3.connect(path)) as db, db:  # a changed proof, and its digest set to NULL
         db.execute("UPDATE partitions SET proof = replace(proof, '12345', '12346'), digest = NULL")
     with pytest.raises(JournalUnreadable, match="has lost the digest it was stored with"):

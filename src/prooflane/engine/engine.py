@@ -95,7 +95,6 @@ class Engine:
         self._pipeline.watch = self._health_log.saw
         self._runner: asyncio.Task[None] | None = None
         self.failure: BaseException | None = None  # why the pipeline stopped on its own, if it did
-        self._stopping = False  # from the first call of stop() on (health says "stopping", not "starting")
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
@@ -160,7 +159,7 @@ class Engine:
         """Stop accepting jobs, cancel the pipeline's tasks, end every worker. Jobs in flight stay in the
         journal unfinished and resume at the next start."""
         self.ready = False
-        self._stopping = self._pipeline.stopping = True
+        self._pipeline.stopping = True  # from here on health says "stopping", not "starting"
         if self._runner is not None:
             self._runner.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):  # a failure is in self.failure
@@ -425,7 +424,7 @@ class Engine:
         if self.failure is not None:
             return (f"the engine stopped: {self.failure}",)
         if not self.ready:
-            return ("stopping",) if self._stopping else ("starting",)
+            return ("stopping",) if self._pipeline.stopping else ("starting",)
         journal = self._pipeline.journal_problem
         reasons = [f"{journal}: new jobs are refused (507) and no partition starts"] if journal else []
         if (unreadable := self._pipeline.journal_unreadable) is not None:
