@@ -173,6 +173,47 @@ def test_submit_wait_of_a_failing_job_exits_1_with_the_reason(daemon: Served, se
     assert "Traceback" not in result.output
 
 
+def test_job_proof_and_cancel_follow_a_job_by_its_id(daemon: Served, sector: Path, tmp_path: Path) -> None:
+    held = daemon.hold()
+    job_id = daemon.submit("porep-c2", sector=str(sector))
+    daemon.reached(held)
+    shown = runner.invoke(app, ["job", job_id, "--url", daemon.url])
+    assert shown.exit_code == 0, shown.output
+    first, *rows = shown.stdout.splitlines()
+    assert first.startswith(f"{job_id}  porep-c2  running, 0/") and "priority" in first
+    assert any("synthesizing" in row for row in rows)  # the partition table says what each partition does
+    as_json = json.loads(runner.invoke(app, ["job", job_id, "--json", "--url", daemon.url]).stdout)
+    assert as_json["job_id"] == job_id and len(as_json["partitions"]) == as_json["total_partitions"]
+
+    early = runner.invoke(app, ["proof", job_id, "--url", daemon.url])
+    assert early.exit_code == 1
+    assert f"error: job {job_id} is running (0/" in early.stderr and "--wait SECS" in early.stderr
+
+    daemon.release(held)
+    out = tmp_path / "proof.json"
+    got = runner.invoke(app, ["proof", job_id, "--wait", "60", "--out", str(out), "--url", daemon.url])
+    assert got.exit_code == 0, got.output
+    proof = json.loads(out.read_text())
+    assert proof["job_id"] == job_id and len(proof["partitions"]) == as_json["total_partitions"]
+
+    again = runner.invoke(app, ["cancel", job_id, "--url", daemon.url])
+    assert again.exit_code == 1 and "already finished (done); nothing to cancel" in again.stderr
+
+    held = daemon.hold()
+    other = daemon.submit("winning-post", sector=str(sector))
+    daemon.reached(held)
+    cancelled = runner.invoke(app, ["cancel", other, "--url", daemon.url])
+    assert cancelled.exit_code == 0, cancelled.output
+    assert cancelled.stdout.startswith(f"{other}  winning-post  cancelled")
+    refused = runner.invoke(app, ["proof", other, "--url", daemon.url])
+    assert refused.exit_code == 1 and f"409: job {other} cancelled: cancelled by request" in refused.stderr
+    daemon.release(held)
+
+    missing = runner.invoke(app, ["job", "no-such-job", "--url", daemon.url])
+    assert missing.exit_code == 1 and "404: no job with id 'no-such-job'" in missing.stderr
+    assert "Traceback" not in shown.output + early.output + missing.output + refused.output
+
+
 def test_submit_of_an_unknown_kind_says_why_without_a_traceback(daemon: Served, sector: Path) -> None:
     result = runner.invoke(app, ["submit", "--kind", "nope", "--sector", str(sector), "--url", daemon.url])
     assert result.exit_code == 1

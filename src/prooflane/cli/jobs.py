@@ -1,4 +1,4 @@
-"""Job commands of the `prooflane` CLI: submit, and circuits register / list.
+"""Job commands of the `prooflane` CLI: submit, job, proof, cancel, and circuits register / list.
 
 Each talks to a running daemon over HTTP (`--url`, or $PROOFLANE_URL), with the bearer token from `--token`
 or $PROOFLANE_TOKEN when the daemon needs one. Files (`--zkey`, `--wasm`, `--witness`) are on this machine and
@@ -34,7 +34,7 @@ from ..kinds import CIRCOM
 from ..models import CircuitRegistration, JobView
 from .app import app
 from .options import OnDaemon, Token, Url
-from .output import REFUSED, console, errors, print_error, usage_error
+from .output import REFUSED, console, errors, fit_whole, print_error, table, usage_error
 
 circuits_app = typer.Typer(
     help="Register and list circom circuits (proof kind `circom`).", no_args_is_help=True
@@ -228,6 +228,92 @@ def _follow(client: Client, job_id: str) -> JobView:
                 return view
             time.sleep(0.25)
             view = client.job(job_id)
+
+
+# --- job, proof, cancel -----------------------------------------------------------------------
+
+JobId = Annotated[str, typer.Argument(metavar="JOB_ID", hidden=True)]
+AsJson = Annotated[bool, typer.Option("--json", help="Print the daemon's JSON answer.")]
+PARTITION_COLUMNS = ("partition", "state", "attempt", "worker", "error")
+
+
+@app.command()
+def job(job_id: JobId, as_json: AsJson = False, url: Url = DEFAULT_URL) -> None:
+    """Print job JOB_ID's state and each partition's (state, attempt, worker, error)."""
+    with errors(), Client(url) as client:
+        view = client.job(job_id)
+    if as_json:
+        print(json.dumps(view.model_dump(mode="json"), indent=2))
+        return
+    print(_job_line(view))
+    if view.error:
+        print(f"error: {view.error}")
+    made = table(*PARTITION_COLUMNS, whole=("worker",))
+    for part in view.partitions:
+        made.add_row(
+            str(part.index), part.state.value, str(part.attempt), part.worker_id or "", part.error or ""
+        )
+    fit_whole(made, ("worker",))
+    console().print(made)
+
+
+def _job_line(view: JobView) -> str:
+    """``ID KIND [CIRCUIT] STATE, D/N partitions, priority P, submitted WHEN[, took S s]``."""
+    kind = f"{view.kind} {view.circuit}" if view.circuit else view.kind
+    submitted = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(view.submitted_at))
+    took = f", took {view.finished_at - view.submitted_at:.1f} s" if view.finished_at is not None else ""
+    return (
+        f"{view.job_id}  {kind}  {view.state.value}, {view.partitions_done}/{view.total_partitions} "
+        f"partitions, priority {view.priority.value}, submitted {submitted}{took}"
+    )
+
+
+@app.command()
+def proof(
+    job_id: JobId,
+    wait: Annotated[
+        float,
+        typer.Option(
+            "--wait",
+            metavar="SECS",
+            min=0,
+            show_default=False,
+            help="Wait up to SECS for the proof (default: not at all).",
+        ),
+    ] = 0.0,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", metavar="FILE", help="Write the proof JSON to FILE, not standard output."),
+    ] = None,
+    url: Url = DEFAULT_URL,
+) -> None:
+    """Print job JOB_ID's proof as JSON (every partition's proof and public signals); exit 1 with why when
+    it has none (failed, cancelled, not done within --wait)."""
+    with errors(), Client(url) as client:
+        found = client.proof(job_id, wait=wait)
+        if found is None:
+            view = client.job(job_id)
+            hint = "" if wait else "; --wait SECS waits for it"
+            done = f"{view.partitions_done}/{view.total_partitions} partitions"
+            print_error(f"job {job_id} is {view.state.value} ({done}): no proof yet{hint}")
+            raise typer.Exit(REFUSED)
+    text = json.dumps(found.model_dump(mode="json"), indent=2)
+    if out is None:
+        print(text)
+        return
+    try:
+        out.write_text(text + "\n")
+    except OSError as exc:
+        print_error(f"--out {out}: cannot write it ({exc.strerror or exc})")
+        raise typer.Exit(REFUSED) from None
+
+
+@app.command()
+def cancel(job_id: JobId, url: Url = DEFAULT_URL, token: Token = None) -> None:
+    """Cancel job JOB_ID at whatever stage it is (one that already finished stays as it is: exit 1)."""
+    with errors(), Client(url, token) as client:
+        view = client.cancel(job_id)
+    print(_job_line(view))
 
 
 # --- circuits ---------------------------------------------------------------------------------
