@@ -100,6 +100,8 @@ class Config:
     max_request_bytes: int = 1 << 20
     max_circuit_bytes: int = 4 * _GIB  # one upload's body: a circuit's .zkey and .wasm, or a job's .wtns
     max_partitions_per_job: int = 1024  # a circom job's witnesses or circuit inputs (one partition each)
+    # The circom keys each synthesis process keeps read, by their files' sizes (docs/config.md).
+    synthesis_key_cache_bytes: int = 256 << 20
     ray: RaySettings = field(default_factory=RaySettings)
     request_timeout_secs: float = 30.0
     max_connections: int = 1024  # HTTP connections at once (lowered to what the open-files limit holds)
@@ -143,6 +145,7 @@ class Config:
         _check(self.live_retention_secs >= 0, "live_retention_secs", "expected a number of seconds >= 0")
         _check(self.max_circuit_bytes >= 1024, "max_circuit_bytes", "expected at least 1024")
         _check(self.max_partitions_per_job >= 1, "max_partitions_per_job", "expected at least 1")
+        _check(self.synthesis_key_cache_bytes >= 0, "synthesis_key_cache_bytes", "expected 0 or more bytes")
         check_server_keys(self)
         _check(self.log_format in LOG_FORMATS, "log_format", f"expected one of {', '.join(LOG_FORMATS)}")
         _check(self.log_level in LOG_LEVELS, "log_level", f"expected one of {', '.join(LOG_LEVELS)}")

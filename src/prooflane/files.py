@@ -34,11 +34,14 @@ from .errors import Forbidden, Invalid, ProoflaneError, Refused, Unavailable
 __all__ = [
     "CHUNK_BYTES",
     "IO_TIMEOUT_SECS",
+    "KEPT_MODE",
     "FileRefused",
+    "Fingerprint",
     "PathForbidden",
     "Roots",
     "copy_limited",
     "describe_mode",
+    "fingerprint",
     "off_loop",
     "open_regular",
     "read_limited",
@@ -46,6 +49,14 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+KEPT_MODE = 0o444
+"""The daemon's own copies of keys, circuits and witnesses are read-only from the moment they are made: a
+process maps them, and a file rewritten or cut short under a mapping changes its bytes or kills the process
+(SIGBUS)."""
+
+Fingerprint = tuple[int, int, int, int]
+"""A file's identity and version: device, inode, size, modification time (ns)."""
 
 CHUNK_BYTES = 1 << 20
 """How much one read takes (a copy checks for cancellation between chunks)."""
@@ -133,6 +144,16 @@ _MODES = (
 )
 
 
+def fingerprint(path: str | Path) -> Fingerprint | None:
+    """The file at ``path`` as it is now (None when there is none): any rewrite, truncation or replacement
+    changes it."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+
 def describe_mode(mode: int) -> str:
     """What a file of ``mode`` (``st_mode``) is, in words."""
     return next((words for test, words in _MODES if test(mode)), "not a regular file")
@@ -202,7 +223,7 @@ def copy_limited(
     ``cancelled`` is set (the request was given up). The caller removes ``target`` on failure."""
     fd, _ = open_regular(source, limit, label)
     try:
-        out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, KEPT_MODE)
         copied = 0
         try:
             while chunk := os.read(fd, CHUNK_BYTES):

@@ -2,7 +2,9 @@
 
 Runs inside device processes (and in the daemon's own process for the in-process backend). The engine
 accounts for each worker's loaded keys in the memory budget and tells the worker to drop one when the
-budget evicts it.
+budget evicts it. A key is read again when its file changed since it was read (a ``stat`` per use): a
+mapping of a file cut short kills the process that touches it (SIGBUS), and one rewritten in place would
+prove with other points.
 """
 
 from __future__ import annotations
@@ -11,9 +13,12 @@ import ctypes
 import dataclasses
 from typing import Any
 
+from ..files import Fingerprint, fingerprint
+
 __all__ = ["drop_key", "give_back_free_memory", "load_key", "loaded_key"]
 
 _KEYS: dict[str, Any] = {}  # key path -> ProvingKey, in this process
+_READ: dict[str, Fingerprint | None] = {}  # key path -> its file as it was when read
 
 
 def load_key(path: str, parts: tuple[str, ...] = (), *, matrices: bool = True) -> Any:
@@ -25,9 +30,13 @@ def load_key(path: str, parts: tuple[str, ...] = (), *, matrices: bool = True) -
     """
     from ..groth16 import preload, read_zkey
 
+    now = fingerprint(path)
+    if path in _KEYS and _READ.get(path) != now:  # changed on disk since: never touch the old mapping
+        drop_key(path)
     key = _KEYS.get(path)
     if key is None:
         key = read_zkey(path)
+        _READ[path] = now
         if not matrices:
             key = dataclasses.replace(key, coefficients=_no_coefficients())
         _KEYS[path] = key
@@ -76,6 +85,7 @@ def drop_key(path: str) -> None:
     """Forget the key at ``path`` and its library points in this process (its memory was evicted)."""
     from ..groth16 import release
 
+    _READ.pop(path, None)
     key = _KEYS.pop(path, None)
     if key is not None:
         release(key)

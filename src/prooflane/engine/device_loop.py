@@ -196,12 +196,11 @@ class DeviceLoop:
             held = self._held[worker]
             held.add(part)
             part.worker_id = worker.worker_id
-            if not self._holds_key(worker, part.job.meta):  # it reads the key's file: is it there?
-                try:
-                    await self._key_files.ensure(part.job.meta)
-                except Unavailable as exc:
-                    self._fail_held(worker, part, str(exc))
-                    continue
+            try:  # the key's file is there, as the daemon accepted it (a stat)
+                await self._key_files.ensure(part.job.meta)
+            except Unavailable as exc:
+                self._fail_held(worker, part, str(exc))
+                continue
             allocation = await self._key_for(worker, part.job.meta)
             allocation.use()
             try:
@@ -328,10 +327,6 @@ class DeviceLoop:
         """Whether an answer made under ``token`` is still the partition's outcome: it holds that lease, and
         its worker's death (reported the moment the backend knew) has not decided it already."""
         return part.token == token and part in self._held.get(worker, ())
-
-    def _holds_key(self, worker: DeviceWorker, meta: CircuitMeta) -> bool:
-        allocation = self._keys.get((worker, meta.key_path))
-        return allocation is not None and allocation.live
 
     async def _key_for(self, worker: DeviceWorker, meta: CircuitMeta) -> CachedAllocation:
         """The worker's cached allocation for ``meta``'s proving key, taking budget for it when new."""

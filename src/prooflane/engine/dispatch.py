@@ -123,7 +123,10 @@ class Dispatcher:
 
     async def _synthesize(self, part: PartitionRun) -> None:
         pipeline, job = self._pipeline, part.job
-        task = SynthesisTask(job.job_id, part.index, job.meta.key_path, job.inputs[part.index])
+        task = SynthesisTask(
+            job.job_id, part.index, job.meta.key_path, job.inputs[part.index],
+            pipeline.config.synthesis_key_cache_bytes,
+        )  # fmt: skip
         try:
             synthesized, ms = await self._backend.run(synthesize_partition, task)
         except PoolProcessDied as exc:

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..devices.backend import DeviceBackend, PoolProcessDied
 from ..errors import Conflict, Invalid, NotFound, ProoflaneError, StorageFull, TooLarge, Unavailable
-from ..files import CHUNK_BYTES, Hasher, Roots, copy_limited, off_loop, refusal
+from ..files import CHUNK_BYTES, KEPT_MODE, Hasher, Roots, copy_limited, off_loop, refusal
 from ..groth16 import curve_by_name, curve_by_prime
 from ..kinds import (
     BUILTIN_KINDS,
@@ -241,12 +241,14 @@ class CircuitRegistry:
             if known.record.digest != digest:
                 taken = f"circuit {name!r} is registered with other files; pick another name"
                 raise Conflict(taken)
-            if not await asyncio.to_thread(_files_present, known.record):  # deleted: these put them back
+            changed = self.keys.changed(name)
+            if changed or not await asyncio.to_thread(_files_present, known.record):  # these put them back
                 await asyncio.to_thread(_move_folder, incoming, Path(known.record.zkey).parent)
                 meta_file = Path(known.meta.key_path).with_suffix(".json")
                 await asyncio.to_thread(meta_file.write_text, json.dumps(known.meta.to_json()))
-                self.keys.found(name)
-                log.warning("circuit %r: its files were missing and are back (registered again)", name)
+                self.keys.found(name, known.meta.key_path)
+                how = "had changed on disk" if changed else "were missing"
+                log.warning("circuit %r: its files %s and are back (registered again)", name, how)
             return _info(known)
         folder = cfg.data_dir / "circuits" / name
         await asyncio.to_thread(_move_folder, incoming, folder)
@@ -279,6 +281,7 @@ class CircuitRegistry:
         )  # fmt: skip
         self._pipeline.journal.add_circuit(record)
         self._circuits[name] = CircuitEntry(record, meta)
+        self.keys.accept(meta.key_path)
         return _info(self._circuits[name])
 
     async def _check_generator(self, wasm: str, named: str | None, meta: CircuitMeta) -> None:
@@ -406,7 +409,7 @@ async def receive_file(
     ``TooLarge``; a full disk: ``StorageFull``. The caller removes ``target`` on failure."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = await asyncio.to_thread(os.open, target, flags, 0o644)
+        fd = await asyncio.to_thread(os.open, target, flags, KEPT_MODE)
     except OSError as exc:
         raise _unwritten(exc, label) from None
     size, pending = 0, bytearray()

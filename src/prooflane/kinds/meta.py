@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..files import KEPT_MODE
+
 __all__ = ["KEY_FACTOR_LIBRARIES", "WORK_ELEMENTS", "CircuitMeta", "inspect_zkey", "prepare_builtin"]
 
 WORK_ELEMENTS = 28
@@ -125,4 +127,5 @@ def _meta(key_name: str, key_path: str, key: Any, constraints: int) -> CircuitMe
 def _atomic_write(path: Path, write: Callable[[Path], Any]) -> None:
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     write(tmp)
+    os.chmod(tmp, KEPT_MODE)  # workers map it: read-only, as the daemon's other key files
     os.replace(tmp, path)

@@ -76,3 +76,5 @@ class SynthesisTask:
     partition: int
     key_path: str
     inputs: StorageInput | CircomInput
+    key_cache_bytes: int = 256 << 20
+    """How much of the circom keys a synthesis process keeps read (``synthesis_key_cache_bytes``)."""

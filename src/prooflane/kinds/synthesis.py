@@ -6,9 +6,11 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+from ..files import Fingerprint, fingerprint
 from .spec import StorageInput, SynthesisTask
 from .witness_helper import generate_wtns
 from .wtns import wtns_limit
@@ -41,7 +43,7 @@ def synthesize_partition(task: SynthesisTask) -> tuple[Any, float]:
             from ..files import read_limited
 
             # checked when the job was accepted; read as carefully now, since the file may have changed
-            limit = wtns_limit(_key_matrices(task.key_path).n_vars)
+            limit = wtns_limit(_key_matrices(task.key_path, task.key_cache_bytes).n_vars)
             witness = read_wtns(inputs.witness, read_limited(inputs.witness, limit, "witness"))
         else:
             folder = tempfile.mkdtemp(prefix="prooflane-wtns-")
@@ -49,21 +51,32 @@ def synthesize_partition(task: SynthesisTask) -> tuple[Any, float]:
                 witness = read_wtns(generate_wtns(inputs.witness, inputs.wasm, folder))
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
-        key = _key_matrices(task.key_path)
+        key = _key_matrices(task.key_path, task.key_cache_bytes)
         if len(witness) != key.n_vars:
             raise ValueError(f"this witness has {len(witness):,} wires, the circuit {key.n_vars:,}")
         synthesized = synthesize(key, witness)
     return synthesized, (time.perf_counter() - started) * 1000
 
 
-_MATRICES: dict[str, Any] = {}  # key path -> ProvingKey, for circom synthesis in this process
+_MATRICES: OrderedDict[str, tuple[Fingerprint | None, Any]] = OrderedDict()
+"""Key path -> (its file when read, the ProvingKey), least recently used first, for circom synthesis in
+this process."""
 
 
-def _key_matrices(path: str) -> Any:
-    """The proving key at ``path`` (its constraint matrices are what synthesis needs), read once."""
+def _key_matrices(path: str, cache_bytes: int) -> Any:
+    """The proving key at ``path`` (its constraint matrices are what synthesis needs), read once and kept
+    while the keys kept, by their files' sizes, fit in ``cache_bytes`` (the one asked for is always kept).
+    A key whose file changed since it was read is read again: its old mapping is never touched."""
     from ..groth16 import read_zkey
 
-    key = _MATRICES.get(path)
-    if key is None:
-        key = _MATRICES[path] = read_zkey(path)
+    now = fingerprint(path)
+    found = _MATRICES.pop(path, None)
+    key = found[1] if found is not None and found[0] == now else read_zkey(path)
+    _MATRICES[path] = (now, key)  # the most recently used, last
+    while len(_MATRICES) > 1 and sum(_size(f) for f, _ in _MATRICES.values()) > cache_bytes:
+        _MATRICES.popitem(last=False)
     return key
+
+
+def _size(found: Fingerprint | None) -> int:
+    return 0 if found is None else found[2]
