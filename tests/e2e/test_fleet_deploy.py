@@ -138,6 +138,21 @@ def test_deploy_prove_restart_logs_stop(
         said = snarkjs_verify(snarkjs, tmp_path / "verify", key, part.proof, part.public)
         assert "OK!" in said, said
 
+        # The folder is gpu-1's: a deploy of another name into it is refused, by the fleet (the folder as
+        # it follows it) or by the host (the folder spelled otherwise), and gpu-1 is left as it was.
+        alias = tmp_path / "alias"  # the folder by another path: only the host can tell it is gpu-1's
+        alias.symlink_to(host)
+        for spelled in (host, alias):
+            taken = _cli(fleet, "fleet", "deploy", "gpu-2", "--ssh", target, "--ssh-options", options,
+                         "--port", str(free_port()), "--dir", str(spelled))  # fmt: skip
+            assert taken.returncode == 1, taken.stdout + taken.stderr
+            said = f"409: gpu-2: the folder {spelled} on {target} holds daemon 'gpu-1' (deployed there)"
+            assert taken.stderr.startswith(f"error: the fleet answered {said}"), taken.stderr
+        assert int((host / "daemon.pid").read_text()) == daemon_pid and psutil.pid_exists(daemon_pid)
+        assert "gpu-2" not in {e["name"] for e in fleet.status()["daemons"]}
+        assert tomllib.loads((host / "prooflane.toml").read_text())["port"] == port
+        assert client.health()
+
         # Restarted while a job runs: the old process tree is gone, and the job resumes and completes.
         boot = client.status()["boot_id"]
         running = client.submit("porep-c2", sector=InlineSector(size=256, seed=f"{2:064x}"))

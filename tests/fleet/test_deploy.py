@@ -9,20 +9,22 @@ import base64
 import hashlib
 import json
 import logging
+import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import tomllib
 import zipfile
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from prooflane.errors import ConfigError
 from prooflane.fleet.config import DaemonSpec, FleetConfig
-from prooflane.fleet.deploy import _UNSUPPORTED, DeployRequest, arithmetic_note, deploy
+from prooflane.fleet.deploy import _UNSUPPORTED, DeployError, DeployRequest, arithmetic_note, deploy
 from prooflane.fleet.ssh import RemoteResult
 from prooflane.fleet.wheel import PACKAGE, PURE_TAG, build_wheel, extension_tag, wheel_tag, wheel_version
 
@@ -188,16 +190,52 @@ class _Host:
     wheels tagged for the fleet's platform when ``refuses_extension``, and its installed prooflane says
     ``arithmetic`` (or, with the pure wheel, that the C extension is not built)."""
 
-    def __init__(self, *, refuses_extension: bool = False, arithmetic: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        refuses_extension: bool = False,
+        arithmetic: dict[str, str] | None = None,
+        token_status: int = 200,
+    ) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="plhost-"))  # a short path: its daemon's Unix socket
         self.refuses_extension = refuses_extension
         self.arithmetic = arithmetic or {"bn128": "c-extension", "bls12381": "c-extension"}
+        self.token_status = token_status  # what its daemon answers the deployed daemon's token
         self.sent: list[str] = []  # the wheels copied, in order
         self.installed: str | None = None
+        self.asked: list[str] = []  # the request lines its daemon answered
+        self.server: asyncio.Server | None = None
+
+    async def socket_for(self, spec: DaemonSpec) -> Path:
+        path = self.folder / "daemon.sock"
+        if self.server is None:
+            self.server = await asyncio.start_unix_server(self._answer, path)
+        return path
+
+    async def deploy(self, fleet: Any, request: DeployRequest) -> dict[str, Any]:
+        """``deploy`` onto this host; its daemon's port closed after."""
+        try:
+            return await deploy(fleet, request)
+        finally:
+            if self.server is not None:
+                self.server.close()
+                await self.server.wait_closed()
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = (await reader.readuntil(b"\r\n\r\n")).decode()
+        self.asked.append(head.split("\r\n", 1)[0])
+        status = self.token_status if "/v1/logs" in head else 200
+        writer.write(f"HTTP/1.1 {status} X\r\ncontent-length: 2\r\n\r\n{{}}".encode())
+        await writer.drain()
+        writer.close()
 
     async def run(self, spec: DaemonSpec, command: str, *, stdin: bytes = b"", within: float) -> RemoteResult:
+        if command.endswith("&& pwd"):
+            return RemoteResult(0, "/srv/gpu-1\n", "")
         if "wheels/.upload" in command:
             self.sent.append(command.rsplit("wheels/", 1)[-1].strip("'"))
-            return RemoteResult(0, "/srv/gpu-1\n" if "pwd" in command else "", "")
+            return RemoteResult(0, "", "")
         if "pip install" in command:
             wheel = command.rsplit("wheels/", 1)[-1].strip("'")
             if self.refuses_extension and not wheel.endswith(f"-{PURE_TAG}.whl"):
@@ -222,10 +260,13 @@ def _deploy(host: _Host) -> dict[str, Any]:
     async def put(spec: DaemonSpec) -> None:
         followed.append(spec)
 
-    fleet = SimpleNamespace(config=FleetConfig(), tunnels=host, operations=set(), stopped={}, put=put)
+    fleet = SimpleNamespace(
+        config=FleetConfig(), tunnels=host, operations=set(), stopped={}, put=put, followers={}
+    )
     request = DeployRequest.from_dict("gpu-1", {"ssh": "prover@10.0.0.7"}, None)
-    done = asyncio.run(deploy(cast(Any, fleet), request))
+    done = asyncio.run(host.deploy(fleet, request))
     assert [s.name for s in followed] == ["gpu-1"]
+    assert host.asked == ["GET /healthz HTTP/1.1", "GET /v1/logs?lines=1 HTTP/1.1"]  # asked where followed
     return done
 
 
@@ -256,6 +297,23 @@ def test_a_host_that_installs_and_loads_the_extension_says_nothing_more() -> Non
     done = _deploy(host)
     assert host.sent == [host.installed] and done["arithmetic_note"] is None
     assert done["arithmetic"] == {"bn128": "c-extension", "bls12381": "c-extension"}
+
+
+def test_a_deploy_whose_daemon_does_not_take_its_token_where_the_fleet_looks_follows_nothing() -> None:
+    host = _Host(token_status=401)  # another daemon answers at that port
+    followed: list[DaemonSpec] = []
+
+    async def put(spec: DaemonSpec) -> None:
+        followed.append(spec)
+
+    fleet = SimpleNamespace(
+        config=FleetConfig(), tunnels=host, operations=set(), stopped={}, put=put, followers={}
+    )
+    request = DeployRequest.from_dict("gpu-1", {"ssh": "prover@10.0.0.7", "remote_port": 9300}, None)
+    with pytest.raises(DeployError, match=r"gpu-1: started, but what answers at port 9300 on prover@10.0.0.7 "
+                       r"is not it \(/healthz 200, its token 401\)"):  # fmt: skip
+        asyncio.run(host.deploy(fleet, request))
+    assert followed == []
 
 
 def test_a_host_whose_prooflane_proves_on_the_libraries_is_named_from_what_it_says() -> None:

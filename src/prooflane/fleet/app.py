@@ -38,7 +38,7 @@ from ..server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from ..server.sse import HEARTBEAT_SECS
 from .circuits import UploadRefused, circuit_holdings, register_everywhere, spooled
 from .config import DaemonSpec, FleetConfig
-from .deploy import DeployError, DeployRequest, NotDeployed, OperationBusy, deploy, restart, stop
+from .deploy import DeployError, DeployRequest, FolderTaken, NotDeployed, OperationBusy, deploy, restart, stop
 from .follower import FETCH_ERRORS, DaemonFollower, describe_failure
 from .logs import LogsUnavailable, daemon_logs, fleet_logs
 from .service import Fleet, FleetConflict
@@ -172,7 +172,8 @@ def _add_manage_routes(app: FastAPI, fleet: Fleet) -> None:
     ) -> JSONResponse:
         """Install the fleet's prooflane on the host over SSH, start the daemon, wait for its /healthz and
         follow it (deploying a followed daemon again upgrades it). 422 a bad body, 409 an operation on it
-        is under way, 502 a step failed (`detail` says which, with the host's last lines)."""
+        is under way or the folder is another daemon's, 502 a step failed (`detail` says which, with the
+        host's last lines)."""
         require_token(authorization)
         try:
             body = await request.json()
@@ -189,7 +190,7 @@ def _add_manage_routes(app: FastAPI, fleet: Fleet) -> None:
             return JSONResponse(await deploy(fleet, asked))
         except ConfigError as exc:
             raise HTTPException(422, str(exc)) from None
-        except OperationBusy as exc:
+        except (OperationBusy, FolderTaken) as exc:
             raise HTTPException(409, str(exc)) from None
         except DeployError as exc:
             raise HTTPException(502, str(exc)) from None

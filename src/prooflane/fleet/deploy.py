@@ -3,7 +3,10 @@
 ``deploy`` installs the fleet's own prooflane on a host and starts a daemon there:
 
 1. a wheel of the running prooflane (:mod:`.wheel`) is copied into the daemon's folder on the host
-   (``deploy_dir``, by default ``.prooflane/NAME`` in the SSH user's home), through ``ssh`` standard input;
+   (``deploy_dir``, by default ``.prooflane/NAME`` in the SSH user's home), through ``ssh`` standard input.
+   The folder is the daemon's for good (:data:`OWNER_LINK`): a deploy of another name into it, or into
+   the folder of another daemon the fleet follows, is refused (:class:`FolderTaken`) before anything in it
+   changes;
 2. what the last deploy into the folder used (``deploy.json``: the host's ``python``, the pip arguments
    and the daemon's config keys) is kept where this deploy does not say otherwise, and a daemon the folder
    already runs is stopped (``prooflane service stop``: it waits until no process of
@@ -18,7 +21,8 @@
    host on the libraries (the slower path) is said in one line: in the deploy's answer (``arithmetic_note``,
    printed by ``prooflane fleet deploy``) and the fleet's log;
 5. ``prooflane service start`` starts it under a detached supervisor and waits until its ``/healthz``
-   says it can work;
+   says it can work; then the fleet asks it itself, at the port it was given and through the tunnel the
+   fleet will follow it by, with its token;
 6. the fleet follows it (through its SSH tunnel), saved in the fleet's config with its ``deploy_dir``.
 
 Every command sent is one line whose words are quoted (:func:`shlex.quote`); a step that fails raises
@@ -39,6 +43,8 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+
+import httpx
 
 from ..config import Config
 from ..errors import ConfigError, TunnelError
@@ -69,6 +75,11 @@ _TAIL_LINES = 3  # the host's last lines quoted in a failure
 _CONTROL_SECS = 120.0  # bound on the quick remote steps (copy, venv check, config, stop)
 # Keys of the daemon's config the deploy sets itself: the daemon listens on loopback, reached by the tunnel.
 _OWN_KEYS = frozenset({"host", "port", "token", "data_dir"})
+OWNER_LINK = ".prooflane-daemon"
+"""In a deploy folder: a symbolic link whose target is the name of the daemon deployed there. Made by the
+first deploy into the folder (``ln -s`` makes it, or fails, at once: two deploys cannot both make it) and
+kept; a deploy of another name into the folder is refused."""
+_TAKEN_EXIT = 73  # the copy step's exit status when the folder is another daemon's
 _UNSUPPORTED = "is not a supported wheel on this platform"  # what pip says of a wheel tagged for another
 # The host's prooflane, asked which arithmetic proves each curve there (what its daemon will run).
 _ARITHMETIC = "import json, prooflane.groth16 as g; print(json.dumps(g.arithmetics()))"
@@ -80,6 +91,10 @@ class DeployError(Exception):
 
 class OperationBusy(Exception):
     """Raised when a deploy, stop or restart of the same daemon is already under way."""
+
+
+class FolderTaken(Exception):
+    """Raised when a deploy names a folder that another daemon was deployed into (on that host)."""
 
 
 class NotDeployed(Exception):
@@ -254,15 +269,26 @@ async def deploy(fleet: Fleet, request: DeployRequest) -> dict[str, Any]:
 async def _deploy(fleet: Fleet, request: DeployRequest) -> dict[str, Any]:
     remote = _Remote(fleet, request.spec(""))
     limit = fleet.config.deploy_timeout_secs
-    with tempfile.TemporaryDirectory(prefix="plwheel-") as built:
-        wheel = await asyncio.to_thread(build_wheel, Path(built))  # hashes and zips the package: off the loop
-        copy = (f"mkdir -p {_q(request.folder)}/wheels && cd {_q(request.folder)} && pwd && "
-                f"cat > wheels/.upload && mv wheels/.upload wheels/{_q(wheel.name)}")  # fmt: skip
-        result = await remote.run("copying the wheel", copy, stdin=wheel.read_bytes(), within=limit)
+    _refuse_taken(fleet, request, request.folder)
+    where = f"mkdir -p {_q(request.folder)}/wheels && cd {_q(request.folder)} && pwd"
+    result = await remote.run("making the folder", where, within=_CONTROL_SECS)
     if result.code != 0 or not result.out.strip():
-        raise DeployError(f"{request.name}: cannot copy the wheel to {request.ssh}:{request.folder}: "
+        raise DeployError(f"{request.name}: cannot make the folder {request.ssh}:{request.folder}: "
                           f"{_tail(result)}")  # fmt: skip
     folder = result.out.strip().splitlines()[-1]
+    _refuse_taken(fleet, request, folder)  # by its absolute path, as the fleet keeps it
+    with tempfile.TemporaryDirectory(prefix="plwheel-") as built:
+        wheel = await asyncio.to_thread(build_wheel, Path(built))  # hashes and zips the package: off the loop
+        owner, name = _q(OWNER_LINK), _q(request.name)
+        claim = (f'{{ ln -s {name} {owner} 2>/dev/null || [ "$(readlink {owner})" = {name} ] || '
+                 f'{{ readlink {owner}; exit {_TAKEN_EXIT}; }}; }}')  # fmt: skip
+        copy = (f"cd {_q(folder)} && {claim} && "
+                f"cat > wheels/.upload && mv wheels/.upload wheels/{_q(wheel.name)}")  # fmt: skip
+        result = await remote.run("copying the wheel", copy, stdin=wheel.read_bytes(), within=limit)
+    if result.code == _TAKEN_EXIT:
+        raise FolderTaken(_taken(request, folder, _last(result)))
+    if result.code != 0:
+        raise DeployError(f"{request.name}: cannot copy the wheel to {request.ssh}:{folder}: {_tail(result)}")
     request = request.settled(await _earlier(remote, folder))
     await _stop_if_running(remote, folder)
     python = _q(request.python or "python3")
@@ -293,10 +319,49 @@ async def _deploy(fleet: Fleet, request: DeployRequest) -> dict[str, Any]:
     healthy = fleet.config.deploy_healthy_secs
     started = await remote.service(folder, "start", "--wait", str(healthy), within=healthy + _CONTROL_SECS)
     spec = request.spec(folder)
+    await _answers_as_deployed(fleet, spec)
     await fleet.put(spec)
     version = wheel_name.split("-")[1]
     return {"name": spec.name, "where": spec.where, "deploy_dir": folder, "version": version,
             "started": started, "arithmetic": arithmetic, "arithmetic_note": note}  # fmt: skip
+
+
+def _refuse_taken(fleet: Fleet, request: DeployRequest, folder: str) -> None:
+    """``FolderTaken`` when another daemon the fleet follows was deployed into ``folder`` on that host."""
+    for other in fleet.followers.values():
+        spec = other.spec
+        if (
+            spec.name != request.name
+            and spec.ssh == request.ssh
+            and spec.deploy_dir in (folder, request.folder)
+        ):
+            raise FolderTaken(_taken(request, folder, spec.name))
+
+
+def _taken(request: DeployRequest, folder: str, owner: str) -> str:
+    return (f"{request.name}: the folder {folder} on {request.ssh} holds daemon {owner!r} (deployed there): "
+            f"deploy {request.name!r} into another folder (--dir), or deploy {owner!r} again")  # fmt: skip
+
+
+async def _answers_as_deployed(fleet: Fleet, spec: DaemonSpec) -> None:
+    """The daemon the fleet will follow answers where the fleet will look (its port, through the host's
+    tunnel) and is the one just started: ``/healthz`` 200, and its token is taken (each deploy has its own),
+    else ``DeployError`` (nothing is followed)."""
+    try:
+        socket = await fleet.tunnels.socket_for(spec)
+        transport = httpx.AsyncHTTPTransport(uds=str(socket))
+        headers = {"Authorization": f"Bearer {spec.token}"}
+        async with httpx.AsyncClient(base_url="http://localhost", transport=transport, headers=headers,
+                                     timeout=_CONTROL_SECS) as client:  # fmt: skip
+            health = await client.get("/healthz")
+            ours = await client.get("/v1/logs", params={"lines": 1})
+    except (TunnelError, httpx.HTTPError) as exc:
+        raise DeployError(f"{spec.name}: started, but nothing answers at port {spec.remote_port} on "
+                          f"{spec.ssh} through the fleet's tunnel: {exc}") from None  # fmt: skip
+    if health.status_code != 200 or ours.status_code != 200:
+        said = f"/healthz {health.status_code}, its token {ours.status_code}"
+        raise DeployError(f"{spec.name}: started, but what answers at port {spec.remote_port} on {spec.ssh} "
+                          f"is not it ({said})")  # fmt: skip
 
 
 async def _pip_install(remote: _Remote, request: DeployRequest, folder: str, wheel: str, limit: float
