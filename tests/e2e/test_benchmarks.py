@@ -19,6 +19,7 @@ RUNS = [
     ("bench_load.py", ["--jobs", "4", "--sse", "1", "--pollers", "1", "--hold", "0.5"], "bench_load"),
     ("bench_status.py", ["--samples", "5", "--jobs", "2"], "bench_status"),
     ("bench_synth.py", ["--profiles", "tiny", "--repeat", "1"], "bench_synth"),
+    ("bench_multipart.py", ["--mib", "1", "--repeat", "1"], "bench_multipart"),
     ("bench_fleet.py", ["--daemons", "2", "--secs", "1"], "bench_fleet"),
     ("chaos.py", ["--jobs", "2", "--seed", "1"], "chaos"),
     (

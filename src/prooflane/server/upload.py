@@ -5,8 +5,9 @@
 - ``POST /v1/circuits/{name}/jobs?job_id=&priority=``: a ``multipart/form-data`` body with one part ``wtns``
   per partition, in order; 202 with the job id.
 
-The body is parsed as it arrives (:class:`MultipartReader`) and each part's bytes go to the engine a chunk
-at a time, which writes them into its data folder: nothing holds a whole file in memory. These routes pass
+The body is parsed as it arrives (:class:`MultipartReader`, on python-multipart's parser) and each part's
+bytes go to the engine a chunk at a time, which writes them into its data folder: nothing holds a whole
+file in memory. These routes pass
 ``BodyLimit`` (:func:`streamed`) and have their own limit, ``max_circuit_bytes`` (413, from the declared
 length before anything is read, or once the body grows past it). A daemon that listens beyond loopback
 without a token refuses uploads (403, saying why): anyone who reached it could fill its disk.
@@ -14,8 +15,10 @@ without a token refuses uploads (403, saying why): anyone who reached it could f
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ipaddress
+import logging
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, MutableMapping
 from typing import Annotated, Any, Protocol
@@ -33,10 +36,17 @@ Scope = MutableMapping[str, Any]
 Parts = AsyncIterator[tuple[str, AsyncIterator[bytes]]]  # the engine's UploadParts
 
 _UPLOADS = (("PUT", re.compile(r"/v1/circuits/[^/]+")), ("POST", re.compile(r"/v1/circuits/[^/]+/jobs")))
-MAX_PART_HEAD_BYTES = 16 * 1024
-"""The longest head (its headers) of one part of a multipart body."""
+MAX_BOUNDARY_BYTES = 70
+"""The longest boundary (RFC 2046)."""
+MAX_PART_HEADERS = 8
+"""The most headers in the head of one part of a multipart body."""
+MAX_PART_HEADER_BYTES = 4096
+"""The longest header line (without its CRLF) in the head of one part of a multipart body."""
 _NAME = re.compile(r"""(?:^|;)\s*name\s*=\s*(?:"([^"]*)"|([^;\s]+))""", re.IGNORECASE)
 _DIGEST = "^[0-9a-fA-F]{64}$"
+# The parser logs each body it refuses; the client is answered why (422), and a client must not be able to
+# fill the daemon's log.
+logging.getLogger("python_multipart").setLevel(logging.ERROR)
 _CUT = "the upload was cut short (the body ended before its last part did); nothing kept"
 
 
@@ -89,66 +99,94 @@ def upload_refusal(host: str, token: str | None) -> str | None:
 
 class MultipartReader:
     """A ``multipart/form-data`` body read as it arrives: :meth:`parts` yields each part's field name and
-    its bytes, a chunk at a time (held: one received chunk and a delimiter's length)."""
+    its bytes, a chunk at a time (held: one received chunk).
+
+    The parsing is python-multipart's (the parser FastAPI's own forms use; RFC 7578 and RFC 2046: a
+    delimiter is a line of the boundary followed by ``--`` or the end of the line, anything else is data),
+    with at most ``MAX_PART_HEADERS`` headers of at most ``MAX_PART_HEADER_BYTES`` each in a part's head;
+    this class turns its callbacks into the stream of parts the engine reads. A body the parser refuses,
+    or one that ends before its closing delimiter, is ``Invalid`` (422) saying why.
+    """
 
     def __init__(self, chunks: AsyncIterator[bytes], boundary: str) -> None:
+        from python_multipart.multipart import MultipartParser
+
         self._chunks = chunks
-        self._delimiter = b"\r\n--" + boundary.encode("latin-1")
-        self._buffer = bytearray(b"\r\n")  # the first delimiter then reads like every later one
+        self._events: collections.deque[tuple[str, bytes]] = collections.deque()
+        self._ended = False
+        self._field, self._value = bytearray(), bytearray()
+        self._disposition: str | None = None
+        callbacks = {
+            "on_part_begin": self._part_begins,
+            "on_header_field": lambda data, start, end: self._field.extend(data[start:end]),
+            "on_header_value": lambda data, start, end: self._value.extend(data[start:end]),
+            "on_header_end": self._header_ends,
+            "on_headers_finished": self._headers_end,
+            "on_part_data": lambda data, start, end: self._events.append(("data", bytes(data[start:end]))),
+            "on_part_end": lambda: self._events.append(("end", b"")),
+            "on_end": self._body_ends,
+        }
+        self._parser = MultipartParser(
+            boundary.encode("latin-1"), callbacks,  # type: ignore[arg-type]
+            max_header_count=MAX_PART_HEADERS, max_header_size=MAX_PART_HEADER_BYTES,
+        )  # fmt: skip
 
     async def parts(self) -> AsyncGenerator[tuple[str, AsyncIterator[bytes]], None]:
         """Each part in order: (its field name, its bytes); the closing delimiter ends them."""
-        async for _ in self._until_delimiter():  # the preamble
-            pass
-        while True:
-            await self._need(2)
-            if self._buffer[:2] == b"--":
-                return
-            name = await self._head()
-            data = self._until_delimiter()
-            yield name, data
+        while (event := await self._next()) is not None:
+            kind, value = event
+            if kind != "part":  # the parser reports data only inside a part
+                continue
+            data = self._data()
+            yield value.decode("latin-1"), data
             async for _ in data:  # what the consumer left of this part
                 pass
 
-    async def _fill(self) -> None:
-        try:
-            self._buffer += await anext(self._chunks)
-        except StopAsyncIteration:
-            raise Invalid(_CUT) from None
-
-    async def _need(self, n: int) -> None:
-        while len(self._buffer) < n:
-            await self._fill()
-
-    async def _head(self) -> str:
-        """A part's headers (after its delimiter line): the field name its Content-Disposition gives."""
-        while (end := self._buffer.find(b"\r\n\r\n")) < 0:
-            if len(self._buffer) > MAX_PART_HEAD_BYTES:
-                raise Invalid(f"a part's headers exceed {MAX_PART_HEAD_BYTES} bytes")
-            await self._fill()
-        lines = bytes(self._buffer[:end]).decode("latin-1").split("\r\n")[1:]
-        del self._buffer[: end + 4]
-        for line in lines:
-            key, _, value = line.partition(":")
-            if key.strip().lower() == "content-disposition" and (found := _NAME.search(value)):
-                return found.group(1) if found.group(1) is not None else found.group(2)
-        raise Invalid("a part of the upload has no Content-Disposition naming its field (name=...)")
-
-    async def _until_delimiter(self) -> AsyncIterator[bytes]:
-        """The bytes up to the next delimiter (which is consumed)."""
-        keep = len(self._delimiter) - 1  # a delimiter may be cut between two chunks
-        while True:
-            at = self._buffer.find(self._delimiter)
-            if at >= 0:
-                if at:
-                    yield bytes(self._buffer[:at])
-                del self._buffer[: at + len(self._delimiter)]
+    async def _data(self) -> AsyncIterator[bytes]:
+        """The current part's bytes, up to its end."""
+        while (event := await self._next()) is not None:
+            kind, value = event
+            if kind == "end":
                 return
-            if len(self._buffer) > keep:
-                out = bytes(self._buffer[:-keep])
-                del self._buffer[:-keep]
-                yield out
-            await self._fill()
+            if value:
+                yield value
+        raise Invalid(_CUT)
+
+    async def _next(self) -> tuple[str, bytes] | None:
+        """The parser's next event, feeding it the body as needed; None once the body's last part ended."""
+        from python_multipart.exceptions import MultipartParseError
+
+        while not self._events:
+            if self._ended:
+                return None
+            try:
+                chunk = await anext(self._chunks)
+            except StopAsyncIteration:
+                raise Invalid(_CUT) from None
+            try:
+                self._parser.write(chunk)
+            except MultipartParseError as exc:
+                raise Invalid(f"not a multipart/form-data body as its boundary says: {exc}") from None
+        return self._events.popleft()
+
+    def _part_begins(self) -> None:
+        self._disposition = None
+
+    def _header_ends(self) -> None:
+        if bytes(self._field).strip().lower() == b"content-disposition":
+            self._disposition = self._value.decode("latin-1")
+        self._field.clear()
+        self._value.clear()
+
+    def _headers_end(self) -> None:
+        found = _NAME.search(self._disposition or "")
+        if found is None:
+            raise Invalid("a part of the upload has no Content-Disposition naming its field (name=...)")
+        name = found.group(1) if found.group(1) is not None else found.group(2)
+        self._events.append(("part", name.encode("latin-1")))
+
+    def _body_ends(self) -> None:
+        self._ended = True
 
 
 async def _limited(request: Request, max_bytes: int) -> AsyncIterator[bytes]:
@@ -176,13 +214,17 @@ def _reader(request: Request, max_bytes: int, refusal: str | None) -> MultipartR
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
         raise TooLarge(_too_large(max_bytes))
-    kind, _, params = request.headers.get("content-type", "").partition(";")
-    boundary = re.search(r"""boundary\s*=\s*(?:"([^"]+)"|([^;\s]+))""", params)
-    if kind.strip().lower() != "multipart/form-data" or boundary is None:
+    from python_multipart.multipart import parse_options_header
+
+    kind, params = parse_options_header(request.headers.get("content-type", ""))
+    boundary = params.get(b"boundary", b"")  # parameter names in any case (RFC 9110)
+    if kind.lower() != b"multipart/form-data" or not boundary or len(boundary) > MAX_BOUNDARY_BYTES:
         raise HTTPException(
-            415, "an upload is a multipart/form-data body (curl -F zkey=@FILE ...), with its boundary"
+            415,
+            "an upload is a multipart/form-data body (curl -F zkey=@FILE ...), with its boundary "
+            f"(1-{MAX_BOUNDARY_BYTES} characters)",
         )
-    return MultipartReader(_limited(request, max_bytes), boundary.group(1) or boundary.group(2))
+    return MultipartReader(_limited(request, max_bytes), boundary.decode("latin-1"))
 
 
 def _multipart(required: str, fields: dict[str, str]) -> dict[str, Any]:
