@@ -31,7 +31,16 @@ from .config import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_URL
 from .errors import DaemonError, DaemonUnreachable
 from .models import CircuitInfo, CircuitRegistration, InlineSector, JobProof, JobRequest, JobView, KindInfo
 
-__all__ = ["DEFAULT_URL", "Client", "Progress", "ServerEvent", "circuit_digest", "normalize_url"]
+__all__ = [
+    "DEFAULT_URL",
+    "Client",
+    "Progress",
+    "ServerEvent",
+    "circuit_digest",
+    "job_request",
+    "multipart_upload",
+    "normalize_url",
+]
 
 _LONG_POLL_SLICE = 60.0  # one long-poll request waits at most this long; longer waits take several
 _UPLOAD_CHUNK = 1 << 20  # what one read of an uploaded file takes
@@ -132,17 +141,9 @@ class Client:
         path a folder inside its allowed folders. A ``Path`` is a folder on this machine, sent absolute
         (for a daemon here). An `InlineSector` has the daemon make the sector.
         """
-        fields: dict[str, Any] = {
-            "kind": kind,
-            "sector": str(sector.resolve()) if isinstance(sector, Path) else sector,
-            "randomness": randomness,
-            "priority": priority,
-            "job_id": job_id,
-            "circuit": circuit,
-            "witnesses": witnesses,
-        }
-        request = JobRequest.model_validate({k: v for k, v in fields.items() if v is not None})
-        answer = self._call("POST", "/v1/jobs", json=request.model_dump(mode="json", exclude_none=True))
+        body = job_request(kind, sector=sector, randomness=randomness, priority=priority, job_id=job_id,
+                           circuit=circuit, witnesses=witnesses)  # fmt: skip
+        answer = self._call("POST", "/v1/jobs", json=body)
         job: str = answer["job_id"]
         return job
 
@@ -305,18 +306,7 @@ class Client:
         progress: Progress | None,
     ) -> Any:
         """Send ``files`` as one multipart body, read from disk as it is sent; the daemon's answer."""
-        boundary = uuid.uuid4().hex
-        heads = [_part_head(boundary, field, path, first=i == 0) for i, (field, path) in enumerate(files)]
-        tail = f"\r\n--{boundary}--\r\n".encode()
-        try:
-            total = sum(len(h) for h in heads) + sum(p.stat().st_size for _, p in files) + len(tail)
-        except OSError as exc:
-            raise FileNotFoundError(f"{exc.filename}: {exc.strerror}") from None
-        headers = {
-            "Content-Type": f"multipart/form-data; boundary={boundary}",
-            "Content-Length": str(total),
-        }
-        body = _multipart_body(heads, [p for _, p in files], tail, total, progress)
+        headers, body = multipart_upload(files, progress)
         return self._call(
             method, path, params=params, content=body, headers=headers, extra=_UPLOAD_ANSWER_SECS
         )
@@ -347,6 +337,48 @@ def circuit_digest(zkey: str | Path, wasm: str | Path | None = None) -> str:
             while chunk := file.read(_UPLOAD_CHUNK):
                 digest.update(chunk)
     return digest.hexdigest()
+
+
+def job_request(
+    kind: str,
+    *,
+    sector: str | Path | InlineSector | None = None,
+    randomness: str | None = None,
+    priority: str | None = None,
+    job_id: str | None = None,
+    circuit: str | None = None,
+    witnesses: list[str | dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The JSON body of ``POST /v1/jobs`` (see :meth:`Client.submit`), checked by the request model
+    (pydantic's ValidationError, a ValueError, naming the field)."""
+    fields: dict[str, Any] = {
+        "kind": kind,
+        "sector": str(sector.resolve()) if isinstance(sector, Path) else sector,
+        "randomness": randomness,
+        "priority": priority,
+        "job_id": job_id,
+        "circuit": circuit,
+        "witnesses": witnesses,
+    }
+    request = JobRequest.model_validate({k: v for k, v in fields.items() if v is not None})
+    body: dict[str, Any] = request.model_dump(mode="json", exclude_none=True)
+    return body
+
+
+def multipart_upload(
+    files: list[tuple[str, Path]], progress: Progress | None = None
+) -> tuple[dict[str, str], Iterator[bytes]]:
+    """The headers and the body (read from disk as it is sent) of a ``multipart/form-data`` request of
+    ``files`` (field name, path), in order."""
+    boundary = uuid.uuid4().hex
+    heads = [_part_head(boundary, field, path, first=i == 0) for i, (field, path) in enumerate(files)]
+    tail = f"\r\n--{boundary}--\r\n".encode()
+    try:
+        total = sum(len(h) for h in heads) + sum(p.stat().st_size for _, p in files) + len(tail)
+    except OSError as exc:
+        raise FileNotFoundError(f"{exc.filename}: {exc.strerror}") from None
+    headers = {"Content-Type": f"multipart/form-data; boundary={boundary}", "Content-Length": str(total)}
+    return headers, _multipart_body(heads, [p for _, p in files], tail, total, progress)
 
 
 def _part_head(boundary: str, field: str, path: Path, *, first: bool) -> bytes:

@@ -80,7 +80,10 @@ class Config:
     port: int = DEFAULT_PORT
     profile: str = "tiny"
     curve: str = "bn128"
-    token: str = ""
+    token: str = ""  # the admin token: every route (docs/operations.md, "Security")
+    read_tokens: tuple[str, ...] = ()  # tokens that may read the log
+    submit_tokens: tuple[str, ...] = ()  # tokens that may also submit and cancel jobs
+    admin_tokens: tuple[str, ...] = ()  # tokens that may do everything, as `token`
     devices: tuple[str, ...] = ()
     workers_per_device: int = 1
     # Each cuda device's memory for its budget; 0: what the device reports (docs/config.md).
@@ -147,6 +150,7 @@ class Config:
         _check(self.max_partitions_per_job >= 1, "max_partitions_per_job", "expected at least 1")
         _check(self.synthesis_key_cache_bytes >= 0, "synthesis_key_cache_bytes", "expected 0 or more bytes")
         check_server_keys(self)
+        check_tokens(self, ("token", "read_tokens", "submit_tokens", "admin_tokens"))
         _check(self.log_format in LOG_FORMATS, "log_format", f"expected one of {', '.join(LOG_FORMATS)}")
         _check(self.log_level in LOG_LEVELS, "log_level", f"expected one of {', '.join(LOG_LEVELS)}")
         _check(self.log_file_bytes == 0 or self.log_file_bytes >= 4096, "log_file_bytes",
@@ -286,6 +290,21 @@ def check_server_keys(config: Any) -> None:
     _check(config.max_connections >= 16, "max_connections", "expected at least 16")
     _check(config.max_connections_per_client >= 1, "max_connections_per_client", "expected at least 1")
     _check(config.max_streams >= 1, "max_streams", "expected at least 1")
+
+
+def check_tokens(config: Any, keys: tuple[str, ...]) -> None:
+    """Every token of ``keys`` (a string, or a list of them) printable ASCII (it goes in an Authorization
+    header: a CR or LF would end it), and no token given twice (its scope would be two)."""
+    seen: set[str] = set()
+    for key in keys:
+        value = getattr(config, key)
+        for token in (value,) if isinstance(value, str) else value:
+            bad = next((c for c in token if not " " <= c <= "~"), None)
+            _check(bad is None, key, f"a token holds {bad!r}: expected printable ASCII only (it is sent in "
+                                     "an Authorization header)")  # fmt: skip
+            _check(bool(token) or isinstance(value, str), key, "expected tokens, not an empty string")
+            _check(token not in seen or not token, key, "a token is given twice (with two scopes)")
+            seen.add(token)
 
 
 def coerce_value(source: str, key: str, annotation: Any, value: Any) -> Any:

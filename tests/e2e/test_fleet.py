@@ -9,7 +9,10 @@ from __future__ import annotations
 import getpass
 import http.server
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,11 +28,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from prooflane.circuits.profiles import profile_by_name
 from prooflane.cli.daemon_process import DaemonProcess
-from tests.support.daemons import free_port, start_daemon, wait_until
+from prooflane.client import circuit_digest
+from tests.support.daemons import TIMEOUT, circom_files, free_port, start_daemon, wait_until
 from tests.support.fleet import FleetProcess, Sshd, sshd_on_loopback
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "fleet-e2e-token"
+MANAGE = "fleet-e2e-manage-token"  # a token of scope manage: submit and register, not deploy
+CLI = [sys.executable, "-c", "from prooflane.cli import main; main()"]
 SECTOR_BYTES = profile_by_name("tiny").sector_bytes
 LEAN = 'devices = ["cpu:0"]\nworkers_per_device = 1\nsynthesis_workers = 1\n'  # three daemons on two cores
 NAMES = ("alpha", "beta", "gamma")
@@ -104,7 +110,8 @@ def fleet(daemons: Daemons, silent: str, tmp_path_factory: pytest.TempPathFactor
               for i, n in enumerate(NAMES)]  # fmt: skip
     tables.append(f'[[daemons]]\nname = "silent"\nurl = "{silent}"\n')
     config.write_text(
-        f'token = "{TOKEN}"\ntimeout_secs = 1.0\nbackoff_max_secs = 2.0\n\n' + "\n".join(tables)
+        f'token = "{TOKEN}"\nmanage_tokens = ["{MANAGE}"]\ntimeout_secs = 1.0\nbackoff_max_secs = 2.0\n\n'
+        + "\n".join(tables)
     )
     process = FleetProcess(config, home / "fleet.log")
     try:
@@ -405,3 +412,44 @@ def _same_through(fleet: FleetProcess, daemons: Daemons, name: str, daemon: str)
         return False
     assert _timeless(held) == _timeless(own)
     return True
+
+
+def _fleet_cli(fleet: FleetProcess, *args: str, token: str = MANAGE) -> subprocess.CompletedProcess[str]:
+    env = {"PROOFLANE_FLEET_URL": fleet.url, "PROOFLANE_FLEET_TOKEN": token}
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=TIMEOUT * 2, check=False,
+                          env={**os.environ, **env})  # fmt: skip
+
+
+def test_jobs_and_circuits_go_to_the_daemons_through_the_fleet(
+    fleet: FleetProcess, daemons: Daemons, tmp_path: Path
+) -> None:
+    wait_until("alpha and beta up", lambda: _is_up(fleet, "alpha") and _is_up(fleet, "beta"))
+    sector = daemons.data["alpha"] / "sectors" / "s1"
+    made = subprocess.run([*CLI, "sector", "new", "--size", str(SECTOR_BYTES), "--out", str(sector)],
+                          capture_output=True, text=True, check=False, timeout=TIMEOUT)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    done = _fleet_cli(fleet, "fleet", "submit", "alpha", "--kind", "winning-post", "--sector", "s1", "--wait")
+    assert done.returncode == 0, done.stderr
+    job_id, *rest = done.stdout.splitlines()
+    proof = json.loads("\n".join(rest))
+    assert proof["job_id"] == job_id and proof["kind"] == "winning-post"
+    own = httpx.get(f"{daemons.url('alpha')}/v1/jobs/{job_id}/proof", timeout=30).json()
+    assert own == proof  # the daemon's own proof, read through the fleet
+
+    files = circom_files(tmp_path)
+    args = ("fleet", "circuits", "register", "c", "--zkey", str(files["zkey"]), "--daemons", "alpha,beta")
+    registered = _fleet_cli(fleet, *args)
+    assert registered.returncode == 0, registered.stdout + registered.stderr
+    assert sorted(registered.stdout.splitlines()) == [
+        f"{n}: registered (sha256 {circuit_digest(files['zkey'])})" for n in ("alpha", "beta")
+    ]
+    assert [c["name"] for c in httpx.get(f"{daemons.url('beta')}/v1/circuits", timeout=30).json()] == ["c"]
+
+    refused = _fleet_cli(fleet, "fleet", "submit", "alpha", "--kind", "winning-post", "--sector", "s1",
+                         token="not-a-token")  # fmt: skip
+    assert refused.returncode == 1 and "the fleet answered 401: wrong bearer token" in refused.stderr
+    deploy = _fleet_cli(fleet, "fleet", "deploy", "alpha", "--ssh", "nobody@127.0.0.1")
+    assert deploy.returncode == 1  # a manage token may not deploy
+    assert "the fleet answered 403: this token's scope is manage: this route needs deploy" in deploy.stderr
+    missing = _fleet_cli(fleet, "fleet", "submit", "nobody", "--kind", "winning-post", "--sector", "s1")
+    assert missing.returncode == 1 and "404: no daemon named 'nobody' in the fleet" in missing.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -108,3 +109,70 @@ def test_the_fleet_serves_every_file_of_the_dashboard() -> None:
     dashboard = Path(__file__).resolve().parents[2] / "src" / "prooflane" / "dashboard"
     served_files = {p.name for p in dashboard.iterdir() if p.is_file() and p.name != "index.html"}
     assert set(fleet_app._DASHBOARD_ASSETS) == served_files
+
+
+FLEET_SCOPES = ("view", "manage", "deploy")
+FLEET_TOKENS = {"view": "fv-token", "manage": "fm-token", "deploy": "fd-token"}
+# Each fleet route that needs a token, its scope, and a request that passes the check (then not 401/403).
+FLEET_SCOPED: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
+    ("GET", "/fleet/logs"): ("view", {}),
+    ("GET", "/fleet/daemons/{name}/logs"): ("view", {"url": "/fleet/daemons/nobody/logs"}),
+    ("POST", "/fleet/daemons"): ("manage", {"json": []}),
+    ("DELETE", "/fleet/daemons/{name}"): ("manage", {"url": "/fleet/daemons/nobody"}),
+    ("POST", "/fleet/daemons/{name}/stop"): ("manage", {"url": "/fleet/daemons/nobody/stop"}),
+    ("POST", "/fleet/daemons/{name}/restart"): ("manage", {"url": "/fleet/daemons/nobody/restart"}),
+    ("POST", "/fleet/daemons/{name}/jobs"): ("manage", {"url": "/fleet/daemons/nobody/jobs", "json": {}}),
+    ("PUT", "/fleet/circuits/{name}"): ("manage", {"url": "/fleet/circuits/c", "content": b"x"}),
+    ("POST", "/fleet/daemons/{name}/deploy"): ("deploy", {"url": "/fleet/daemons/d/deploy", "json": []}),
+}
+FLEET_OPEN = {
+    ("GET", p) for p in ("/fleet/status", "/fleet/metrics", "/healthz", "/fleet/circuits", "/d/{name}/",
+                         "/d/{name}/status", "/d/{name}/v1/events", "/d/{name}/metrics", "/d/{name}/v1/jobs",
+                         "/d/{name}/v1/jobs/{job_id}", "/d/{name}/v1/jobs/{job_id}/proof",
+                         "/assets/{asset}", "/d/{name}/{asset}", "/docs")
+}  # fmt: skip
+
+
+async def test_every_fleet_route_is_scoped_or_open_and_each_token_passes_its_scope_and_below(
+    fleet_of: Callable[[FleetConfig], Fleet],
+) -> None:
+    from fastapi.routing import APIRoute
+
+    config = FleetConfig(port=0, view_tokens=(FLEET_TOKENS["view"],), manage_tokens=(FLEET_TOKENS["manage"],),
+                         deploy_tokens=(FLEET_TOKENS["deploy"],))  # fmt: skip
+    fleet = fleet_of(config)
+    app = create_fleet_app(fleet)
+    routes = {
+        (m, r.path) for r in app.routes if isinstance(r, APIRoute) for m in (r.methods or set()) - {"HEAD"}
+    }
+    assert routes == set(FLEET_SCOPED) | FLEET_OPEN
+    async with _client(fleet) as client:
+        for (method, route), (needs, asked) in FLEET_SCOPED.items():
+            url = asked.get("url", route)
+            for given in (None, "wrong", *FLEET_SCOPES):
+                headers = (
+                    {} if given is None else {"Authorization": f"Bearer {FLEET_TOKENS.get(given, given)}"}
+                )
+                extra = {k: v for k, v in asked.items() if k != "url"}
+                answer = await client.request(method, url, headers=headers, **extra)
+                said = f"{method} {route} with {given}: {answer.status_code} {answer.text}"
+                if given is None or given == "wrong":
+                    assert answer.status_code == 401, said
+                elif FLEET_SCOPES.index(given) < FLEET_SCOPES.index(needs):
+                    assert answer.status_code == 403, said
+                    scope = f"this token's scope is {given}: this route needs {needs} or higher"
+                    assert answer.json()["detail"] == f"{scope} (the fleet's token)", said
+                else:
+                    assert answer.status_code not in (401, 403), said
+
+
+async def test_without_view_tokens_the_logs_are_read_as_the_status_is(
+    fleet_of: Callable[[FleetConfig], Fleet],
+) -> None:
+    fleet = fleet_of(FleetConfig(port=0, token=TOKEN))
+    async with _client(fleet) as client:
+        assert (await client.get("/fleet/logs")).status_code == 200
+        no_token = fleet_of(FleetConfig(port=0))
+        async with _client(no_token) as open_fleet:
+            refused = await open_fleet.post("/fleet/daemons/a/jobs", json={})
+            assert refused.status_code == 403 and "sets no token" in refused.json()["detail"]

@@ -599,9 +599,9 @@ async def test_close_streams_ends_open_event_streams(h: Harness) -> None:
 
 async def test_settings_come_from_the_config(engine_config: Callable[..., Config]) -> None:
     settings = ApiSettings.from_config(api_config(engine_config(), "tok"))
-    assert settings.token == "tok"
+    assert settings.tokens.granted == (("tok", "admin"),)
     assert settings.max_body_bytes == 4096
-    assert ApiSettings.from_config(api_config(engine_config(), "")).token is None
+    assert not ApiSettings.from_config(api_config(engine_config(), "")).tokens.enabled
 
 
 async def test_head_status_and_healthz_answer_without_a_body(http: Http) -> None:

@@ -260,12 +260,12 @@ def test_a_job_of_more_partitions_than_allowed_is_413_named_or_uploaded_and_noth
 
 
 def test_uploads_beyond_loopback_need_a_token(engine_config: Callable[..., Config]) -> None:
-    assert upload_refusal("127.0.0.1", None) is None
-    assert upload_refusal("::1", None) is None
-    assert upload_refusal("0.0.0.0", "t") is None
-    said = upload_refusal("0.0.0.0", None)
+    assert upload_refusal("127.0.0.1", False) is None
+    assert upload_refusal("::1", False) is None
+    assert upload_refusal("0.0.0.0", True) is None
+    said = upload_refusal("0.0.0.0", False)
     assert said is not None and "set `token`" in said
-    assert upload_refusal("prover1.lan", None) is not None
+    assert upload_refusal("prover1.lan", False) is not None
     with served(engine_config(host="0.0.0.0")) as daemon:  # served on 127.0.0.1, configured for all
         headers = {"content-type": "multipart/form-data; boundary=x"}
         answer = httpx.put(f"{daemon.url}/v1/circuits/c", content=b"--x--\r\n", headers=headers)

@@ -1,31 +1,52 @@
 """`prooflane fleet`: watch many daemons from one page (see docs/fleet.md), and manage them through it.
 
-`prooflane fleet --config FILE` runs the fleet service. `fleet deploy`, `fleet stop`, `fleet restart` and
-`fleet logs` are clients of a running fleet service's HTTP API (`--fleet URL`, or $PROOFLANE_FLEET_URL;
-the fleet's token from `--token` or $PROOFLANE_FLEET_TOKEN): the fleet does the work over its own SSH
-connections, so the command line, the page and the API take one path.
+`prooflane fleet --config FILE` runs the fleet service. `fleet deploy`, `fleet stop`, `fleet restart`,
+`fleet logs`, `fleet submit` and `fleet circuits register` are clients of a running fleet service's HTTP
+API (`--fleet URL`, or $PROOFLANE_FLEET_URL; the fleet's token from `--token` or $PROOFLANE_FLEET_TOKEN):
+the fleet does the work over its own SSH connections and with each daemon's own token, so the command
+line, the page and the API take one path.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shlex
 import sys
+import time
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import httpx
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from ..client import circuit_digest, job_request, multipart_upload
 from ..config import DEFAULT_PORT
 from ..fleet.config import DEFAULT_FLEET_PORT, FleetConfig
 from ..logs import LOG_FORMATS, LOG_LEVELS, configure_logging
 from .app import app
+from .jobs import (
+    PRIORITY_METAVAR,
+    SUBMIT_OPTIONS,
+    Circuit,
+    Inputs,
+    Kind,
+    OwnJobId,
+    PriorityOption,
+    Randomness,
+    SectorOption,
+    Wait,
+    _check_submit,
+    _local_file,
+    _read_inputs,
+)
 from .options import check_url
-from .output import REFUSED, print_error, usage_error
+from .output import REFUSED, console, errors, print_error, usage_error
 
 FLEET_READY_PREFIX = "prooflane fleet listening on "
 """`prooflane fleet` prints this, then its URL, on standard output once it serves."""
@@ -107,12 +128,23 @@ def fleet(
 # --- managing daemons through the fleet ---------------------------------------------------------------
 
 
-def _ask(method: str, url: str, token: str | None, *, body: Any = None, wait: float = 30.0) -> Any:
-    """One request to the fleet; its JSON answer, or one line and exit 1 when it is refused."""
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+def _ask(
+    method: str,
+    url: str,
+    token: str | None,
+    *,
+    body: Any = None,
+    wait: float = 30.0,
+    content: Iterator[bytes] | None = None,
+    headers: dict[str, str] | None = None,
+    ok: tuple[int, ...] = (),
+) -> Any:
+    """One request to the fleet; its JSON answer, or one line and exit 1 when it is refused (an answer
+    of a status in ``ok`` is returned as it is)."""
+    headers = dict(headers or {}) | ({"Authorization": f"Bearer {token}"} if token else {})
     try:
         bound = httpx.Timeout(wait, connect=5.0)
-        answer = httpx.request(method, url, headers=headers, json=body, timeout=bound)
+        answer = httpx.request(method, url, headers=headers, json=body, content=content, timeout=bound)
     except httpx.HTTPError as exc:
         print_error(f"cannot reach the fleet at {url.split('/fleet/')[0]} ({type(exc).__name__})")
         raise typer.Exit(REFUSED) from None
@@ -120,7 +152,7 @@ def _ask(method: str, url: str, token: str | None, *, body: Any = None, wait: fl
         found = answer.json()
     except ValueError:
         found = {"detail": answer.text.strip()[:300]}
-    if answer.status_code >= 400:
+    if answer.status_code >= 400 and answer.status_code not in ok:
         detail = found.get("detail") if isinstance(found, dict) else found
         print_error(f"the fleet answered {answer.status_code}: {detail}")
         raise typer.Exit(REFUSED)
@@ -230,12 +262,13 @@ def logs(
     lines: Annotated[int, typer.Option("--lines", metavar="N", min=1, help="How many last lines.")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="Print the fleet's JSON answer.")] = False,
     fleet_url: FleetUrl = DEFAULT_FLEET_URL,
+    token: FleetToken = None,
 ) -> None:
     """Print the last lines of daemon NAME's log file, read through the fleet.
 
     While NAME does not answer: its file read over SSH (a daemon the fleet deployed), or else the last lines
     the fleet read of it, their age said first on standard error."""
-    done = _ask("GET", f"{_route(fleet_url, name, 'logs')}?lines={lines}", None)
+    done = _ask("GET", f"{_route(fleet_url, name, 'logs')}?lines={lines}", token)
     if as_json:
         print(json.dumps(done, indent=2))
         return
@@ -255,3 +288,109 @@ def _logs_note(done: dict[str, Any]) -> str:
         age = float(done.get("read_secs_ago") or 0.0)
         return f"# {done.get('error')}; the last lines the fleet read of it, {age:.0f} s ago"
     return ""
+
+
+# --- jobs and circuits through the fleet ---------------------------------------------------------------
+
+
+@fleet_app.command("submit")
+def fleet_submit(
+    name: Name,
+    kind: Kind,
+    sector: SectorOption = None,
+    priority: PriorityOption = None,
+    wait: Wait = False,
+    randomness: Randomness = None,
+    job_id: OwnJobId = None,
+    circuit: Circuit = None,
+    inputs: Inputs = None,
+    fleet_url: FleetUrl = DEFAULT_FLEET_URL,
+    token: FleetToken = None,
+) -> None:
+    """Submit a job to daemon NAME through the fleet (its connection and the daemon's token; the fleet's
+    token, of scope manage): print its id alone on the first line (with --wait, then the proof as JSON)."""
+    with errors(SUBMIT_OPTIONS):
+        _check_submit(kind, sector, circuit, inputs, None)
+        witnesses = list[str | dict[str, Any]](_read_inputs(inputs)) if inputs else None
+        body = job_request(kind, sector=sector, randomness=randomness, priority=priority, job_id=job_id,
+                           circuit=circuit, witnesses=witnesses)  # fmt: skip
+    done = _ask("POST", _route(fleet_url, name, "jobs"), token, body=body)
+    new_id = str(done["job_id"])
+    print(new_id, flush=True)
+    if wait:
+        _wait_through(fleet_url, name, new_id)
+
+
+def _wait_through(fleet_url: str, name: str, job_id: str) -> None:
+    """Follow the job through the fleet's reads of daemon NAME until it ends; print its proof or exit 1."""
+    base = f"{fleet_url}/d/{quote(name, safe='')}/v1/jobs/{quote(job_id, safe='')}"
+    with _progress() as (progress, task):
+        while True:
+            view = _ask("GET", base, None)
+            done, total = view["partitions_done"], view["total_partitions"]
+            progress.update(task, completed=done, total=total, description=f"{job_id} {view['state']}")
+            if view["state"] in ("done", "failed", "cancelled"):
+                break
+            time.sleep(0.5)
+    if view["state"] != "done":
+        print_error(f"job {job_id} {view['state']}: {view.get('error') or 'no reason given'}")
+        raise typer.Exit(REFUSED)
+    print(json.dumps(_ask("GET", f"{base}/proof", None), indent=2))
+
+
+@contextlib.contextmanager
+def _progress() -> Iterator[tuple[Progress, TaskID]]:
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console(stderr=True), transient=False) as progress:
+        yield progress, progress.add_task("", total=None)
+
+
+fleet_circuits = typer.Typer(help="Register circom circuits on the fleet's daemons.", no_args_is_help=True)
+fleet_app.add_typer(fleet_circuits, name="circuits")
+
+
+@fleet_circuits.command("register")
+def fleet_register(
+    name: Annotated[str, typer.Argument(metavar="NAME", hidden=True)],
+    zkey: Annotated[Path, typer.Option("--zkey", metavar="FILE", help="snarkjs Groth16 .zkey (uploaded).")],
+    wasm: Annotated[
+        Path | None,
+        typer.Option("--wasm", metavar="FILE", help="circom witness generator (.wasm) (uploaded)."),
+    ] = None,
+    daemons: Annotated[
+        str | None,
+        typer.Option("--daemons", metavar="A,B", help="Only these daemons (default: every one followed)."),
+    ] = None,
+    priority: Annotated[
+        str, typer.Option("--priority", metavar=PRIORITY_METAVAR, help="The circuit's jobs' priority.")
+    ] = "normal",
+    fleet_url: FleetUrl = DEFAULT_FLEET_URL,
+    token: FleetToken = None,
+) -> None:
+    """Register circuit NAME on every daemon the fleet follows (or --daemons) from one upload of its files:
+    one line per daemon, what it did; exit 1 unless every one registered it."""
+    files = [("zkey", _local_file("--zkey", zkey))] + (
+        [("wasm", _local_file("--wasm", wasm))] if wasm else []
+    )
+    params = {"digest": circuit_digest(zkey, wasm), "priority": priority} | (
+        {"daemons": daemons} if daemons else {}
+    )
+    with errors():
+        headers, body = multipart_upload(files)
+    url = f"{fleet_url}/fleet/circuits/{quote(name, safe='')}?{urlencode(params)}"
+    done = _ask("PUT", url, token, content=body, headers=headers, wait=MANAGE_TIMEOUT_SECS, ok=(502,))
+    for daemon, outcome in done.get("daemons", {}).items():
+        print(f"{daemon}: {_outcome(outcome)}")
+    if not done.get("ok"):
+        raise typer.Exit(REFUSED)
+
+
+def _outcome(outcome: Any) -> str:
+    """One daemon's outcome in a line: ``registered (digest ...)`` or why not (``refused 409: ...``)."""
+    if not isinstance(outcome, dict):
+        return str(outcome)
+    if outcome.get("ok"):
+        circuit = outcome.get("circuit") or {}
+        return f"registered (sha256 {circuit.get('digest', '?')})"
+    status = outcome.get("status")
+    return f"refused {status}: {outcome.get('detail')}" if status else f"not reached: {outcome.get('detail')}"

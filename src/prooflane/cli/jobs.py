@@ -60,51 +60,60 @@ PROGRESS_FROM_BYTES = 8 << 20
 # --- submit -----------------------------------------------------------------------------------
 
 
+Kind = Annotated[
+    str,
+    typer.Option(
+        "--kind",
+        metavar="KIND",
+        help="porep-c2, snap-update, window-post, winning-post, or circom (see GET /v1/kinds).",
+    ),
+]
+SectorOption = Annotated[
+    str | None,
+    typer.Option(
+        "--sector",
+        metavar="NAME|DIR",
+        help="The sector (storage kinds), on the daemon's machine: NAME, the sector DATA/sectors/NAME "
+        "(DATA: the daemon's --data folder); or DIR, an absolute folder inside its allowed folders.",
+    ),
+]
+PriorityOption = Annotated[
+    str | None, typer.Option("--priority", metavar=PRIORITY_METAVAR, help="Instead of the kind's priority.")
+]
+Wait = Annotated[bool, typer.Option("--wait", help="Wait for the proof, with a progress bar.")]
+Randomness = Annotated[
+    str | None, typer.Option("--randomness", metavar="HEX", help="Challenge randomness (default random).")
+]
+OwnJobId = Annotated[
+    str | None,
+    typer.Option("--job-id", metavar="ID", help="Your own job id (submitting it again is harmless)."),
+]
+Circuit = Annotated[
+    str | None, typer.Option("--circuit", metavar="NAME", help="A registered circuit (kind circom).")
+]
+Inputs = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--input",
+        metavar="FILE",
+        help="Circuit inputs as JSON (kind circom; repeat it): an object is one partition, a list of "
+        "objects one partition each.",
+    ),
+]
+
+
 @app.command()
 def submit(
-    kind: Annotated[
-        str,
-        typer.Option(
-            "--kind",
-            metavar="KIND",
-            help="porep-c2, snap-update, window-post, winning-post, or circom (see GET /v1/kinds).",
-        ),
-    ],
-    sector: Annotated[
-        str | None,
-        typer.Option(
-            "--sector",
-            metavar="NAME|DIR",
-            help="The sector (storage kinds), on the daemon's machine: NAME, the sector DATA/sectors/NAME "
-            "(DATA: the daemon's --data folder); or DIR, an absolute folder inside its allowed folders.",
-        ),
-    ] = None,
-    priority: Annotated[
-        str | None,
-        typer.Option("--priority", metavar=PRIORITY_METAVAR, help="Instead of the kind's priority."),
-    ] = None,
-    wait: Annotated[bool, typer.Option("--wait", help="Wait for the proof, with a progress bar.")] = False,
+    kind: Kind,
+    sector: SectorOption = None,
+    priority: PriorityOption = None,
+    wait: Wait = False,
     url: Url = DEFAULT_URL,
     token: Token = None,
-    randomness: Annotated[
-        str | None, typer.Option("--randomness", metavar="HEX", help="Challenge randomness (default random).")
-    ] = None,
-    job_id: Annotated[
-        str | None,
-        typer.Option("--job-id", metavar="ID", help="Your own job id (submitting it again is harmless)."),
-    ] = None,
-    circuit: Annotated[
-        str | None, typer.Option("--circuit", metavar="NAME", help="A registered circuit (kind circom).")
-    ] = None,
-    inputs: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--input",
-            metavar="FILE",
-            help="Circuit inputs as JSON (kind circom; repeat it): an object is one partition, a list of "
-            "objects one partition each.",
-        ),
-    ] = None,
+    randomness: Randomness = None,
+    job_id: OwnJobId = None,
+    circuit: Circuit = None,
+    inputs: Inputs = None,
     witness: Annotated[
         list[str] | None,
         typer.Option(

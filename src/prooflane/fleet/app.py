@@ -5,7 +5,8 @@ and ``/restart`` (:mod:`.deploy`), ``GET /fleet/logs`` and ``GET /fleet/daemons/
 token; the last registers an uploaded circuit on every daemon, :mod:`.circuits`), ``GET /fleet/circuits``
 (which daemon holds which circuit, by digest), ``GET /`` (the
 fleet page) and ``/d/{name}/`` (a daemon's own dashboard, served by the fleet from its cached snapshot, with
-its event stream relayed).
+its event stream relayed, and its jobs and proofs read through), and ``POST /fleet/daemons/{name}/jobs``
+(a job submitted to that daemon with its own token).
 
 Every request goes through the daemon's own checks (:func:`prooflane.server.guard.guard`: Host and Origin,
 ``HEAD`` as ``GET``, the body limit), on the daemon's HTTP server and its limits
@@ -30,7 +31,7 @@ from starlette.requests import ClientDisconnect
 
 from .._version import __version__
 from ..errors import ConfigError
-from ..server.auth import bound_name, check_bearer
+from ..server.auth import FLEET_SCOPES, Tokens, bound_name
 from ..server.docs_page import add_docs_route
 from ..server.guard import guard
 from ..server.limits import Scope, bind, http_server
@@ -85,11 +86,34 @@ def holds_open(scope: Scope) -> bool:
     return path.startswith("/d/") and path.endswith("/v1/events")
 
 
+def fleet_tokens(config: FleetConfig) -> Tokens:
+    """The fleet's bearer tokens by scope (its ``token`` has every scope)."""
+    by_scope = {"view": config.view_tokens, "manage": config.manage_tokens, "deploy": config.deploy_tokens}
+    return Tokens.of(FLEET_SCOPES, config.token, by_scope, whose="the fleet's")
+
+
+def _needs(fleet: Fleet, scope: str, what: str) -> Callable[[str | None], None]:
+    """The check of a route that ``what`` describes ("change daemons"): a token of ``scope`` or higher;
+    403 while the fleet has no token at all (such routes are never open)."""
+
+    def require(authorization: str | None) -> None:
+        tokens = fleet_tokens(fleet.config)
+        if not tokens.enabled:
+            raise HTTPException(403, f"the fleet config sets no token: set `token` to {what} here")
+        tokens.check(authorization, scope)
+
+    return require
+
+
+def _view(fleet: Fleet, authorization: str | None) -> None:
+    """The daemons' logs need a ``view`` token once the fleet lists some (``view_tokens``); else they are
+    read as its status is."""
+    if fleet.config.view_tokens:
+        fleet_tokens(fleet.config).check(authorization, "view")
+
+
 def _add_fleet_routes(app: FastAPI, fleet: Fleet) -> None:
-    def require_token(authorization: str | None) -> None:
-        if not fleet.config.token:
-            raise HTTPException(403, "the fleet config sets no token: set `token` to change daemons here")
-        check_bearer(authorization, fleet.config.token, whose="the fleet's")
+    require_token = _needs(fleet, "manage", "change daemons")
 
     @app.get("/fleet/status")
     async def status(snapshots: bool = True) -> JSONResponse:
@@ -129,14 +153,18 @@ def _add_fleet_routes(app: FastAPI, fleet: Fleet) -> None:
         return JSONResponse({"name": spec.name, "where": spec.where}, status_code=201)
 
     @app.get("/fleet/logs")
-    async def logs(lines: int = 20) -> JSONResponse:
+    async def logs(lines: int = 20, authorization: Annotated[str | None, Header()] = None) -> JSONResponse:
         """Every daemon's last `lines` log lines (its `GET /v1/logs`), asked concurrently; a daemon that
-        cannot be read has its `error`."""
+        cannot be read has its `error`. A `view` token once the fleet lists `view_tokens`."""
+        _view(fleet, authorization)
         return JSONResponse(await fleet_logs(fleet, lines))
 
     @app.get("/fleet/daemons/{name}/logs")
-    async def one_log(name: str, lines: int = 200) -> JSONResponse:
+    async def one_log(
+        name: str, lines: int = 200, authorization: Annotated[str | None, Header()] = None
+    ) -> JSONResponse:
         """One daemon's last `lines` log lines; 404 no such daemon, 502 it could not be read (why)."""
+        _view(fleet, authorization)
         found = fleet.followers.get(name)
         if found is None:
             raise HTTPException(404, f"no daemon named {name!r} in the fleet")
@@ -159,12 +187,9 @@ def _add_fleet_routes(app: FastAPI, fleet: Fleet) -> None:
 
 
 def _add_manage_routes(app: FastAPI, fleet: Fleet) -> None:
-    """Deploy, stop and restart daemons on their hosts (:mod:`.deploy`), behind the fleet's token."""
-
-    def require_token(authorization: str | None) -> None:
-        if not fleet.config.token:
-            raise HTTPException(403, "the fleet config sets no token: set `token` to manage daemons here")
-        check_bearer(authorization, fleet.config.token, whose="the fleet's")
+    """Deploy (a ``deploy`` token), stop and restart (``manage``) daemons on their hosts (:mod:`.deploy`)."""
+    require_token = _needs(fleet, "manage", "manage daemons")
+    require_deploy = _needs(fleet, "deploy", "manage daemons")
 
     @app.post("/fleet/daemons/{name}/deploy")
     async def deploy_route(
@@ -174,7 +199,7 @@ def _add_manage_routes(app: FastAPI, fleet: Fleet) -> None:
         follow it (deploying a followed daemon again upgrades it). 422 a bad body, 409 an operation on it
         is under way or the folder is another daemon's, 502 a step failed (`detail` says which, with the
         host's last lines)."""
-        require_token(authorization)
+        require_deploy(authorization)
         try:
             body = await request.json()
         except ValueError:
@@ -241,9 +266,7 @@ def _add_circuit_routes(app: FastAPI, fleet: Fleet) -> None:
         """Register a circuit on every daemon followed (or `?daemons=a,b`) from one upload: the body a
         daemon's `PUT /v1/circuits/{name}` takes. 200 when every daemon registered it, else 502; each
         daemon's outcome in `daemons`."""
-        if not fleet.config.token:
-            raise HTTPException(403, "the fleet config sets no token: set `token` to register circuits here")
-        check_bearer(authorization, fleet.config.token, whose="the fleet's")
+        _needs(fleet, "manage", "register circuits")(authorization)
         if not _CIRCUIT_NAME.fullmatch(name):
             raise HTTPException(422, "name: expected 1-64 characters of A-Z a-z 0-9 . _ - starting with a "
                                      "letter or digit")  # fmt: skip
@@ -312,6 +335,27 @@ def _add_panel_routes(app: FastAPI, fleet: Fleet) -> None:
     @app.get("/d/{name}/v1/jobs/{job_id}")
     async def job(name: str, job_id: str) -> Response:
         return await _relay(follower(name), f"/v1/jobs/{quote(job_id, safe='')}", {})
+
+    @app.get("/d/{name}/v1/jobs/{job_id}/proof")
+    async def proof(name: str, job_id: str) -> Response:
+        """The job's proof as the daemon answers it (never waiting: ``wait`` is the daemon's own)."""
+        return await _relay(follower(name), f"/v1/jobs/{quote(job_id, safe='')}/proof", {})
+
+    @app.post("/fleet/daemons/{name}/jobs")
+    async def submit(name: str, request: Request, authorization: Annotated[str | None, Header()] = None
+                     ) -> Response:  # fmt: skip
+        """Submit a job to daemon NAME (a ``manage`` token): the body of its ``POST /v1/jobs``, sent with
+        the daemon's own token through the fleet's connection to it (its SSH tunnel); its answer as it is."""
+        _needs(fleet, "manage", "submit jobs")(authorization)
+        found = follower(name)
+        body = await request.body()  # bounded by max_request_bytes (the guard)
+        try:
+            answer = await found.request("POST", "/v1/jobs", content=body,
+                                         headers={"content-type": "application/json"})  # fmt: skip
+        except FETCH_ERRORS as exc:
+            raise HTTPException(502, f"daemon {name!r}: {describe_failure(exc)}") from None
+        kind = answer.headers.get("content-type", "application/json")
+        return Response(answer.content, status_code=answer.status_code, media_type=kind)
 
     @app.get("/assets/{asset}")
     async def shared_asset(asset: str) -> FileResponse:

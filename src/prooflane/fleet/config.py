@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import tomli_w
 
-from ..config import DEFAULT_PORT, Config, check_server_keys, coerce_value
+from ..config import DEFAULT_PORT, Config, check_server_keys, check_tokens, coerce_value
 from ..errors import ConfigError
 
 __all__ = [
@@ -118,7 +118,10 @@ class FleetConfig:
 
     host: str = "127.0.0.1"
     port: int = DEFAULT_FLEET_PORT
-    token: str = ""
+    token: str = ""  # the deploy token: every route (docs/fleet.md, "Tokens")
+    view_tokens: tuple[str, ...] = ()  # tokens that may read the daemons' logs (which then need one)
+    manage_tokens: tuple[str, ...] = ()  # may also add, remove, stop, restart, register circuits, submit
+    deploy_tokens: tuple[str, ...] = ()  # may do everything, as `token`
     poll_secs: float = 1.0
     timeout_secs: float = 2.0
     stale_after_secs: float = 5.0
@@ -142,6 +145,7 @@ class FleetConfig:
     def __post_init__(self) -> None:
         _check(0 <= self.port < 65536, "port", "expected 0..65535 (0: any free port)")
         check_token(self.token, "the fleet")
+        check_tokens(self, ("token", "view_tokens", "manage_tokens", "deploy_tokens"))
         for key in (
             "poll_secs",
             "timeout_secs",

@@ -109,10 +109,22 @@ class DaemonFollower:
         """``GET path`` on the daemon, bounded by ``timeout_secs`` as a whole (connect to last byte) and by
         ``max_answer_bytes`` (:class:`AnswerTooLarge`: a daemon, or whatever answers at its address, cannot
         make the fleet hold more)."""
+        return await self.request("GET", path, params=params)
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        """``method path`` on the daemon with its token, bounded as :meth:`get` is."""
         client = await self.http()
         limit = self.config.max_answer_bytes
         async with asyncio.timeout(self.config.timeout_secs):
-            async with client.stream("GET", path, params=params) as answer:
+            async with client.stream(method, path, params=params, content=content, headers=headers) as answer:
                 declared = answer.headers.get("content-length", "")
                 if declared.isdigit() and int(declared) > limit:
                     raise AnswerTooLarge(f"{path} answered {int(declared)} bytes, more than the {limit} read")

@@ -8,8 +8,9 @@ person can act on.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Protocol
 from urllib.parse import quote, urlencode
@@ -39,7 +40,7 @@ from ..status.feed import Subscription
 from ..status.snapshot import Health
 from ..status.tracker import TrackerTotals
 from . import metrics
-from .auth import bound_name, check_bearer
+from .auth import DAEMON_SCOPES, Tokens, bound_name
 from .docs_page import add_docs_route
 from .errors import ErrorBody, install_error_handlers
 from .guard import guard
@@ -118,7 +119,7 @@ class EngineApi(UploadEngine, Protocol):
 class ApiSettings:
     """What the HTTP layer needs from the config: auth, limits, and the SSE cadence."""
 
-    token: str | None = None
+    tokens: Tokens = field(default_factory=lambda: Tokens(DAEMON_SCOPES))  # none: every route open
     max_body_bytes: int = 1 << 20
     max_wait_secs: float = MAX_WAIT_SECS
     heartbeat_secs: float = HEARTBEAT_SECS
@@ -129,13 +130,16 @@ class ApiSettings:
 
     @classmethod
     def from_config(cls, config: Config) -> ApiSettings:
-        """Take the token and the body limit from the daemon config (an empty token means no auth)."""
+        """Take the tokens and the limits from the daemon config (no token at all means no auth)."""
+        tokens = Tokens.of(DAEMON_SCOPES, config.token, {
+            "read": config.read_tokens, "submit": config.submit_tokens, "admin": config.admin_tokens,
+        })  # fmt: skip
         return cls(
-            token=config.token or None,
+            tokens=tokens,
             max_body_bytes=config.max_request_bytes,
             allowed_hosts=frozenset(config.allowed_hosts) | bound_name(config.host),
             max_upload_bytes=config.max_circuit_bytes,
-            upload_refusal=upload_refusal(config.host, config.token or None),
+            upload_refusal=upload_refusal(config.host, tokens.enabled),
             log_file=config.log_file,
         )
 
@@ -158,7 +162,7 @@ def create_app(engine: EngineApi, config: Config, *, settings: ApiSettings | Non
     _add_job_routes(app, engine, settings)
     _add_kind_routes(app, engine, settings)
     add_upload_routes(
-        app, engine, _require_token(settings), settings.max_upload_bytes, settings.upload_refusal
+        app, engine, functools.partial(_require, settings), settings.max_upload_bytes, settings.upload_refusal
     )
     _add_status_routes(app, engine, settings)
     add_docs_route(app)
@@ -193,8 +197,9 @@ def close_streams(app: FastAPI) -> None:
 _BEARER = HTTPBearer(auto_error=False, description="The daemon's `token`: `Authorization: Bearer <token>`.")
 
 
-def _require_token(settings: ApiSettings) -> Callable[..., None]:
-    if settings.token is None:
+def _require(settings: ApiSettings, scope: str) -> Callable[..., None]:
+    """The dependency of a route that needs a token of ``scope`` (open when the daemon has no token)."""
+    if not settings.tokens.enabled:
 
         def open_route() -> None:
             return None
@@ -205,8 +210,7 @@ def _require_token(settings: ApiSettings) -> Callable[..., None]:
         request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_BEARER)]
     ) -> None:
         # ``credentials`` puts the scheme in /openapi.json; the header is read here, to say what is wrong.
-        assert settings.token is not None
-        check_bearer(request.headers.get("authorization"), settings.token)
+        settings.tokens.check(request.headers.get("authorization"), scope)
 
     return check
 
@@ -223,7 +227,7 @@ def _not_found_job(job_id: str) -> HTTPException:
 
 
 def _add_job_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> None:
-    auth = [Depends(_require_token(settings))]
+    auth = [Depends(_require(settings, "submit"))]  # submit and cancel
 
     @app.post("/v1/jobs", status_code=202, dependencies=auth, response_model=JobAccepted, tags=["jobs"])
     async def submit(request: JobRequest) -> JobAccepted:
@@ -340,7 +344,7 @@ async def _wait_unless_ending(
 
 
 def _add_kind_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> None:
-    auth = [Depends(_require_token(settings))]
+    auth = [Depends(_require(settings, "admin"))]  # register circuits
 
     @app.get("/v1/kinds", response_model=list[KindInfo], tags=["kinds"])
     async def kinds() -> list[KindInfo]:
@@ -411,7 +415,7 @@ def _add_status_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -
         """Prometheus text exposition."""
         return PlainTextResponse(metrics.render_totals(engine.totals()), media_type=metrics.CONTENT_TYPE)
 
-    @app.get("/v1/logs", tags=["status"], dependencies=[Depends(_require_token(settings))])
+    @app.get("/v1/logs", tags=["status"], dependencies=[Depends(_require(settings, "read"))])
     async def logs(
         lines: Annotated[int, Query(ge=1, le=MAX_TAIL_LINES, description="how many of the last lines")] = 200,
     ) -> JSONResponse:

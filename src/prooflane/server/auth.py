@@ -1,8 +1,12 @@
-"""Who may ask: the bearer-token check (one for the daemon's mutating routes and the fleet's), and the
-Host and Origin checks of every request.
+"""Who may ask: the bearer-token check (one for the daemon's routes and the fleet's, :class:`Tokens`), and
+the Host and Origin checks of every request.
 
-``Authorization: Bearer <token>``: the scheme in any case (RFC 7235), the token compared in constant time.
-A wrong or missing token is 401 with ``WWW-Authenticate: Bearer`` and a detail that says what to send.
+``Authorization: Bearer <token>``: the scheme in any case (RFC 7235), the token compared in constant time
+with every token configured. Each token has a scope, and scopes are ordered: on a daemon ``read`` <
+``submit`` < ``admin``, on the fleet ``view`` < ``manage`` < ``deploy`` (the config's ``token`` has the top
+one). A route needs a scope; a token of that scope or a higher one passes. A wrong or missing token is 401
+with ``WWW-Authenticate: Bearer`` and a detail that says what to send; a known token of a lower scope is
+403, naming both scopes.
 A Host that is not this server's (421) or a mutating request from another origin's page (403) is refused
 before any route runs (:class:`HostAndOrigin`).
 """
@@ -13,17 +17,20 @@ import hmac
 import ipaddress
 import json
 import socket
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from fastapi import HTTPException
 
 __all__ = [
+    "DAEMON_SCOPES",
+    "FLEET_SCOPES",
     "MUTATING",
     "HostAndOrigin",
+    "Tokens",
     "bound_name",
-    "check_bearer",
     "host_allowed",
     "machine_names",
     "unauthorized",
@@ -36,17 +43,63 @@ Send = Callable[[Message], Awaitable[None]]
 Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-def check_bearer(authorization: str | None, token: str, *, whose: str = "") -> None:
-    """Raise 401 unless ``authorization`` (the header's value, None when absent) carries ``token``;
-    ``whose`` names the token in the answer ("the fleet's")."""
-    named = f" ({whose} token)" if whose else ""
-    if authorization is None:
-        raise unauthorized(f"this route needs a bearer token: send 'Authorization: Bearer <token>'{named}")
-    scheme, _, given = authorization.strip().partition(" ")
-    if scheme.lower() != "bearer" or not given.strip():
-        raise unauthorized(f"malformed Authorization header: expected 'Bearer <token>'{named}")
-    if not hmac.compare_digest(given.strip().encode(), token.encode()):
-        raise unauthorized(f"wrong bearer token{named}")
+DAEMON_SCOPES = ("read", "submit", "admin")
+"""A daemon's token scopes, lowest first: read its log; submit and cancel jobs; everything (circuits too)."""
+FLEET_SCOPES = ("view", "manage", "deploy")
+"""The fleet's token scopes, lowest first: read its daemons' logs; add, remove, stop, restart daemons,
+register circuits and submit jobs through it; deploy code onto hosts."""
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """The bearer tokens a server takes, each with its scope (one of ``scopes``, lowest first)."""
+
+    scopes: tuple[str, ...]
+    granted: tuple[tuple[str, str], ...] = ()  # (token, its scope)
+    whose: str = ""  # names the tokens in answers ("the fleet's")
+
+    @classmethod
+    def of(
+        cls, scopes: tuple[str, ...], top: str, by_scope: Mapping[str, Iterable[str]], whose: str = ""
+    ) -> Tokens:
+        """``top`` (the config's ``token``; empty: none) with the highest scope, and ``by_scope``'s lists."""
+        granted = [(token, scope) for scope in scopes for token in by_scope.get(scope, ()) if token]
+        if top:
+            granted.append((top, scopes[-1]))
+        return cls(scopes, tuple(granted), whose)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any token is configured (none: the routes that would need one are open)."""
+        return bool(self.granted)
+
+    def has(self, scope: str) -> bool:
+        """Whether a token of exactly ``scope`` is configured."""
+        return any(s == scope for _, s in self.granted)
+
+    def check(self, authorization: str | None, need: str) -> None:
+        """Raise 401 unless ``authorization`` (the header's value, None when absent) carries a token of
+        this server, 403 unless its scope is ``need`` or higher."""
+        named = f" ({self.whose} token)" if self.whose else ""
+        if authorization is None:
+            raise unauthorized(
+                f"this route needs a bearer token (scope {need} or higher): send 'Authorization: Bearer "
+                f"<token>'{named}"
+            )
+        scheme, _, given = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer" or not given.strip():
+            raise unauthorized(f"malformed Authorization header: expected 'Bearer <token>'{named}")
+        offered = given.strip().encode()
+        found = None
+        for token, scope in self.granted:  # every one compared, so the time says nothing of which matched
+            if hmac.compare_digest(offered, token.encode()) and found is None:
+                found = scope
+        if found is None:
+            raise unauthorized(f"wrong bearer token{named}")
+        if self.scopes.index(found) < self.scopes.index(need):
+            raise HTTPException(
+                403, f"this token's scope is {found}: this route needs {need} or higher{named}"
+            )
 
 
 def unauthorized(detail: str) -> HTTPException:

@@ -81,9 +81,10 @@ def streamed(scope: Scope) -> bool:
     return any(method == m and pattern.fullmatch(path) for m, pattern in _UPLOADS)
 
 
-def upload_refusal(host: str, token: str | None) -> str | None:
-    """Why this daemon refuses uploads (None: it takes them): it listens beyond loopback without a token."""
-    if token:
+def upload_refusal(host: str, tokens: bool) -> str | None:
+    """Why this daemon refuses uploads (None: it takes them): it listens beyond loopback without a token
+    (``tokens``: whether it has any)."""
+    if tokens:
         return None
     try:
         loopback = ipaddress.ip_address(host.strip("[]")).is_loopback
@@ -244,18 +245,24 @@ _JOB_ID = Query(
 
 
 def add_upload_routes(
-    app: FastAPI, engine: UploadEngine, auth: Callable[..., None], max_bytes: int, refusal: str | None
+    app: FastAPI,
+    engine: UploadEngine,
+    auth: Callable[[str], Callable[..., None]],
+    max_bytes: int,
+    refusal: str | None,
 ) -> None:
-    """``PUT /v1/circuits/{name}`` and ``POST /v1/circuits/{name}/jobs`` (see the module's docstring)."""
+    """``PUT /v1/circuits/{name}`` (an ``admin`` token) and ``POST /v1/circuits/{name}/jobs`` (``submit``),
+    see the module's docstring; ``auth(scope)`` is the dependency that checks a token of the scope."""
 
     def ready() -> None:
         if not engine.ready:
             raise HTTPException(503, "the daemon is starting and does not accept uploads yet; retry shortly")
 
-    checks = [Depends(auth), Depends(ready)]
+    register = [Depends(auth("admin")), Depends(ready)]
+    submit = [Depends(auth("submit")), Depends(ready)]
 
     @app.put(
-        "/v1/circuits/{name}", status_code=201, response_model=CircuitInfo, dependencies=checks,
+        "/v1/circuits/{name}", status_code=201, response_model=CircuitInfo, dependencies=register,
         tags=["kinds"], openapi_extra=_multipart(
             "zkey", {"zkey": "The snarkjs Groth16 .zkey.", "wasm": "circom's witness generator (after zkey)."}
         ),
@@ -277,7 +284,7 @@ def add_upload_routes(
             return await engine.register_upload(name, parts, digest=digest, priority=priority.value)
 
     @app.post(
-        "/v1/circuits/{name}/jobs", status_code=202, response_model=JobAccepted, dependencies=checks,
+        "/v1/circuits/{name}/jobs", status_code=202, response_model=JobAccepted, dependencies=submit,
         tags=["jobs"], openapi_extra=_multipart("wtns", {"wtns": "A .wtns witness: one part per partition."}),
     )  # fmt: skip
     async def upload_job(

@@ -327,7 +327,15 @@ async function refreshLogs() {
   const ctrl = new AbortController();
   const timer = setTimeout(() => ctrl.abort(), FETCH_TIMEOUT_MS);
   try {
-    const resp = await fetch(LOGS_URL, { cache: "no-store", signal: ctrl.signal });
+    // A fleet that lists view tokens reads its daemons' logs only with one: the token typed below, if any.
+    const token = byTestId("m-token").value;
+    const headers = token ? { "Authorization": `Bearer ${token}` } : {};
+    const resp = await fetch(LOGS_URL, { cache: "no-store", signal: ctrl.signal, headers });
+    if (resp.status === 401 || resp.status === 403) {
+      byTestId("logs-empty").hidden = false;
+      setText(byTestId("logs-empty"), "the daemons' logs need a view token here: type the fleet token below");
+      return;
+    }
     if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
     state.logs = await resp.json();
     renderLogs(state.logs.daemons || {});
@@ -362,6 +370,7 @@ function renderLogs(daemons) {
         ? [h("pre", { class: "log-lines", "data-testid": "log-lines", text: got.lines.join("\n") })] : []),
     ]);
   }));
+  setText(byTestId("logs-empty"), "no daemon log read yet");
   byTestId("logs-empty").hidden = names.length > 0;
 }
 
