@@ -110,3 +110,20 @@ def test_verification_key_json_with_a_field_replaced_is_refused_or_means_the_sam
         return
     # Accepted: the value must mean what the original meant (or be a field verifiers recompute).
     assert parsed == VerificationKey.from_json(VK)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        ("vk_alpha_1", [0, 0], r"vk_alpha_1: \[0, 0, 1\] is not a finite point of the curve"),
+        ("vk_alpha_1", [0, 1], r"vk_alpha_1: \[0, 1, 1\] is not a finite point of the curve"),
+        ("vk_alpha_1", [0, 1, 0], r"vk_alpha_1: \[0, 1, 0\] is not a finite point of the curve"),
+        ("vk_beta_2", [[0, 0], [0, 0]], "vk_beta_2: not a finite point of the curve's twist"),
+        ("IC", [[0, 0]], r"IC\[0\]: \[0, 0, 1\] is not a finite point of the curve"),
+    ],
+)
+def test_a_point_off_the_curve_is_refused_not_read_as_another(key: str, value: Any, says: str) -> None:
+    doc = copy.deepcopy(VK)
+    doc[key] = value  # (0, 0) was read as infinity, the encoding of it here
+    with pytest.raises(FormatError, match=says):
+        VerificationKey.from_json(doc)

@@ -13,7 +13,7 @@ from typing import Any
 
 from .curves import Curve, curve_by_name
 from .errors import FormatError
-from .points import G1, G2
+from .points import G1, G2, on_curve_g1, on_curve_g2
 
 __all__ = ["Proof", "VerificationKey"]
 
@@ -56,17 +56,18 @@ class VerificationKey:
         ic_raw = _field(data, "IC", source)
         if not isinstance(ic_raw, list) or not ic_raw:
             raise FormatError(source, "IC: expected a non-empty list of G1 points")
-        ic = tuple(parse_g1(p, curve, source, f"IC[{i}]") for i, p in enumerate(ic_raw))
+        ic = tuple(parse_g1(p, curve, source, f"IC[{i}]", point=True) for i, p in enumerate(ic_raw))
         n_public = _field(data, "nPublic", source)
         if not isinstance(n_public, int) or n_public != len(ic) - 1:
             raise FormatError(source, f"nPublic {n_public!r} does not match {len(ic)} IC points")
         return cls(
             curve=curve,
             n_public=n_public,
-            alpha1=parse_g1(_field(data, "vk_alpha_1", source), curve, source, "vk_alpha_1"),
-            beta2=parse_g2(_field(data, "vk_beta_2", source), curve, source, "vk_beta_2"),
-            gamma2=parse_g2(_field(data, "vk_gamma_2", source), curve, source, "vk_gamma_2"),
-            delta2=parse_g2(_field(data, "vk_delta_2", source), curve, source, "vk_delta_2"),
+            # A key's points are on the curve, and none is infinity but an IC point (an unused input's).
+            alpha1=parse_g1(_field(data, "vk_alpha_1", source), curve, source, "vk_alpha_1", finite=True),
+            beta2=parse_g2(_field(data, "vk_beta_2", source), curve, source, "vk_beta_2", finite=True),
+            gamma2=parse_g2(_field(data, "vk_gamma_2", source), curve, source, "vk_gamma_2", finite=True),
+            delta2=parse_g2(_field(data, "vk_delta_2", source), curve, source, "vk_delta_2", finite=True),
             ic=ic,
         )
 
@@ -145,31 +146,40 @@ def g2_json(p: G2) -> list[list[str]]:
     return [[str(p[0]), str(p[1])], [str(p[2]), str(p[3])], ["1", "0"]]
 
 
-def parse_g1(raw: Any, curve: Curve, source: str, name: str) -> G1:
-    """A G1 point from its JSON form; raises FormatError naming ``name``."""
+def parse_g1(
+    raw: Any, curve: Curve, source: str, name: str, *, point: bool = False, finite: bool = False
+) -> G1:
+    """A G1 point from its JSON form; raises FormatError naming ``name``. With ``point``, an affine point
+    must lie on the curve (a proof's need not: it then fails to verify); with ``finite``, infinity is
+    refused too."""
     if not isinstance(raw, list) or len(raw) not in (2, 3):
         raise FormatError(source, f"{name}: expected [x, y, z] decimal strings")
     x, y = (_coord(v, curve, source, name) for v in raw[:2])
     z = _int(raw[2], source, name) if len(raw) == 3 else 1
-    if z == 0:
+    if z == 0 and not finite:
         return (0, 0)
-    if z != 1:
+    if z not in (0, 1):
         raise FormatError(source, f"{name}: z must be 0 or 1 (affine)")
+    if (point or finite) and (z == 0 or not on_curve_g1(curve, (x, y))):  # (0, 0): infinity's encoding here
+        raise FormatError(source, f"{name}: [{x}, {y}, {z}] is not a finite point of the curve")
     return (x, y)
 
 
-def parse_g2(raw: Any, curve: Curve, source: str, name: str) -> G2:
-    """A G2 point from its JSON form; raises FormatError naming ``name``."""
+def parse_g2(raw: Any, curve: Curve, source: str, name: str, *, finite: bool = False) -> G2:
+    """A G2 point from its JSON form; raises FormatError naming ``name``. With ``finite``, it must be an
+    affine point of the twist (a proof's need not: it then fails to verify)."""
     ok = isinstance(raw, list) and len(raw) in (2, 3)
     ok = ok and all(isinstance(c, list) and len(c) == 2 for c in raw)
     if not ok:
         raise FormatError(source, f"{name}: expected [[x0, x1], [y0, y1], [z0, z1]] decimal strings")
     x0, x1, y0, y1 = (_coord(v, curve, source, name) for pair in raw[:2] for v in pair)
     z = (_int(raw[2][0], source, name), _int(raw[2][1], source, name)) if len(raw) == 3 else (1, 0)
-    if z == (0, 0):
+    if z == (0, 0) and not finite:
         return (0, 0, 0, 0)
-    if z != (1, 0):
+    if z not in ((0, 0), (1, 0)):
         raise FormatError(source, f"{name}: z must be [0, 0] or [1, 0] (affine)")
+    if finite and (z == (0, 0) or not on_curve_g2(curve, (x0, x1, y0, y1))):
+        raise FormatError(source, f"{name}: not a finite point of the curve's twist")
     return (x0, x1, y0, y1)
 
 
