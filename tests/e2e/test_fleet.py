@@ -110,8 +110,8 @@ def fleet(daemons: Daemons, silent: str, tmp_path_factory: pytest.TempPathFactor
               for i, n in enumerate(NAMES)]  # fmt: skip
     tables.append(f'[[daemons]]\nname = "silent"\nurl = "{silent}"\n')
     config.write_text(
-        f'token = "{TOKEN}"\nmanage_tokens = ["{MANAGE}"]\ntimeout_secs = 1.0\nbackoff_max_secs = 2.0\n\n'
-        + "\n".join(tables)
+        f'token = "{TOKEN}"\nmanage_tokens = ["{MANAGE}"]\nprice_per_proof = 0.01\ntimeout_secs = 1.0\n'
+        "backoff_max_secs = 2.0\n\n" + "\n".join(tables)
     )
     process = FleetProcess(config, home / "fleet.log")
     try:
@@ -292,10 +292,13 @@ def test_fleet_page_at_1280_and_1920(
 ) -> None:
     auth = {"Authorization": f"Bearer {TOKEN}"}
     added = httpx.post(f"{fleet.url}/fleet/daemons", headers=auth, timeout=10,
-                       json={"name": "ray-head", "url": ray_daemon, "cost_per_hour": 9.0})  # fmt: skip
+                       json={"name": "ray-head", "url": ray_daemon, "cost_per_hour": 12.0})  # fmt: skip
     assert added.status_code == 201, added.text
+    far = {"name": "far", "ssh": "prooflane-operator@gpu-node-0017.invalid", "remote_port": 19821,
+           "ssh_options": ["-o", "ConnectTimeout=1"]}  # fmt: skip
+    assert httpx.post(f"{fleet.url}/fleet/daemons", headers=auth, timeout=10, json=far).status_code == 201
     try:
-        wait_until("all up but silent", lambda: fleet.status()["totals"]["not_counted"] == ["silent"])
+        wait_until("all up but silent", lambda: fleet.status()["totals"]["not_counted"] == ["silent", "far"])
         daemons.submit("beta", "porep-c2", seed=3)  # something to see on the page
         for width in (1280, 1920):
             page = browser.new_page(viewport={"width": width, "height": 1000})
@@ -303,11 +306,23 @@ def test_fleet_page_at_1280_and_1920(
             page.on("pageerror", partial(_record, errors))
             page.goto(f"{fleet.url}/")
             page.wait_for_function("document.body.dataset.stale === 'false' && "
-                                   "document.querySelectorAll('tr.daemon').length === 5")  # fmt: skip
+                                   "document.querySelectorAll('tr.daemon').length === 6")  # fmt: skip
             page.wait_for_function("document.querySelector('tr.daemon[data-name=\"silent\"]')"
                                    ".dataset.health === 'unreachable'")  # fmt: skip
             rows = _rows(page)
-            assert list(rows) == [*NAMES, "silent", "ray-head"]
+            assert list(rows) == [*NAMES, "silent", "ray-head", "far"]
+            # Nothing runs into the next cell, and an address breaks only before its host:port.
+            assert (
+                page.evaluate("""() => [...document.querySelectorAll('tr.daemon td')]
+                .filter((td) => td.scrollWidth > td.clientWidth + 1).map((td) => td.dataset.testid)""")
+                == []
+            )
+            one_line = """() => [...document.querySelectorAll('.d-where .nowrap')]
+                .filter((s) => new Set([...s.getClientRects()].map((r) => Math.round(r.top))).size !== 1)
+                .map((s) => s.textContent)"""  # a line may hold several boxes of one span
+            assert page.evaluate(one_line) == []
+            need = page.locator('tr.daemon[data-name="ray-head"] [data-testid="d-need"]').inner_text()
+            assert need.startswith("1200")  # 12 an hour at 0.01 a proof
             for name in NAMES:
                 assert rows[name]["health"] == "up" and rows[name]["workers"].endswith("/ 1")
             silent = rows["silent"]
@@ -329,7 +344,8 @@ def test_fleet_page_at_1280_and_1920(
             page.close()
             assert errors == [], errors
     finally:
-        httpx.delete(f"{fleet.url}/fleet/daemons/ray-head", headers=auth, timeout=10)
+        for name in ("ray-head", "far"):
+            httpx.delete(f"{fleet.url}/fleet/daemons/{name}", headers=auth, timeout=10)
 
 
 # --- SSH -----------------------------------------------------------------------------------------

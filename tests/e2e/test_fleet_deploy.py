@@ -223,7 +223,7 @@ def _the_page_shows_its_log_and_break_even(fleet: FleetProcess, job_id: str) -> 
         page.wait_for_function("() => document.querySelector("
                                "'tr.daemon[data-name=\"gpu-1\"] [data-testid=\"d-need\"]')"
                                ".dataset.reached !== ''", timeout=30_000)  # fmt: skip
-        assert need.inner_text().startswith("50.0 ")  # 0.5 an hour at 0.01 a proof; then reached or short
+        assert need.inner_text().startswith("50.0\n")  # 0.5 an hour at 0.01 a proof; then reached or short
         assert errors == []
         page.close()
 

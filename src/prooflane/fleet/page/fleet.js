@@ -139,7 +139,7 @@ function rayText(ray) {
 function createRow(name) {
   const td = (cls, id, kids) => h("td", { class: cls, "data-testid": id }, kids || []);
   const tr = h("tr", { class: "daemon", "data-testid": "daemon-row", tabindex: "0" }, [
-    td("", "d-name", [h("div", { class: "d-name wrap" }), h("div", { class: "d-where wrap" }),
+    td("", "d-name", [h("div", { class: "d-name wrap" }), h("div", { class: "d-where", "data-testid": "d-where" }),
       h("div", { class: "d-arith wrap", "data-testid": "d-arith" })]),
     td("", "d-health", [h("span", { class: "health" }), h("span", { class: "health-age num" })]),
     td("live", "d-busy", [
@@ -147,8 +147,9 @@ function createRow(name) {
       h("div", { class: "d-busy-text num" })]),
     td("r live num", "d-workers"),
     td("r live num", "d-pph", [h("div", { class: "d-pph-10m" }), h("div", { class: "d-pph-1m sub" })]), td("r num", "d-cost"), td("r live num", "d-cpp"),
-    td("r num", "d-need"),
-    td("r live num", "d-memory"), td("r live num", "d-queue"), td("d-error wrap", "d-error"),
+    td("r num", "d-need", [h("div", { class: "d-need-rate" }), h("div", { class: "d-need-verdict sub" })]),
+    td("r live num", "d-memory", [h("div", { class: "d-mem-used" }), h("div", { class: "d-mem-total sub" })]),
+    td("r live num", "d-queue"), td("d-error wrap", "d-error"),
   ]);
   tr.dataset.key = `d:${name}`;
   tr.addEventListener("click", () => select(name));
@@ -167,7 +168,7 @@ function updateRow(tr, d) {
   const nameCell = byTestId("d-name", tr);
   $(".d-name", nameCell).replaceChildren(document.createTextNode(d.name),
     ...(s && s.ray ? [h("span", { class: "badge ray", "data-testid": "ray-badge", text: "Ray" })] : []));
-  setText($(".d-where", nameCell), d.where);
+  renderWhere($(".d-where", nameCell), d.where);
   renderArithmetic($(".d-arith", nameCell), s && s.arithmetic);
   const dash = "—";
   const live = (text) => (fresh ? text : dash);
@@ -185,7 +186,10 @@ function updateRow(tr, d) {
   setText(byTestId("d-cost", tr), fmtMoney(d.cost_per_hour));
   setText(byTestId("d-cpp", tr), live(s ? fmtMoney(s.cost_per_proof) : dash));
   renderNeed(byTestId("d-need", tr), fresh ? d.break_even : d.break_even && { ...d.break_even, reached: null });
-  setText(byTestId("d-memory", tr), live(s ? `${fmtBytes(s.memory_used_bytes)} / ${fmtBytes(s.memory_total_bytes)}` : dash));
+  // Held, then "of" the budget on a line of its own (one line overflows the column at 1280 px).
+  const memory = byTestId("d-memory", tr);
+  setText($(".d-mem-used", memory), live(s ? fmtBytes(s.memory_used_bytes) : dash));
+  setText($(".d-mem-total", memory), fresh && s ? `of ${fmtBytes(s.memory_total_bytes)}` : "");
   setText(byTestId("d-queue", tr), live(s ? String(s.queue_depth + s.device_queue_depth) : dash));
   // Every error says how long ago it happened: the daemon's own (why it is not up), and its newest failed
   // job (its age in the snapshot, plus the snapshot's own age). One line each, the whole text in the title.
@@ -223,10 +227,22 @@ function renderArithmetic(el, a) {
  *  reaches them ("reached" / "short"; nothing said while there is no live rate). */
 function renderNeed(cell, be) {
   setAttr(cell, "data-reached", be && be.reached !== null ? String(be.reached) : "");
-  if (!be) { setText(cell, "–"); return; }
-  const verdict = be.reached === null ? "" : be.reached ? " reached" : " short";
-  setText(cell, `${fmtRate(be.proofs_per_hour_needed)}${verdict}`);
-  cell.classList.toggle("short", be.reached === false);
+  // The verdict on a line of its own: "1200 reached" on one line overflows the column at 1280 px.
+  setText($(".d-need-rate", cell), be ? fmtRate(be.proofs_per_hour_needed) : "–");
+  setText($(".d-need-verdict", cell), !be || be.reached === null ? "" : be.reached ? "reached" : "short");
+  cell.classList.toggle("short", Boolean(be) && be.reached === false);
+}
+
+/** Where the daemon is, broken only between "scheme://user@" and "host:port" (each kept whole: a port is
+ *  never cut from its host); the whole address is the title. */
+function renderWhere(el, where) {
+  if (el.dataset.where === where) return;
+  el.dataset.where = where;
+  const at = Math.max(where.lastIndexOf("@"), where.indexOf("://") + 2);
+  const parts = at > 0 ? [where.slice(0, at + 1), where.slice(at + 1)] : [where];
+  const spans = parts.map((text) => h("span", { class: "nowrap", text }));
+  el.replaceChildren(...spans.flatMap((span, i) => (i ? [document.createElement("wbr"), span] : [span])));
+  setAttr(el, "title", where);
 }
 
 /** Health and the age of the last good snapshot, counting on between answers. */
