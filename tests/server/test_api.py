@@ -671,3 +671,30 @@ async def test_a_long_poll_open_at_shutdown_gets_202_at_once(
         answer = await poll
         assert answer.status_code == 202
         assert (answer.json()["job_id"], answer.json()["state"]) == (job_id, "queued")
+
+
+async def test_a_job_view_lists_its_partitions_a_page_at_a_time(
+    h: Harness, http: Http, job: dict[str, object]
+) -> None:
+    await h.block_queue()
+    job_id = await submit(http, {**job, "kind": "porep-c2"})
+    answer = await http.get(f"/v1/jobs/{job_id}")
+    assert "link" not in answer.headers  # all of it on one page
+    whole = answer.json()
+    total = whole["total_partitions"]
+    assert len(whole["partitions"]) == total > 3
+    first = await http.get(f"/v1/jobs/{job_id}", params={"partitions_limit": 3})
+    assert [p["index"] for p in first.json()["partitions"]] == [0, 1, 2]
+    assert first.json()["total_partitions"] == total
+    seen = [p["index"] for p in first.json()["partitions"]]
+    link = first.headers["link"]
+    while link:
+        url = link.split(">", 1)[0].lstrip("<")
+        page = await http.get(url)
+        seen += [p["index"] for p in page.json()["partitions"]]
+        link = page.headers.get("link", "")
+    assert seen == list(range(total))
+    assert (
+        "link" not in whole
+        and (await http.get(f"/v1/jobs/{job_id}", params={"partitions_limit": 0})).status_code == 422
+    )

@@ -219,6 +219,10 @@ JobId = Annotated[str, PathParam(description="The job's id.", json_schema_extra=
 """A job id in a route's path (any other string is simply no job: 404)."""
 
 
+MAX_PARTITIONS_PAGE = 1024
+"""The most partitions one ``GET /v1/jobs/{id}`` lists (``partitions_limit``; the default)."""
+
+
 def _not_found_job(job_id: str) -> HTTPException:
     return HTTPException(404, f"no job with id {job_id!r}")
 
@@ -259,12 +263,26 @@ def _add_job_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> N
         return page
 
     @app.get("/v1/jobs/{job_id}", response_model=JobView, tags=["jobs"])
-    async def job(job_id: JobId) -> JobView:
-        """One job: its state and the state of each partition."""
+    async def job(
+        job_id: JobId,
+        response: Response,
+        partitions_from: Annotated[int, Query(ge=0, description="The first partition listed.")] = 0,
+        partitions_limit: Annotated[
+            int, Query(ge=1, le=MAX_PARTITIONS_PAGE, description="At most this many partitions listed.")
+        ] = MAX_PARTITIONS_PAGE,
+    ) -> JobView:
+        """One job: its state and the state of each partition, a page of them (`total_partitions` says how
+        many; a page that is not the last says where the next starts: `Link: <...>; rel="next"`)."""
         view = engine.job(job_id)
         if view is None:
             raise _not_found_job(job_id)
-        return view
+        end = partitions_from + partitions_limit
+        if partitions_from == 0 and end >= len(view.partitions):
+            return view
+        if end < len(view.partitions):
+            query = urlencode({"partitions_from": end, "partitions_limit": partitions_limit})
+            response.headers["Link"] = f'</v1/jobs/{quote(job_id)}?{query}>; rel="next"'
+        return view.model_copy(update={"partitions": view.partitions[partitions_from:end]})
 
     @app.get(
         "/v1/jobs/{job_id}/proof",
