@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from prooflane.circuits.profiles import profile_by_name
 from prooflane.client import Client
 from prooflane.models import InlineSector
 from prooflane.testing.checks import check_final, check_journal
@@ -34,15 +35,16 @@ def proving_while_finalizing(status: dict[str, Any]) -> bool:
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.parametrize("profile", ["tiny", "small"])
 def test_provers_killed_while_their_finalizer_holds_a_partition_leave_no_phantom_job(
-    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path_factory: pytest.TempPathFactory, profile: str
 ) -> None:
-    daemon = start_daemon(tmp_path_factory, "phantoms", extra_config=CONFIG)
+    daemon = start_daemon(tmp_path_factory, f"phantoms-{profile}", extra_config=CONFIG, profile=profile)
     with contextlib.ExitStack() as stack:
         stack.callback(daemon.stop)
         url = daemon.url
         client = stack.enter_context(Client(url))
-        sector = InlineSector(size=256, seed="07")
+        sector = InlineSector(size=profile_by_name(profile).sector_bytes, seed="07")
         job_ids: list[str] = []
         kills = 0
         numbers = itertools.count()

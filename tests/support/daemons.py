@@ -39,9 +39,10 @@ def start_daemon(
     port: int = 0,
     extra_config: str = "",
     kind: type[DaemonProcess] = DaemonProcess,
+    profile: str = "tiny",
 ) -> DaemonProcess:
-    """Start a tiny-profile `prooflane serve` in a fresh data folder, reusing the dev keys an earlier daemon
-    made: the one way the tests start a daemon process.
+    """Start a `prooflane serve` (the tiny profile unless ``profile``) in a fresh data folder, reusing the
+    dev keys an earlier daemon made: the one way the tests start a daemon process.
 
     ``extra_config`` is TOML added to the daemon's config file; ``port`` 0 takes a free one (a fixed port
     lets a test kill the daemon and start it again there); ``kind`` a subclass of DaemonProcess with the
@@ -53,7 +54,7 @@ def start_daemon(
     # Sectors, witnesses and circuits of the tests live in the session's temporary folders.
     roots = json.dumps([str(factory.getbasetemp())])
     config.write_text(f"token = {json.dumps(token)}\nallowed_roots = {roots}\n{extra_config}")
-    daemon = kind(data, profile="tiny", config_file=config, log_path=data.parent / "daemon.log", port=port)
+    daemon = kind(data, profile=profile, config_file=config, log_path=data.parent / "daemon.log", port=port)
     try:
         daemon.start(timeout=TIMEOUT)
     except Exception:
