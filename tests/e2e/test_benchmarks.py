@@ -20,6 +20,7 @@ RUNS = [
     ("bench_status.py", ["--samples", "5", "--jobs", "2"], "bench_status"),
     ("bench_synth.py", ["--profiles", "tiny", "--repeat", "1"], "bench_synth"),
     ("bench_multipart.py", ["--mib", "1", "--repeat", "1"], "bench_multipart"),
+    ("bench_witness.py", ["--bits", "16", "--inputs", "1", "--repeat", "1"], "bench_witness"),
     ("bench_fleet.py", ["--daemons", "2", "--secs", "1"], "bench_fleet"),
     ("chaos.py", ["--jobs", "2", "--seed", "1"], "chaos"),
     (

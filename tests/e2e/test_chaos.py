@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from prooflane.client import Client, ServerEvent
+from prooflane.client import Client
 from prooflane.devices import PoolProcessDied, PoolReplaced, ProcessBackend
+from prooflane.errors import DaemonError
 from prooflane.testing.chaos import DEFAULT_KINDS, ChaosRun, ChaosSettings
 from prooflane.testing.faults import ProcessKind, daemon_tree
 from tests.support.daemons import TIMEOUT, circom_files, seed_keys, start_daemon, wait_done, wait_until
@@ -66,7 +67,7 @@ def test_killing_the_daemon_too_resumes_every_job_from_the_journal(
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("damage", ["truncated", "replaced"])
-def test_a_key_corrupted_on_disk_after_registration_fails_its_partition_with_a_named_reason(
+def test_a_key_corrupted_on_disk_after_registration_refuses_its_jobs_with_a_named_reason(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, damage: str
 ) -> None:
     daemon = start_daemon(tmp_path_factory, "corrupt-key")
@@ -77,28 +78,26 @@ def test_a_key_corrupted_on_disk_after_registration_fails_its_partition_with_a_n
             first = client.submit("circom", circuit="wp", witnesses=[str(files["good"])])
             assert [v.state for v in wait_done(client, [first])] == ["done"]
             registered = daemon.data_dir / "circuits" / "wp" / "circuit.zkey"
+            size = registered.stat().st_size
+            registered.chmod(0o644)  # the daemon's copy is read-only: what an operator's mistake takes
             if damage == "truncated":
-                registered.write_bytes(registered.read_bytes()[: registered.stat().st_size // 2])
+                registered.write_bytes(registered.read_bytes()[: size // 2])
             else:  # another circuit's valid key in its place
                 shutil.copyfile(next((daemon.data_dir / "keys").glob("porep-c2-*.zkey")), registered)
             _renew_every_process(daemon.pid, client)  # nothing keeps the good key in memory
-            second = client.submit("circom", circuit="wp", witnesses=[str(files["good"])])
-            [view] = wait_done(client, [second])
-            assert view.state == "failed" and view.error is not None
-            said = {  # what is wrong, in the reader's words (naming the file) or the synthesis's
-                "truncated": f"partition 0 failed: synthesis failed: {registered}: truncated section",
-                "replaced": (
-                    "partition 0 failed: synthesis failed: this witness has 742 wires, the circuit 1,723"
-                ),
-            }
-            assert view.error.startswith(said[damage])
-            retries = [
-                e for e in _events(client) if e.name == "partition_retried" and e.data["job_id"] == second
-            ]
-            assert not [
-                e for e in retries if "circuit.zkey" in e.data["reason"]
-            ]  # failed at once, not retried
+            with pytest.raises(DaemonError) as refused:  # a missing key: refused before anything runs
+                client.submit("circom", circuit="wp", witnesses=[str(files["good"])])
+            now = registered.stat().st_size
+            assert refused.value.status == 503
+            assert refused.value.detail.startswith(
+                f"circuit 'wp': its key file {registered} changed on disk since it was registered "
+                f"(rewritten in place ({size:,} bytes, now {now:,}))"
+            )
+            assert "changed on disk" in (client.health_reason() or "")
             assert client.status()["invariants_ok"] is True
+            client.register_circuit("wp", files["zkey"])  # the same files: back, and proving
+            again = client.submit("circom", circuit="wp", witnesses=[str(files["good"])])
+            assert [v.state for v in wait_done(client, [again])] == ["done"]
     finally:
         daemon.stop()
 
@@ -112,18 +111,6 @@ def _renew_every_process(daemon_pid: int, client: Client) -> None:
         with contextlib.suppress(ProcessLookupError):  # one that ended by itself meanwhile (a replaced pool)
             os.kill(pid, signal.SIGKILL)
     wait_until("new worker processes", lambda: not set(victims) & _pids(daemon_pid) and client.health())
-
-
-def _events(client: Client) -> list[ServerEvent]:
-    """Every event of the daemon's boot so far."""
-    last: int = client.status()["seq"]
-    events: list[ServerEvent] = []
-    with contextlib.closing(client.events(last_event_id=0)) as stream:
-        for event in stream:
-            events.append(event)
-            if event.id is not None and event.id >= last:
-                break
-    return events
 
 
 def _pids(daemon_pid: int) -> set[int]:

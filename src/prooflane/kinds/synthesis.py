@@ -46,16 +46,33 @@ def synthesize_partition(task: SynthesisTask) -> tuple[Any, float]:
             limit = wtns_limit(_key_matrices(task.key_path, task.key_cache_bytes).n_vars)
             witness = read_wtns(inputs.witness, read_limited(inputs.witness, limit, "witness"))
         else:
-            folder = tempfile.mkdtemp(prefix="prooflane-wtns-")
-            try:
-                witness = read_wtns(generate_wtns(inputs.witness, inputs.wasm, folder))
-            finally:
-                shutil.rmtree(folder, ignore_errors=True)
+            witness = _computed(inputs.witness, inputs.wasm)
         key = _key_matrices(task.key_path, task.key_cache_bytes)
         if len(witness) != key.n_vars:
             raise ValueError(f"this witness has {len(witness):,} wires, the circuit {key.n_vars:,}")
         synthesized = synthesize(key, witness)
     return synthesized, (time.perf_counter() - started) * 1000
+
+
+def _computed(values: dict[str, Any], wasm: str | None) -> Any:
+    """The witness of circuit inputs ``values`` by the generator ``wasm``: run in this process by wasmtime
+    (:mod:`.wasm_witness`); a generator that is not circom 2's goes to snarkjs (node) as before."""
+    from ..groth16 import Witness, curve_by_prime, from_ints, read_wtns
+    from .wasm_witness import NotCircom2, compute_witness
+
+    if wasm is None:
+        raise ValueError("circuit inputs were given but the circuit has no witness generator (.wasm)")
+    try:
+        prime, wires = compute_witness(wasm, values)
+    except NotCircom2:
+        folder = tempfile.mkdtemp(prefix="prooflane-wtns-")
+        try:
+            return read_wtns(generate_wtns(values, wasm, folder))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    except ValueError as exc:
+        raise ValueError(f"witness generation failed: {exc}") from None
+    return Witness(curve_by_prime(prime), from_ints(list(wires)))
 
 
 _MATRICES: OrderedDict[str, tuple[Fingerprint | None, Any]] = OrderedDict()
