@@ -152,3 +152,31 @@ async def test_a_stream_from_an_id_no_longer_held_starts_with_a_resync() -> None
     chunk = (await read(stream, 2))[1]
     assert chunk == f'id: {tracker.boot_id}:10\nevent: resync\ndata: {{"reason":"behind","seq":10}}\n\n'
     await stream.aclose()
+
+
+@pytest.mark.parametrize(
+    ("accepts", "gzipped"),
+    [
+        ("gzip", True),
+        ("br, gzip;q=0.5", True),
+        ("*", True),
+        ("identity", False),
+        ("gzip;q=0", False),
+        (None, False),
+    ],
+)
+async def test_a_large_status_is_gzipped_for_a_client_that_takes_it(
+    accepts: str | None, gzipped: bool
+) -> None:
+    engine = TrackerEngine(tracker_with_jobs(400))
+    headers = {"Accept-Encoding": accepts} if accepts is not None else {"Accept-Encoding": ""}
+    async with http_for(engine) as http:
+        answer = await http.get("/status", headers=headers)
+        small = await http.get("/status", params={"jobs": 0}, headers=headers)
+    assert answer.headers.get("content-encoding") == ("gzip" if gzipped else None)
+    assert answer.headers["vary"] == "Accept-Encoding"
+    assert len(answer.json()["pipelines"]) == 400  # httpx undoes the gzip: the same snapshot
+    sent = int(answer.headers["content-length"])
+    if gzipped:
+        assert sent * 5 < len(answer.content)  # the wire carries a fifth or less
+        assert "content-encoding" not in small.headers  # a small answer is sent as it is

@@ -32,6 +32,9 @@ MAX_EVENT_LINE_BYTES = 1 << 20
 """The longest line of a daemon's event stream the fleet reads (an event's data is a few hundred bytes)."""
 
 
+_ENCODING_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+
+
 class AnswerTooLarge(ValueError):
     """Raised when a daemon sends more than the fleet reads of it (``max_answer_bytes``, or a line of its
     event stream over ``MAX_EVENT_LINE_BYTES``)."""
@@ -133,7 +136,9 @@ class DaemonFollower:
                     body += chunk
                     if len(body) > limit:
                         raise AnswerTooLarge(f"{path} answered more than the {limit} bytes read")
-            return httpx.Response(answer.status_code, headers=answer.headers, content=bytes(body),
+            # The body is decoded already (a gzipped /status): the headers must not say it is still encoded.
+            kept = [(k, v) for k, v in answer.headers.items() if k.lower() not in _ENCODING_HEADERS]
+            return httpx.Response(answer.status_code, headers=kept, content=bytes(body),
                                   request=answer.request)  # fmt: skip
 
     # --- the two loops ----------------------------------------------------------------------------
