@@ -10,11 +10,9 @@ line, the page and the API take one path.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import shlex
 import sys
-import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,17 +21,18 @@ from urllib.parse import quote, urlencode
 
 import httpx
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from ..client import circuit_digest, job_request, multipart_upload
 from ..config import DEFAULT_PORT
 from ..fleet.config import DEFAULT_FLEET_PORT, FleetConfig
 from ..logs import LOG_FORMATS, LOG_LEVELS, configure_logging
+from ..models import JobView
 from .app import app
 from .jobs import (
-    PRIORITY_METAVAR,
     SUBMIT_OPTIONS,
     Circuit,
+    CircuitName,
+    CircuitPriority,
     Inputs,
     Kind,
     OwnJobId,
@@ -41,12 +40,15 @@ from .jobs import (
     Randomness,
     SectorOption,
     Wait,
+    WasmFile,
+    ZkeyFile,
     _check_submit,
     _local_file,
     _read_inputs,
+    follow_and_print,
 )
 from .options import check_url
-from .output import REFUSED, console, errors, print_error, usage_error
+from .output import REFUSED, errors, print_error, usage_error
 
 FLEET_READY_PREFIX = "prooflane fleet listening on "
 """`prooflane fleet` prints this, then its URL, on standard output once it serves."""
@@ -324,25 +326,11 @@ def fleet_submit(
 def _wait_through(fleet_url: str, name: str, job_id: str) -> None:
     """Follow the job through the fleet's reads of daemon NAME until it ends; print its proof or exit 1."""
     base = f"{fleet_url}/d/{quote(name, safe='')}/v1/jobs/{quote(job_id, safe='')}"
-    with _progress() as (progress, task):
-        while True:
-            view = _ask("GET", base, None)
-            done, total = view["partitions_done"], view["total_partitions"]
-            progress.update(task, completed=done, total=total, description=f"{job_id} {view['state']}")
-            if view["state"] in ("done", "failed", "cancelled"):
-                break
-            time.sleep(0.5)
-    if view["state"] != "done":
-        print_error(f"job {job_id} {view['state']}: {view.get('error') or 'no reason given'}")
-        raise typer.Exit(REFUSED)
-    print(json.dumps(_ask("GET", f"{base}/proof", None), indent=2))
-
-
-@contextlib.contextmanager
-def _progress() -> Iterator[tuple[Progress, TaskID]]:
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console(stderr=True), transient=False) as progress:
-        yield progress, progress.add_task("", total=None)
+    follow_and_print(
+        job_id,
+        lambda: JobView.model_validate(_ask("GET", base, None)),
+        lambda: _ask("GET", f"{base}/proof", None),
+    )
 
 
 fleet_circuits = typer.Typer(help="Register circom circuits on the fleet's daemons.", no_args_is_help=True)
@@ -351,19 +339,14 @@ fleet_app.add_typer(fleet_circuits, name="circuits")
 
 @fleet_circuits.command("register")
 def fleet_register(
-    name: Annotated[str, typer.Argument(metavar="NAME", hidden=True)],
-    zkey: Annotated[Path, typer.Option("--zkey", metavar="FILE", help="snarkjs Groth16 .zkey (uploaded).")],
-    wasm: Annotated[
-        Path | None,
-        typer.Option("--wasm", metavar="FILE", help="circom witness generator (.wasm) (uploaded)."),
-    ] = None,
+    name: CircuitName,
+    zkey: ZkeyFile,
+    wasm: WasmFile = None,
     daemons: Annotated[
         str | None,
         typer.Option("--daemons", metavar="A,B", help="Only these daemons (default: every one followed)."),
     ] = None,
-    priority: Annotated[
-        str, typer.Option("--priority", metavar=PRIORITY_METAVAR, help="The circuit's jobs' priority.")
-    ] = "normal",
+    priority: CircuitPriority = "normal",
     fleet_url: FleetUrl = DEFAULT_FLEET_URL,
     token: FleetToken = None,
 ) -> None:

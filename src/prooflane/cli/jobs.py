@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -212,31 +212,44 @@ def _read_inputs(paths: list[Path]) -> list[dict[str, Any]]:
 
 def _wait_and_print(client: Client, job_id: str) -> None:
     """Follow the job to its end; print its proof as JSON, or exit 1 with why it has none."""
-    view = _follow(client, job_id)
+
+    def proof() -> dict[str, Any] | None:
+        found = client.proof(job_id, wait=60)
+        return None if found is None else found.model_dump(mode="json")
+
+    follow_and_print(job_id, lambda: client.job(job_id), proof)
+
+
+def follow_and_print(
+    job_id: str, view_of: Callable[[], JobView], proof_of: Callable[[], dict[str, Any] | None]
+) -> None:
+    """Show a progress bar on standard error until the job (its view read by ``view_of``) ends; then print
+    its proof (``proof_of``, None when it did not come) as JSON, or exit 1 with why it has none."""
+    view = _follow(job_id, view_of)
     if view.state != "done":
         print_error(f"job {job_id} {view.state}: {view.error or 'no reason given'}")
         raise typer.Exit(REFUSED)
-    found = client.proof(job_id, wait=60)
+    found = proof_of()
     if found is None:
         print_error(
             f"job {job_id} is done, but its proof did not come within 60 s: GET /v1/jobs/{job_id}/proof"
         )
         raise typer.Exit(REFUSED)
-    print(json.dumps(found.model_dump(mode="json"), indent=2))
+    print(json.dumps(found, indent=2))
 
 
-def _follow(client: Client, job_id: str) -> JobView:
+def _follow(job_id: str, view_of: Callable[[], JobView]) -> JobView:
     """Show a progress bar on standard error until the job ends; return its last view."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console(stderr=True), transient=False) as progress:
-        view = client.job(job_id)
+        view = view_of()
         task = progress.add_task(f"{job_id} {view.state}", total=view.total_partitions)
         while True:
             progress.update(task, completed=view.partitions_done, description=f"{job_id} {view.state}")
             if view.state.terminal:
                 return view
             time.sleep(0.25)
-            view = client.job(job_id)
+            view = view_of()
 
 
 # --- job, proof, cancel -----------------------------------------------------------------------
@@ -328,17 +341,22 @@ def cancel(job_id: JobId, url: Url = DEFAULT_URL, token: Token = None) -> None:
 # --- circuits ---------------------------------------------------------------------------------
 
 
+CircuitName = Annotated[str, typer.Argument(metavar="NAME", hidden=True)]
+ZkeyFile = Annotated[Path, typer.Option("--zkey", metavar="FILE", help="snarkjs Groth16 .zkey (uploaded).")]
+WasmFile = Annotated[
+    Path | None, typer.Option("--wasm", metavar="FILE", help="circom witness generator (.wasm) (uploaded).")
+]
+CircuitPriority = Annotated[
+    str, typer.Option("--priority", metavar=PRIORITY_METAVAR, help="The circuit's jobs' priority.")
+]
+
+
 @circuits_app.command("register")
 def circuits_register(
-    name: Annotated[str, typer.Argument(metavar="NAME", hidden=True)],
-    zkey: Annotated[Path, typer.Option("--zkey", metavar="FILE", help="snarkjs Groth16 .zkey (uploaded).")],
-    wasm: Annotated[
-        Path | None,
-        typer.Option("--wasm", metavar="FILE", help="circom witness generator (.wasm) (uploaded)."),
-    ] = None,
-    priority: Annotated[
-        str, typer.Option("--priority", metavar=PRIORITY_METAVAR, help="The circuit's jobs' priority.")
-    ] = "normal",
+    name: CircuitName,
+    zkey: ZkeyFile,
+    wasm: WasmFile = None,
+    priority: CircuitPriority = "normal",
     on_daemon: OnDaemon = False,
     url: Url = DEFAULT_URL,
     token: Token = None,
