@@ -16,6 +16,9 @@ Modes:
   one :class:`prooflane.Client` (one kept-alive connection), as pollers and dashboards use it, with the
   Client's CPU per call; then through one kept-alive ``http.client`` connection (bodies unparsed), with the
   server process's CPU per request.
+* ``--fresh``: for each size, serves such a tracker as ``--keepalive`` does and times ``GET /status`` on a
+  fresh connection per request, plain and gzipped, against the whole live view (``/status?jobs=1000``, what
+  ``/status`` answered before it was bounded); then, the state still, ``If-None-Match`` polls (304s).
 * ``--url http://127.0.0.1:9821``: times ``GET /status`` on a running daemon (load it first, for example with
   ``prooflane bench --url ... --jobs 100``), and reports how many jobs and partitions each answer held.
 
@@ -45,7 +48,8 @@ from prooflane.status.tracker import StatusTracker, TrackerConfig
 JOBS, PARTITIONS, DEVICES, WORKERS_PER_DEVICE = 100, 16, 4, 2
 FINALIZING_PER_WORKER = 2
 SIZES = (100, 200, 400)
-BOUNDED = 50  # the bounded rows: /status?jobs=50
+BOUNDED = (20, 20)  # the bounded rows: /status as served (every running job, 20 queued, 20 ended)
+WHOLE = "/status?jobs=1000"  # the whole live view (up to 1,000 queued and ended): /status before its bound
 MOVE_EVERY = 0.01  # keepalive mode: the served tracker gets two events this often
 
 
@@ -155,6 +159,28 @@ def live_tracker(
     return tracker, engine
 
 
+def queue_tracker(
+    jobs: int, clock: Callable[[], float] | None = None
+) -> tuple[StatusTracker, SyntheticEngine]:
+    """A tracker as an engine has it after ``jobs`` jobs of 16 partitions were submitted at once: what its
+    workers and synthesis slots allow holds work (job 0: a partition proving on each of the 8 workers; job 1:
+    4 synthesizing, a partition finalizing for each worker), job 2 running with nothing held, the rest
+    queued."""
+    clock = clock or _Clock()
+    config = TrackerConfig(memory_total_bytes=1 << 40, synthesis_max_concurrent=4)
+    tracker = StatusTracker(config, clock=clock)
+    engine = SyntheticEngine(tracker, clock)
+    ids = engine.submit("queued", jobs)
+    for n, worker in enumerate(engine.workers):
+        engine.advance(ids[1], 4 + n, 4, worker)  # finalizing
+        engine.advance(ids[0], n, 3, worker)  # proving
+    for index in range(4):
+        engine.advance(ids[1], index, 1, engine.workers[0])  # synthesizing
+    engine.advance(ids[2], 0, 5, engine.workers[0])  # done: job 2 runs, holding nothing now
+    engine.pending = [(ids[2], index) for index in range(1, PARTITIONS)]  # what move() moves
+    return tracker, engine
+
+
 def cpu_per_event(partition_seconds: float | None) -> dict[str, Any]:
     """The tracker's CPU for a full lifecycle of 100 jobs x 16 partitions."""
     clock = _Clock()
@@ -177,7 +203,8 @@ def cpu_per_event(partition_seconds: float | None) -> dict[str, Any]:
 
 
 def direct_row(jobs: int, samples: int) -> dict[str, Any]:
-    """``/status`` (and ``/status?jobs=50``) as the route builds it, with ``jobs`` live jobs.
+    """The whole live view (``/status`` before it was bounded) and ``/status`` as the route builds it now,
+    with ``jobs`` live jobs.
 
     A tracker without bounded snapshots (an older prooflane on ``PYTHONPATH``, for a comparison) is timed
     on ``/status`` alone, and its bounded figures repeat the whole snapshot's."""
@@ -190,7 +217,7 @@ def direct_row(jobs: int, samples: int) -> dict[str, Any]:
         limit = BOUNDED if n % 2 else None
         start, start_cpu = time.perf_counter(), time.process_time()
         snapshot = tracker.snapshot()
-        body = (snapshot.bounded(limit) if limit is not None and can_bound else snapshot).to_json_text()
+        body = (snapshot.bounded(*limit) if limit is not None and can_bound else snapshot).to_json_text()
         took = ((time.perf_counter() - start) * 1000, (time.process_time() - start_cpu) * 1000, len(body))
         (full if limit is None else bounded).append(took)
     snapshot = tracker.snapshot()
@@ -236,8 +263,9 @@ class _ServedTracker:
         return self._tracker.health()
 
 
-def _serve_tracker(jobs: int, ready: Connection) -> None:
-    """In a child process: serve a tracker of ``jobs`` live jobs whose state keeps moving, until killed."""
+def _serve_tracker(jobs: int, ready: Connection, moving: bool = True, queue: bool = False) -> None:
+    """In a child process: serve a tracker of ``jobs`` live jobs (:func:`live_tracker`'s, or with ``queue``
+    :func:`queue_tracker`'s) whose state keeps moving (unless not ``moving``), until killed."""
 
     from prooflane.config import Config
     from prooflane.server.api import EngineApi, create_app, holds_open
@@ -245,7 +273,7 @@ def _serve_tracker(jobs: int, ready: Connection) -> None:
 
     async def serve() -> None:
         loop = asyncio.get_running_loop()
-        tracker, engine = live_tracker(jobs, clock=loop.time)
+        tracker, engine = (queue_tracker if queue else live_tracker)(jobs, clock=loop.time)
         app = create_app(cast(EngineApi, _ServedTracker(tracker)), Config())
         sock = bind("127.0.0.1", 0)
         server = http_server(app, Config(), holds_open=holds_open, graceful_shutdown_secs=10.0)
@@ -254,7 +282,8 @@ def _serve_tracker(jobs: int, ready: Connection) -> None:
             engine.move()
             loop.call_later(MOVE_EVERY, move)
 
-        move()
+        if moving:
+            move()
         ready.send(sock.getsockname()[1])  # listening already: a request sent now waits in line
         await server.serve(sockets=[sock])
 
@@ -295,12 +324,12 @@ def keepalive_row(jobs: int, samples: int) -> dict[str, Any]:
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         bare: dict[str, list[float]] = {}
         server_cpu: dict[str, float] = {}
-        for path in ("/healthz", "/status", f"/status?jobs={BOUNDED}"):
+        for path in ("/healthz", WHOLE, "/status"):
             _get(connection, path)
             before = sum(server.cpu_times()[:2])
             bare[path] = [_timed(lambda p=path: _get(connection, p)) for _ in range(samples)]  # type: ignore[misc]
             server_cpu[path] = (sum(server.cpu_times()[:2]) - before) / samples * 1000
-        size = len(_get(connection, "/status"))
+        size = len(_get(connection, "/status"))  # as served
         connection.close()
     finally:
         child.kill()
@@ -316,12 +345,12 @@ def keepalive_row(jobs: int, samples: int) -> dict[str, Any]:
         "client_cpu_healthz_ms": client_cpu["health"] / samples * 1000,
         "client_cpu_status_ms": client_cpu["status"] / samples * 1000,
         "bare_healthz_p50_ms": _percentile(bare["/healthz"], 50),
-        "bare_status_p50_ms": _percentile(bare["/status"], 50),
-        "bare_status_p99_ms": _percentile(bare["/status"], 99),
-        "bare_bounded_p50_ms": _percentile(bare[f"/status?jobs={BOUNDED}"], 50),
+        "bare_status_p50_ms": _percentile(bare[WHOLE], 50),
+        "bare_status_p99_ms": _percentile(bare[WHOLE], 99),
+        "bare_bounded_p50_ms": _percentile(bare["/status"], 50),
         "server_cpu_healthz_ms": server_cpu["/healthz"],
-        "server_cpu_status_ms": server_cpu["/status"],
-        "server_cpu_bounded_ms": server_cpu[f"/status?jobs={BOUNDED}"],
+        "server_cpu_status_ms": server_cpu[WHOLE],
+        "server_cpu_bounded_ms": server_cpu["/status"],
         "status_bytes": size,
     }
 
@@ -345,10 +374,89 @@ def keepalive(samples: int, sizes: list[int]) -> dict[str, Any]:
     bare = ["live_jobs", "bare_healthz_p50_ms", "bare_status_p50_ms", "bare_status_p99_ms",
             "bare_bounded_p50_ms", "server_cpu_healthz_ms", "server_cpu_status_ms",
             "server_cpu_bounded_ms"]  # fmt: skip
-    print(f"through one kept-alive http.client connection (bodies unparsed; bounded: ?jobs={BOUNDED}),")
+    print(
+        f"through one kept-alive http.client connection (bodies unparsed; status: {WHOLE}, bounded: /status),"
+    )
     print("and the server process's CPU per request (two events every 10 ms included):")
     print_table(bare, [[row[c] for c in bare] for row in rows])
     return {"mode": "keepalive", "samples": samples, "rows": rows}
+
+
+@contextlib.contextmanager
+def _served(jobs: int, moving: bool) -> Any:
+    """A child process serving a :func:`queue_tracker` of ``jobs`` live jobs; its port."""
+    ours, theirs = multiprocessing.Pipe()
+    process = multiprocessing.get_context("fork").Process
+    child = process(target=_serve_tracker, args=(jobs, theirs, moving, True))
+    child.start()
+    try:
+        if not ours.poll(120):
+            raise SystemExit("the served tracker did not start in 120 s")
+        yield ours.recv()
+    finally:
+        child.kill()
+        child.join()
+
+
+def _fresh_get(port: int, path: str, headers: dict[str, str]) -> tuple[float, int, int]:
+    """One GET on a new connection: milliseconds to the last byte, the status, the bytes sent."""
+    start = time.perf_counter()
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.request("GET", path, headers={"Connection": "close", **headers})
+    response = connection.getresponse()
+    body = response.read()
+    took = (time.perf_counter() - start) * 1000
+    connection.close()
+    return took, response.status, len(body)
+
+
+def fresh_row(jobs: int, samples: int) -> dict[str, Any]:
+    """``jobs`` jobs submitted at once (:func:`queue_tracker`), served in a child process whose state moves
+    (two events every 10 ms, so every answer is a new snapshot): the whole view and ``/status`` on fresh
+    connections, plain and gzipped; then, the state still, ``/status`` with ``If-None-Match`` on one
+    kept-alive connection."""
+    result: dict[str, Any] = {"live_jobs": jobs}
+    with _served(jobs, moving=True) as port:
+        for name, path in (("whole", WHOLE), ("status", "/status")):
+            for coding in ("identity", "gzip"):
+                _fresh_get(port, path, {"Accept-Encoding": coding})
+                got = [_fresh_get(port, path, {"Accept-Encoding": coding}) for _ in range(samples)]
+                key = f"{name}_{'gzip' if coding == 'gzip' else 'plain'}"
+                result[f"{key}_p50_ms"] = _percentile([g[0] for g in got], 50)
+                result[f"{key}_p99_ms"] = _percentile([g[0] for g in got], 99)
+                result[f"{key}_max_bytes"] = max(g[2] for g in got)
+    with _served(jobs, moving=False) as port:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        connection.request("GET", "/status")
+        first = connection.getresponse()
+        first.read()
+        tag = first.getheader("ETag") or ""
+        latencies, statuses = [], []
+        for _ in range(samples):
+            start = time.perf_counter()
+            connection.request("GET", "/status", headers={"If-None-Match": tag})
+            response = connection.getresponse()
+            response.read()
+            latencies.append((time.perf_counter() - start) * 1000)
+            statuses.append(response.status)
+        connection.close()
+    result["unchanged_p50_ms"] = _percentile(latencies, 50)
+    result["unchanged_p99_ms"] = _percentile(latencies, 99)
+    result["unchanged_304_share"] = statuses.count(304) / len(statuses)
+    return result
+
+
+def fresh(samples: int, sizes: list[int]) -> dict[str, Any]:
+    rows = [fresh_row(jobs, samples) for jobs in sizes]
+    print(f"on fresh connections, the state moving: before = the whole live view ({WHOLE}), after = /status")
+    for coding in ("plain", "gzip"):
+        columns = ["live_jobs"] + [f"{name}_{coding}_{figure}" for name in ("whole", "status")
+                                   for figure in ("p50_ms", "p99_ms", "max_bytes")]  # fmt: skip
+        print_table(columns, [[row[c] for c in columns] for row in rows])
+    print("the state still, one kept-alive connection, If-None-Match: the last answer's ETag")
+    columns = ["live_jobs", "unchanged_p50_ms", "unchanged_p99_ms", "unchanged_304_share"]
+    print_table(columns, [[row[c] for c in columns] for row in rows])
+    return {"mode": "fresh", "samples": samples, "rows": rows}
 
 
 def over_http(url: str, samples: int) -> dict[str, Any]:
@@ -429,6 +537,8 @@ def main() -> None:
     )
     parser.add_argument("--keepalive", action="store_true",
                         help="time /healthz and /status through one kept-alive prooflane.Client")  # fmt: skip
+    parser.add_argument("--fresh", action="store_true",
+                        help="time /status on fresh connections, before/after its bound; 304s")  # fmt: skip
     parser.add_argument("--kind", default="snap-update", help="kind of the --load jobs (default snap-update)")
     parser.add_argument("--sector", help="sector folder for the --load jobs (prooflane sector new ...)")
     args = parser.parse_args()
@@ -438,6 +548,8 @@ def main() -> None:
     load = os.getloadavg()
     if args.keepalive:
         result = keepalive(args.samples, sizes)
+    elif args.fresh:
+        result = fresh(args.samples, sizes)
     elif args.url and args.load:
         result = under_load(args.url, args.samples, args.load, args.kind, args.sector)
     elif args.url:

@@ -248,9 +248,13 @@ class Client:
 
     # --- status -------------------------------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
-        """The daemon's `/status` snapshot."""
-        snapshot: dict[str, Any] = self._call("GET", "/status")
+    def status(self, *, waiting: int | None = None, ended: int | None = None) -> dict[str, Any]:
+        """The daemon's `/status` snapshot: every job holding work whole, ``waiting`` of the jobs that wait
+        (the next to run) and ``ended`` of those ended (the last to end); by default the daemon's 20 of
+        each (``?next=`` and ``?ended=``)."""
+        bounds = {"next": waiting, "ended": ended}
+        params = {name: str(n) for name, n in bounds.items() if n is not None}
+        snapshot: dict[str, Any] = self._call("GET", "/status", params=params or None)
         return snapshot
 
     def metrics(self) -> str:

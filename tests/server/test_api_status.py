@@ -68,32 +68,62 @@ def http_for(engine: TrackerEngine) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
 
 
-async def test_status_bounded_by_jobs_lists_that_many_and_counts_them_all() -> None:
+async def test_status_lists_the_running_jobs_the_next_queued_and_counts_them_all() -> None:
     engine = TrackerEngine(tracker_with_jobs(5))
     engine.tracker.apply(ev.SynthesisStarted(at=10.0, job_id="j3", partition=0))
     async with http_for(engine) as http:
         whole = (await http.get("/status")).json()
-        bounded = (await http.get("/status", params={"jobs": 2})).json()
+        bounded = (await http.get("/status", params={"next": 1})).json()
         none = (await http.get("/status", params={"jobs": 0})).json()
         head = await http.head("/status", params={"jobs": 1})
     assert [p["job_id"] for p in whole["pipelines"]] == ["j0", "j1", "j2", "j3", "j4"]
-    assert [p["job_id"] for p in bounded["pipelines"]] == [
-        "j0",
-        "j3",
-    ]  # running first, then the oldest queued
-    assert bounded["live_jobs"] == {"total": 5, "shown": 2, "queued": 4, "running": 1, "done": 0, "failed": 0,
-                                    "cancelled": 0}  # fmt: skip
-    assert none["pipelines"] == [] and none["live_jobs"]["total"] == 5
+    assert [p["job_id"] for p in bounded["pipelines"]] == ["j0", "j3"]  # running, then the next queued
+    counts = {k: v for k, v in bounded["live_jobs"].items() if k != "groups"}
+    assert counts == {"total": 5, "shown": 2, "queued": 4, "running": 1, "done": 0, "failed": 0,
+                      "cancelled": 0}  # fmt: skip
+    assert bounded["live_jobs"]["groups"] == [
+        {"proof_kind": "k", "priority": "normal", "state": "queued", "jobs": 4, "partitions": 8,
+         "partitions_pending": 8},
+        {"proof_kind": "k", "priority": "normal", "state": "running", "jobs": 1, "partitions": 2,
+         "partitions_pending": 1},
+    ]  # fmt: skip
+    assert [p["job_id"] for p in none["pipelines"]] == ["j3"]  # a running job is always listed
+    assert none["live_jobs"]["total"] == 5
     assert whole["live_jobs"]["shown"] == 5
     assert head.status_code == 200 and head.content == b""
 
 
-@pytest.mark.parametrize("jobs", ["-1", "many"])
-async def test_a_bad_jobs_bound_is_422_naming_it(jobs: str) -> None:
-    async with http_for(TrackerEngine(tracker_with_jobs(1))) as http:
-        answer = await http.get("/status", params={"jobs": jobs})
-    assert answer.status_code == 422
-    assert answer.json()["detail"].startswith("invalid request: query.jobs:")
+async def test_status_by_default_lists_twenty_queued_of_a_thousand() -> None:
+    engine = TrackerEngine(tracker_with_jobs(1000))
+    async with http_for(engine) as http:
+        answer = await http.get("/status")
+    doc = answer.json()
+    assert [p["job_id"] for p in doc["pipelines"]] == [f"j{i}" for i in range(20)]
+    assert doc["live_jobs"]["total"] == doc["live_jobs"]["queued"] == 1000 and doc["live_jobs"]["shown"] == 20
+    assert len(answer.content) < 128 << 10
+
+
+async def test_an_unchanged_status_is_304_and_encoded_once() -> None:
+    engine = TrackerEngine(tracker_with_jobs(30))
+    app = create_app(cast(EngineApi, engine), Config())
+    answers = app.state.status_answers
+    answers.clock = lambda: 0.0  # no encoding outlives REUSE_SECS here, whatever the machine's speed
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        first = await http.get("/status")
+        tag = first.headers["etag"]
+        again = await http.get("/status", headers={"If-None-Match": tag})
+        other = await http.get("/status")  # another client, no tag: the same encoding
+        wildcard = await http.get("/status", headers={"If-None-Match": "*"})
+        engine.tracker.apply(ev.SynthesisStarted(at=10.0, job_id="j3", partition=0))
+        moved = await http.get("/status", headers={"If-None-Match": tag})
+    assert tag.startswith('W/"') and first.headers["cache-control"] == "no-cache"
+    assert again.status_code == 304 and again.content == b"" and again.headers["etag"] == tag
+    assert wildcard.status_code == 304
+    assert other.status_code == 200 and other.content == first.content
+    assert moved.status_code == 200 and moved.headers["etag"] != tag
+    assert moved.json()["seq"] == first.json()["seq"] + 1
+    assert answers.encodings == 2  # the first answer, then the one after the event
 
 
 async def read(stream: AsyncIterator[str], chunks: int) -> list[str]:
@@ -171,8 +201,8 @@ async def test_a_large_status_is_gzipped_for_a_client_that_takes_it(
     engine = TrackerEngine(tracker_with_jobs(400))
     headers = {"Accept-Encoding": accepts} if accepts is not None else {"Accept-Encoding": ""}
     async with http_for(engine) as http:
-        answer = await http.get("/status", headers=headers)
         small = await http.get("/status", params={"jobs": 0}, headers=headers)
+        answer = await http.get("/status", params={"next": 400}, headers=headers)
     assert answer.headers.get("content-encoding") == ("gzip" if gzipped else None)
     assert answer.headers["vary"] == "Accept-Encoding"
     assert len(answer.json()["pipelines"]) == 400  # httpx undoes the gzip: the same snapshot

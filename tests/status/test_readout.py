@@ -113,38 +113,52 @@ def bounded_story() -> tuple[Script, StatusSnapshot]:
 
 
 @pytest.mark.parametrize(
-    ("jobs", "kept"),
+    ("queued", "ended", "kept"),
     [
-        (0, []),
-        (1, ["R1"]),
-        (2, ["R1", "R2"]),
-        (3, ["R1", "Q2", "R2"]),  # the critical job runs next
-        (4, ["R1", "Q1", "Q2", "R2"]),
-        (5, ["R1", "Q1", "Q2", "R2", "Q3"]),
-        (6, ["R1", "Q1", "E2", "Q2", "R2", "Q3"]),  # then the job that ended last
-        (7, ["E1", "R1", "Q1", "E2", "Q2", "R2", "Q3"]),
+        (0, 0, ["R1", "R2"]),  # the running jobs always: a worker's partition is always listed
+        (1, 0, ["R1", "Q2", "R2"]),  # the critical job runs next
+        (2, 0, ["R1", "Q1", "Q2", "R2"]),
+        (3, 0, ["R1", "Q1", "Q2", "R2", "Q3"]),
+        (0, 1, ["R1", "E2", "R2"]),  # the job that ended last
+        (1, 1, ["R1", "E2", "Q2", "R2"]),
+        (3, 2, ["E1", "R1", "Q1", "E2", "Q2", "R2", "Q3"]),
     ],
 )
 def test_a_bounded_snapshot_keeps_running_then_next_to_run_then_last_ended(
-    jobs: int, kept: list[str]
+    queued: int, ended: int, kept: list[str]
 ) -> None:
     _, full = bounded_story()
-    bounded = full.bounded(jobs)
+    bounded = full.bounded(queued, ended)
     assert [p.job_id for p in bounded.pipelines] == kept  # in submission order
     counts = bounded.live_jobs
     assert (counts.total, counts.shown) == (7, len(kept))
     assert (counts.queued, counts.running, counts.done, counts.failed, counts.cancelled) == (3, 2, 0, 1, 1)
     assert bounded.seq == full.seq and bounded.workers == full.workers
+    assert bounded.tag() == full.tag()
     doc = json.loads(bounded.to_json_text())
     assert doc["live_jobs"]["shown"] == len(kept) and [p["job_id"] for p in doc["pipelines"]] == kept
 
 
 def test_a_bounded_snapshot_with_room_for_all_is_the_snapshot_itself() -> None:
     _, full = bounded_story()
-    assert full.bounded(7) is full and full.bounded(100) is full
+    assert full.bounded(3, 2) is full and full.bounded(100, 100) is full
     assert full.live_jobs.shown == full.live_jobs.total == 7
-    with pytest.raises(ValueError, match="jobs must be >= 0"):
-        full.bounded(-1)
+    with pytest.raises(ValueError, match="waiting and ended must be >= 0"):
+        full.bounded(-1, 0)
+
+
+def test_live_jobs_count_every_job_by_kind_priority_and_state() -> None:
+    _, full = bounded_story()
+    groups = [(g.proof_kind, g.priority, g.state.value, g.jobs, g.partitions, g.partitions_pending)
+              for g in full.bounded(0, 0).live_jobs.groups]  # fmt: skip
+    assert groups == [
+        ("k", "critical", "queued", 1, 1, 1),
+        ("k", "high", "failed", 1, 1, 0),
+        ("k", "normal", "queued", 2, 2, 2),
+        ("k", "normal", "cancelled", 1, 1, 0),
+        ("porep-c2", "normal", "running", 2, 2, 0),
+    ]
+    assert sum(g.jobs for g in full.live_jobs.groups) == full.live_jobs.total
 
 
 def test_live_job_counts_follow_every_state(s: Script) -> None:
@@ -171,4 +185,4 @@ def test_pipelines_read_as_a_tuple_of_views(s: Script) -> None:
     assert pipelines == tuple(pipelines) and pipelines == s.tracker.snapshot().pipelines
     assert pipelines != ("A", "B") and hash(pipelines) == hash(tuple(pipelines))
     assert repr(pipelines).startswith("Pipelines((PipelineStatus(job_id='A'")
-    assert pipelines.bounded(5) is pipelines and [p.job_id for p in pipelines.bounded(1)] == ["A"]
+    assert pipelines.bounded(5, 0) is pipelines and [p.job_id for p in pipelines.bounded(1, 0)] == ["A"]

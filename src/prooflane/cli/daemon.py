@@ -169,6 +169,15 @@ def _print_summary(out: Console, url: str, s: dict[str, Any]) -> None:
         )  # fmt: skip
     fit_whole(jobs, ("job", "kind"))
     out.print(jobs)
+    live = s.get("live_jobs") or {}
+    if live and live.get("shown", 0) < live.get("total", 0):
+        out.print(
+            f"listed {live['shown']:,} of {live['total']:,} live jobs ({live['queued']:,} queued, "
+            f"{live['running']:,} running): every job holding work, the next to run and the last ended; "
+            "GET /v1/jobs lists the rest",
+            markup=False,
+            overflow="fold",
+        )
 
 
 def _print_arithmetic(out: Console, s: dict[str, Any]) -> None:

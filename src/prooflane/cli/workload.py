@@ -17,6 +17,7 @@ __all__ = ["DEFAULT_MIX", "WorkloadResult", "parse_mix", "plan", "run_workload",
 DEFAULT_MIX = "porep-c2=2,snap-update=1,window-post=1,winning-post=1"
 PHASES = ("synth_ms", "prove_ms", "finalize_ms")
 POLL_SECS = 0.5
+ENDED_LISTED = 1000  # /status?ended=: the jobs that ended within the retention, each with its phase times
 
 
 class MixError(ProoflaneError):
@@ -131,7 +132,7 @@ def run_workload(
     snapshot: dict[str, Any] = {}
     while len(finished) < len(ids):
         time.sleep(POLL_SECS)
-        snapshot = client.status()
+        snapshot = client.status(ended=ENDED_LISTED)  # every job that ended since the last poll, whole
         _collect_timings(snapshot, timings, set(ids))
         if on_sample is not None:
             on_sample(snapshot)
@@ -146,7 +147,7 @@ def run_workload(
     views = [client.job(job_id) for job_id in ids]
     # The run ends when the last job ended, as the daemon recorded it (not when a poll noticed).
     wall = max((v.finished_at or time.time()) for v in views) - started_at
-    snapshot = client.status()
+    snapshot = client.status(ended=ENDED_LISTED)
     _collect_timings(snapshot, timings, set(ids))
     busy = _busy_seconds(snapshot) - start_busy
     return WorkloadResult(

@@ -12,8 +12,9 @@
 //   where values change every tick or every poll (boxes that scroll), so updates do not move the layout.
 // - A restarted daemon (new boot_id) is picked up without a reload; seq only moves forward per boot_id.
 //
-// For tests and tools, `window.prooflane` exposes the snapshot the page last rendered, and
-// `<body data-seq data-boot-id data-stale>` mirror it.
+// For tests and tools, `window.prooflane` exposes the snapshot the page last rendered, how long the last
+// renders took (`renderMs`, script time, newest last) and the layout shifts seen (`layoutShifts`, the
+// Layout Instability API's scores), and `<body data-seq data-boot-id data-stale>` mirror it.
 import { setAttr } from "./dom.js";
 import { feed, isStale, renderFreshness, requestRefresh, startFeed } from "./feed.js";
 import { renderHeader, tickHeader } from "./header.js";
@@ -25,6 +26,16 @@ import { renderCharts } from "./trends.js";
 import { renderDevices, renderWorkers, tickWorkers } from "./workers.js";
 
 const TICK_MS = 250;
+const RENDERS_KEPT = 100;
+const renderMs = [];
+const layoutShifts = [];
+
+function timedRender(s) {
+  const start = performance.now();
+  render(s);
+  renderMs.push(performance.now() - start);
+  if (renderMs.length > RENDERS_KEPT) renderMs.shift();
+}
 
 function render(s) {
   setAttr(document.body, "data-seq", s.seq);
@@ -55,8 +66,17 @@ window.prooflane = {
   get bootId() { return feed.bootId; },
   get stale() { return isStale(); },
   get connection() { return feed.connection; },
+  get renderMs() { return renderMs.slice(); },
+  get layoutShifts() { return layoutShifts.slice(); },
   refresh: requestRefresh,
 };
 
-startFeed({ render, restarted: resetHistory });
+if (typeof PerformanceObserver !== "undefined" &&
+    (PerformanceObserver.supportedEntryTypes || []).includes("layout-shift")) {
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) if (!e.hadRecentInput) layoutShifts.push(e.value);
+  }).observe({ type: "layout-shift", buffered: true });
+}
+
+startFeed({ render: timedRender, restarted: resetHistory });
 setInterval(tick, TICK_MS);

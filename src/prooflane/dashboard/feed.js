@@ -2,6 +2,10 @@
 // every 1.5 s as a fallback; which answers count (seq only moves forward per boot_id, a new boot_id is a
 // restarted daemon); how old the data is; and the banner, notice and feed label that say so.
 //
+// Each fetch names the last answer's ETag (If-None-Match): a 304 says the snapshot kept is current but for
+// the clock, so the page keeps it, counts it fresh, and goes on adding the time since it arrived to its
+// clock fields (liveExtra: the same fields as prooflane.status.ages, docs/status.md).
+//
 // It never shows a worker as "idle" unless a fresh snapshot says so: when the data is older than
 // STALE_AFTER_MS, a banner gives its age, the panels show every worker state as "unknown", and every panel
 // with a live figure (each <section data-live>) is dimmed, its heading saying "as of HH:MM:SS".
@@ -25,7 +29,9 @@ const RESTART_NOTICE_MS = 10000;
 /** What the feed knows; the panels read `snapshot` and `seq`, nothing writes them but this module. */
 export const feed = {
   snapshot: null, // the last snapshot rendered
-  receivedAt: 0, // Date.now() when it arrived
+  receivedAt: 0, // Date.now() when it arrived: its clock fields count on from then
+  confirmedAt: 0, // Date.now() of the last answer that vouched for it (200, or 304 to its ETag)
+  etag: null, // its ETag, sent back as If-None-Match
   bootId: null,
   seq: -1,
   connection: "connecting", // "live" (SSE open), "polling", "unreachable"
@@ -42,13 +48,14 @@ const hooks = { render: () => {}, restarted: () => {} };
 
 // ------------------------------------------------------------------ freshness
 
-function ageMs() { return feed.snapshot ? Date.now() - feed.receivedAt : Infinity; }
+/** How long since the daemon last vouched for the snapshot shown. */
+function ageMs() { return feed.snapshot ? Date.now() - feed.confirmedAt : Infinity; }
 
 /** Whether the data is too old to vouch for (or there is none yet). */
 export function isStale() { return ageMs() > STALE_AFTER_MS; }
 
 /** Seconds to add to a "secs ago"/"busy secs" value so it counts on between snapshots (0 when stale). */
-export function liveExtra() { return isStale() ? 0 : Math.max(0, ageMs()) / 1000; }
+export function liveExtra() { return isStale() ? 0 : Math.max(0, Date.now() - feed.receivedAt) / 1000; }
 
 /** The stale banner, the restart notice, the feed label and <body data-stale data-connection>. */
 export function renderFreshness() {
@@ -66,7 +73,7 @@ export function renderFreshness() {
     } else {
       const age = ageMs() / 1000;
       setText(banner, `Data is ${age.toFixed(1)} s old: ${WHERE} is not answering ` +
-        `(last snapshot #${feed.seq} at ${clock(feed.receivedAt)}). Retrying every ` +
+        `(last snapshot #${feed.seq} at ${clock(feed.confirmedAt)}). Retrying every ` +
         `${POLL_MS / 1000} s; worker states are unknown until it answers.`);
       setAttr(banner, "data-age", age.toFixed(1));
     }
@@ -86,9 +93,9 @@ export function renderFreshness() {
 
 /** While stale, every live panel says when its figures are from (CSS dims it: body[data-stale]). */
 function markPanels(stale) {
-  const text = !stale ? "" : feed.snapshot ? `as of ${clock(feed.receivedAt)} (stale)` : "no data yet";
+  const text = !stale ? "" : feed.snapshot ? `as of ${clock(feed.confirmedAt)} (stale)` : "no data yet";
   for (const panel of document.querySelectorAll("section[data-live]")) {
-    setAttr(panel, "data-as-of", stale && feed.snapshot ? clock(feed.receivedAt) : "");
+    setAttr(panel, "data-as-of", stale && feed.snapshot ? clock(feed.confirmedAt) : "");
     const mark = byTestId("as-of", panel);
     setText(mark, text);
     mark.hidden = !stale;
@@ -116,9 +123,14 @@ async function refresh() {
   const ctrl = new AbortController();
   const timer = setTimeout(() => ctrl.abort(), FETCH_TIMEOUT_MS);
   try {
-    const resp = await fetch(STATUS_URL, { cache: "no-store", signal: ctrl.signal });
-    if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
-    accept(await resp.json());
+    const headers = feed.etag && feed.snapshot ? { "If-None-Match": feed.etag } : {};
+    const resp = await fetch(STATUS_URL, { cache: "no-store", signal: ctrl.signal, headers });
+    if (resp.status === 304 && feed.snapshot) {
+      confirmed();
+    } else {
+      if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+      accept(await resp.json(), resp.headers.get("ETag"));
+    }
   } catch (err) {
     feed.connection = "unreachable";
   } finally {
@@ -129,7 +141,13 @@ async function refresh() {
   }
 }
 
-function accept(snap) {
+/** The daemon said the snapshot kept is current (304): fresh again; its clock fields count on. */
+function confirmed() {
+  feed.confirmedAt = Date.now();
+  feed.connection = feed.source && feed.source.readyState === EventSource.OPEN ? "live" : "polling";
+}
+
+function accept(snap, etag) {
   if (!snap || typeof snap !== "object" || typeof snap.seq !== "number") return;
   if (snap.boot_id !== feed.bootId) {
     if (feed.bootId !== null) {
@@ -143,7 +161,8 @@ function accept(snap) {
   } else if (snap.seq < feed.seq) {
     return; // an older answer that arrived late: seq never goes back within one boot
   }
-  feed.receivedAt = Date.now();
+  feed.receivedAt = feed.confirmedAt = Date.now();
+  feed.etag = etag || null;
   ensureEvents(false);
   feed.connection = feed.source && feed.source.readyState === EventSource.OPEN ? "live" : "polling";
   feed.seq = snap.seq;

@@ -1,5 +1,7 @@
-// The Pipelines panel: one row per job (queued and running first, in a box of fixed height that scrolls,
-// then a short collapsible tail of finished ones, always there), one cell per partition; and what the
+// The Pipelines panel: the live view counted (a line, and the counts by kind, priority and state: /status
+// lists only the running jobs, the next queued and the last ended whole), then one row per job listed
+// (queued and running first, in a box of fixed height that scrolls, then a short collapsible tail of
+// finished ones, always there), one cell per partition; and what the
 // history and failures tables share with it: a job's kind in words (with its circom circuit, asked of
 // GET /v1/jobs/{id} when /status leaves it out) and failure reasons in text.
 // Job ids and proof kinds are shown whole (CSS wraps them anywhere); nothing is cut or ellipsised.
@@ -63,6 +65,33 @@ export function reasonLine(reason) {
 
 // ------------------------------------------------------------------ rows
 
+const count = (n) => Number(n || 0).toLocaleString("en-US");
+
+/** The line over the rows: how many jobs the live view holds and how many of them are listed below. */
+function renderQueue(s, listedQueued) {
+  const live = s.live_jobs;
+  if (!live) return;
+  const ended = (live.done || 0) + (live.failed || 0) + (live.cancelled || 0);
+  const queued = live.queued > listedQueued
+    ? `${count(live.queued)} queued (the next ${count(listedQueued)} listed)`
+    : `${count(live.queued)} queued`;
+  setText(byTestId("queue-summary"), live.total
+    ? `${count(live.total)} jobs in the live view: ${count(live.running)} running, ${queued}, ${count(ended)} ended`
+    : "no jobs in the live view");
+  const groups = live.groups || [];
+  syncKeyed(byTestId("queue-groups-rows"), groups, (g) => `${g.proof_kind}\u0000${g.priority}\u0000${g.state}`,
+    () => h("tr", { "data-testid": "queue-group" }, [h("td"), h("td"), h("td"), h("td", { class: "r num" }),
+      h("td", { class: "r num" })]),
+    (row, g) => {
+      const cells = row.children;
+      setText(cells[0], String(g.proof_kind));
+      setText(cells[1], String(g.priority));
+      setText(cells[2], String(g.state));
+      setText(cells[3], count(g.jobs));
+      setText(cells[4], count(g.partitions_pending));
+    });
+}
+
 export function renderPipelines(s) {
   // Queued and running jobs first, each in submission order; below them a short, collapsible tail of the
   // finished ones the daemon still keeps in its live view (the newest FINISHED_TAIL, in submission order).
@@ -70,12 +99,15 @@ export function renderPipelines(s) {
   const live = list.filter((j) => !TERMINAL_JOB.has(j.state));
   const finished = list.filter((j) => TERMINAL_JOB.has(j.state));
   const tail = newestFinished(finished, FINISHED_TAIL);
+  renderQueue(s, live.filter((j) => j.state === "queued").length);
   byTestId("pipelines-empty").hidden = live.length > 0;
   const box = byTestId("finished-box"); // always there (empty or not), so the panel keeps its height
-  setAttr(box, "data-count", finished.length);
-  setText(byTestId("finished-title"), finished.length > tail.length
-    ? `Finished: the newest ${tail.length} of ${finished.length} still in the live view (all in Recently finished)`
-    : finished.length ? `Finished: ${finished.length} still in the live view` : "Finished: none in the live view");
+  const lj = s.live_jobs;
+  const ended = lj ? (lj.done || 0) + (lj.failed || 0) + (lj.cancelled || 0) : finished.length;
+  setAttr(box, "data-count", ended);
+  setText(byTestId("finished-title"), ended > tail.length
+    ? `Finished: the newest ${tail.length} of ${count(ended)} still in the live view (all in Recently finished)`
+    : ended ? `Finished: ${ended} still in the live view` : "Finished: none in the live view");
   syncKeyed(byTestId("pipelines"), live, (j) => j.job_id, createJobRow, updateJobRow);
   syncKeyed(byTestId("pipelines-finished"), tail, (j) => j.job_id, createJobRow, updateJobRow);
 }

@@ -135,7 +135,7 @@ def summarize(snapshot: Mapping[str, Any], cost_per_hour: float | None) -> dict[
         "workers": len(workers),
         "workers_proving": by_state.get("proving", 0),
         "workers_by_state": by_state,
-        "jobs_running": sum(1 for j in snapshot.get("pipelines") or [] if j.get("state") not in _TERMINAL),
+        "jobs_running": _unfinished_jobs(snapshot),
         "queue_depth": int(counters.get("queue_depth") or 0),
         "device_queue_depth": int(counters.get("device_queue_depth") or 0),
         "total_completed": int(counters.get("total_completed") or 0),
@@ -185,6 +185,15 @@ def _arithmetic_text(said: str) -> str:
     """``libraries: PROOFLANE_NATIVE=0`` -> ``libraries (PROOFLANE_NATIVE=0)``; ``c-extension`` as it is."""
     name, _, why = said.partition(":")
     return f"{name.strip()} ({why.strip()})" if why.strip() else said
+
+
+def _unfinished_jobs(snapshot: Mapping[str, Any]) -> int:
+    """The jobs queued or running: counted in ``live_jobs`` (``pipelines`` lists only some of them), or,
+    from a daemon without it, those its pipelines list."""
+    live = snapshot.get("live_jobs")
+    if isinstance(live, Mapping):
+        return int(live.get("queued") or 0) + int(live.get("running") or 0)
+    return sum(1 for j in snapshot.get("pipelines") or [] if j.get("state") not in _TERMINAL)
 
 
 def last_error(snapshot: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import gzip
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +46,7 @@ from .errors import ErrorBody, install_error_handlers
 from .guard import guard
 from .limits import ENDING, asks_to_wait
 from .sse import HEARTBEAT_SECS, event_stream, parse_event_id
+from .status_answer import DEFAULT_ENDED, DEFAULT_NEXT, MAX_LISTED, StatusAnswers, TaggedSnapshot
 from .upload import UploadEngine, add_upload_routes, streamed, upload_refusal
 
 __all__ = ["ApiSettings", "EngineApi", "close_streams", "create_app", "holds_open"]
@@ -65,21 +65,13 @@ Send = Callable[[Message], Awaitable[None]]
 Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-class SnapshotText(Protocol):
-    """What the API needs of a status snapshot: its JSON text, and the same bounded to some jobs."""
-
-    def to_json_text(self) -> str: ...
-
-    def bounded(self, jobs: int) -> SnapshotText: ...
-
-
 class EngineApi(UploadEngine, Protocol):
     """The engine methods the API uses (the real `prooflane.engine.Engine` has them all)."""
 
     @property
     def ready(self) -> bool: ...
 
-    def snapshot(self) -> SnapshotText: ...
+    def snapshot(self) -> TaggedSnapshot: ...
 
     def totals(self) -> TrackerTotals: ...
 
@@ -173,38 +165,6 @@ def create_app(engine: EngineApi, config: Config, *, settings: ApiSettings | Non
         app, allowed_hosts=settings.allowed_hosts, max_body_bytes=settings.max_body_bytes, streamed=streamed
     )
     return app
-
-
-GZIP_FROM_BYTES = 4096
-"""Answers of ``/status`` this large or larger are gzipped for a client that accepts it."""
-GZIP_LEVEL = 1  # the fastest: a 500 KB snapshot in about 3 ms, most of the gain of the higher levels
-
-
-def compressed(request: Request, body: bytes, media_type: str) -> Response:
-    """``body`` gzipped when it is large and the client said it takes gzip (``Accept-Encoding``), else as it
-    is; either way ``Vary: Accept-Encoding``, so that a cache between keeps the two apart."""
-    headers = {"Vary": "Accept-Encoding"}
-    takes = _takes_gzip(request.headers.get("accept-encoding", ""))
-    if takes and len(body) >= GZIP_FROM_BYTES:
-        body = gzip.compress(body, compresslevel=GZIP_LEVEL, mtime=0)
-        headers["Content-Encoding"] = "gzip"
-    return Response(body, media_type=media_type, headers=headers)
-
-
-def _takes_gzip(accepted: str) -> bool:
-    """Whether an ``Accept-Encoding`` value takes gzip (``gzip`` or ``*``, without ``q=0``; RFC 9110)."""
-    for part in accepted.split(","):
-        coding, _, params = part.partition(";")
-        if coding.strip().lower() not in ("gzip", "*"):
-            continue
-        quality = (
-            params.strip().lower().removeprefix("q=") if params.strip().lower().startswith("q=") else "1"
-        )
-        try:
-            return float(quality) > 0
-        except ValueError:
-            return False
-    return False
 
 
 def holds_open(scope: Scope) -> bool:
@@ -430,24 +390,37 @@ def _add_kind_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> 
 
 
 def _add_status_routes(app: FastAPI, engine: EngineApi, settings: ApiSettings) -> None:
+    answers = app.state.status_answers = StatusAnswers(engine.snapshot)
+
     @app.get("/status", tags=["status"], response_class=JSONResponse)
     async def status(
         request: Request,
+        waiting: Annotated[
+            int,
+            Query(
+                alias="next",
+                ge=0,
+                le=MAX_LISTED,
+                description="list this many of the jobs that wait (queued, or running with nothing held now) "
+                "whole, the next to run",
+            ),
+        ] = DEFAULT_NEXT,
+        ended: Annotated[
+            int,
+            Query(ge=0, le=MAX_LISTED, description="list this many ended jobs whole, the last to end"),
+        ] = DEFAULT_ENDED,
         jobs: Annotated[
             int | None,
-            Query(
-                ge=0,
-                description="list at most this many jobs in `pipelines`: running, then next to run, then the "
-                "last ended (`live_jobs` still counts them all)",
-            ),
+            Query(ge=0, le=MAX_LISTED, description="both `next` and `ended` at once"),
         ] = None,
     ) -> Response:
-        """A frozen snapshot of everything the engine is doing (the shape other tools parse)."""
-        # The snapshot writes its own JSON text (cached per job): /status is polled often and must stay cheap.
-        snapshot = engine.snapshot()
+        """A frozen snapshot of everything the engine is doing (the shape other tools parse): every worker,
+        every job holding work now whole, the next to run and the last ended, every job counted in
+        `live_jobs`.
+        `ETag` / `If-None-Match`: 304 while only the clock moved; gzipped for a client that takes it."""
         if jobs is not None:
-            snapshot = snapshot.bounded(jobs)
-        return compressed(request, snapshot.to_json_text().encode(), "application/json")
+            waiting = ended = jobs
+        return answers.answer(request, waiting, ended)
 
     @app.get("/v1/events", tags=["status"], response_class=StreamingResponse)
     async def events(

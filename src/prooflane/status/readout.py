@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from ..states import JobState, PartitionState, WorkerState
+from ..states import JobState, PartitionState, Priority, WorkerState
 from .encode import json_frame, to_json_text
 from .records import Job, JobViews, MemoryLedger, Records, Worker
 from .rss import this_machine
@@ -24,6 +24,7 @@ from .snapshot import (
     FinalizingLease,
     Health,
     HistoryStatus,
+    JobGroup,
     JournalCheckStatus,
     LiveJobsStatus,
     MemoryStatus,
@@ -45,6 +46,7 @@ __all__ = ["SnapshotHead", "TrackerTotals", "health", "snapshot", "totals"]
 
 P = PartitionState
 _OUTCOMES = (JobState.DONE, JobState.FAILED, JobState.CANCELLED)
+_HOLDING = frozenset({P.SYNTHESIZING, P.PROVING, P.FINALIZING})  # a partition that holds work now
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +130,7 @@ def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
 
 def _journal_check(r: Records, now: float) -> JournalCheckStatus:
     ago = None if r.journal_checked_at is None else now - r.journal_checked_at
-    return JournalCheckStatus(r.journal_disagreed, ago)
+    return JournalCheckStatus(r.journal_disagreed, ago, r.journal_checks)
 
 
 def health(r: Records, now: float, extra_reasons: Iterable[str] = ()) -> Health:
@@ -212,8 +214,10 @@ def _entry(job: Job, now: float) -> PipelineEntry:
         partitions = tuple(p.status() for p in job.partitions)
         status = _pipeline_status(job, now, partitions)
         before, between, after = json_frame(status)
-        rank = pipeline_rank(status.state, job.priority, job.ended_at)
-        entry = PipelineEntry(status, (before, between, after), job.submitted_at, job.ended_at, rank)
+        holds = any(p.state in _HOLDING for p in partitions)
+        rank = pipeline_rank(status.state, job.priority, job.ended_at, holds)
+        pending = sum(p.state is P.PENDING for p in partitions)
+        entry = PipelineEntry(status, (before, between, after), job.submitted_at, job.ended_at, rank, pending)
         views = job.views = JobViews(version, entry)
     return views.entry
 
@@ -247,7 +251,20 @@ def _pipeline_status(job: Job, now: float, partitions: tuple[PartitionStatus, ..
 
 
 def _live_jobs(entries: tuple[PipelineEntry, ...]) -> LiveJobsStatus:
-    states = Counter(e.status.state for e in entries)
+    states: Counter[JobState] = Counter()
+    groups: dict[tuple[str, str, JobState], list[int]] = {}
+    for e in entries:  # every live job at every read: keep it lean
+        status = e.status
+        state = status.state
+        states[state] += 1
+        key = (status.proof_kind, status.priority, state)
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [1, status.total_partitions, e.pending]
+        else:
+            group[0] += 1
+            group[1] += status.total_partitions
+            group[2] += e.pending
     return LiveJobsStatus(
         total=len(entries),
         shown=len(entries),
@@ -256,7 +273,20 @@ def _live_jobs(entries: tuple[PipelineEntry, ...]) -> LiveJobsStatus:
         done=states[JobState.DONE],
         failed=states[JobState.FAILED],
         cancelled=states[JobState.CANCELLED],
+        groups=tuple(
+            JobGroup(kind, priority, state, *counts)
+            for (kind, priority, state), counts in sorted(groups.items(), key=_group_order)
+        ),
     )
+
+
+def _group_order(item: tuple[tuple[str, str, JobState], list[int]]) -> tuple[str, int, int]:
+    kind, priority, state = item[0]
+    return (kind, _PRIORITY_RANK.get(priority, len(_PRIORITY_RANK)), _JOB_STATE_RANK[state])
+
+
+_PRIORITY_RANK = {p.value: p.rank for p in Priority}
+_JOB_STATE_RANK = {s: n for n, s in enumerate(JobState)}
 
 
 def stuck(r: Records, worker: Worker, now: float) -> str | None:

@@ -10,6 +10,7 @@ renamed).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import heapq
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ __all__ = [
     "FinalizingLease",
     "Health",
     "HistoryStatus",
+    "JobGroup",
     "JobState",
     "JournalCheckStatus",
     "LiveJobsStatus",
@@ -97,6 +99,7 @@ class PipelineEntry:
     submitted_at: float
     ended_at: float | None
     rank: tuple[int, float]  # what a bounded snapshot keeps first: see Pipelines.bounded
+    pending: int = 0  # its partitions pending (waiting for synthesis)
 
     def at(self, now: float) -> PipelineStatus:
         """The job's view at ``now``."""
@@ -107,12 +110,13 @@ class PipelineEntry:
         )
 
 
-def pipeline_rank(state: JobState, priority: str, ended_at: float | None) -> tuple[int, float]:
-    """Which jobs a bounded snapshot keeps first (lowest rank): running, then queued in the order they run,
-    then ended, the last to end first."""
-    if state is JobState.RUNNING:
+def pipeline_rank(state: JobState, priority: str, ended_at: float | None, holds: bool) -> tuple[int, float]:
+    """Which jobs a bounded snapshot keeps first (lowest rank): those holding work now (a partition
+    synthesizing, proving or finalizing), then those waiting (queued, or running with nothing held now) in
+    the order they run, then ended, the last to end first."""
+    if holds and state is JobState.RUNNING:
         return (0, 0.0)
-    if state is JobState.QUEUED:
+    if state in (JobState.QUEUED, JobState.RUNNING):
         return (1, float(_PRIORITY_RANK.get(priority, len(_PRIORITY_RANK))))
     return (2, -(ended_at or 0.0))
 
@@ -168,17 +172,21 @@ class Pipelines(Sequence[PipelineStatus]):
     def __repr__(self) -> str:
         return f"Pipelines({self.views()!r})"
 
-    def bounded(self, jobs: int) -> Pipelines:
-        """At most ``jobs`` of them (see :meth:`StatusSnapshot.bounded`), still in submission order."""
+    def bounded(self, waiting: int, ended: int) -> Pipelines:
+        """Every job holding work, the first ``waiting`` of the others in the order they run and the last
+        ``ended`` ended ones (see :meth:`StatusSnapshot.bounded`), still in submission order."""
         entries = self._entries
-        if jobs >= len(entries):
+        holding: list[tuple[float, int]] = []
+        queue: list[tuple[float, int]] = []
+        over: list[tuple[float, int]] = []
+        for i, entry in enumerate(entries):
+            kind, order = entry.rank
+            (holding, queue, over)[kind].append((order, i))
+        if len(queue) <= waiting and len(over) <= ended:
             return self
-
-        def rank(i: int) -> tuple[int, float, int]:
-            kind, order = entries[i].rank
-            return (kind, order, i if kind < 2 else -i)  # ended together: the later submitted first
-
-        kept = heapq.nsmallest(jobs, range(len(entries)), key=rank)
+        kept = [i for _, i in holding]
+        kept += [i for _, i in heapq.nsmallest(waiting, queue)]  # priority, then submission
+        kept += [i for _, i in heapq.nsmallest(ended, over, key=lambda x: (x[0], -x[1]))]  # the last ended
         return Pipelines(tuple(entries[i] for i in sorted(kept)), self._now)
 
     def write_json(self, out: list[str]) -> None:
@@ -332,11 +340,12 @@ class MemoryStatus:
 @dataclass(frozen=True, slots=True)
 class JournalCheckStatus:
     """The engine's comparisons of the live view with the journal: how many times one found a disagreement
-    anew (``disagreed``, since boot), and how long ago the last ran (None before the first). What the last
-    found is in ``invariant_violations``; how many ran, in ``/metrics``."""
+    anew (``disagreed``, since boot), how long ago the last ran (None before the first) and how many ran
+    (``checks``). What the last found is in ``invariant_violations``."""
 
     disagreed: int
     checked_secs_ago: float | None
+    checks: int = 0  # comparisons run since boot (each moves the snapshot's tag)
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,9 +422,23 @@ class RecentPartition:
 
 
 @dataclass(frozen=True, slots=True)
+class JobGroup:
+    """The live view's jobs of one kind, priority and state: how many, their partitions, and how many of
+    those wait for synthesis (pending)."""
+
+    proof_kind: str
+    priority: str
+    state: JobState
+    jobs: int
+    partitions: int
+    partitions_pending: int
+
+
+@dataclass(frozen=True, slots=True)
 class LiveJobsStatus:
-    """How many jobs the live view holds, by state (always every one of them), and how many of them
-    ``pipelines`` lists: all, unless the snapshot was bounded (``GET /status?jobs=N``)."""
+    """How many jobs the live view holds, by state (always every one of them), how many of them
+    ``pipelines`` lists (``shown``: all, unless the snapshot was bounded, as ``GET /status`` is), and
+    ``groups``: every job counted by kind, priority and state (in that order)."""
 
     total: int
     shown: int
@@ -424,6 +447,7 @@ class LiveJobsStatus:
     done: int
     failed: int
     cancelled: int
+    groups: tuple[JobGroup, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -463,20 +487,46 @@ class StatusSnapshot:
     # recent_partitions as JSON text, kept by the tracker until a partition is added (not part of the value)
     recent_partitions_json: str | None = field(default=None, compare=False, repr=False, metadata=NOT_JSON)
 
-    def bounded(self, jobs: int) -> StatusSnapshot:
-        """This snapshot with at most ``jobs`` entries in ``pipelines`` (itself when it has no more).
-
-        Kept first: the running jobs; then the queued ones in the order they run (priority, then
-        submission); then the ended ones, the latest end first. Those kept stay in submission order, and
-        ``live_jobs`` still counts every job of the live view, with ``shown`` the number kept.
+    def bounded(self, waiting: int, ended: int) -> StatusSnapshot:
+        """This snapshot with ``pipelines`` bounded (itself when nothing is left out): every job that holds
+        work now, whole (a partition synthesizing, proving or finalizing: a worker's partition is always
+        listed), the first ``waiting`` of the jobs that wait (queued, or running with nothing held now) in
+        the order they run (priority, then submission), and the ``ended`` ones that ended last. Those kept
+        stay in submission order; ``live_jobs`` still counts every job of the live view (its ``groups`` by
+        kind, priority and state), with ``shown`` the number kept.
         """
-        if jobs < 0:
-            raise ValueError(f"jobs must be >= 0, got {jobs}")
-        if jobs >= len(self.pipelines):
+        if waiting < 0 or ended < 0:
+            raise ValueError(f"waiting and ended must be >= 0, got {waiting} and {ended}")
+        kept = self.pipelines.bounded(waiting, ended)
+        if kept is self.pipelines:
             return self
-        kept = self.pipelines.bounded(jobs)
         live_jobs = dataclasses.replace(self.live_jobs, shown=len(kept))
         return dataclasses.replace(self, live_jobs=live_jobs, pipelines=kept)
+
+    def tag(self) -> str:
+        """The weak entity tag of this snapshot's ``GET /status`` answer: two snapshots with the same tag
+        differ only in what the clock alone moves, by the time between them (see ``CLOCK_FIELDS``:
+        ``taken_at``, the ``*_secs_ago``, a running job's ``elapsed_secs``, ``busy_secs``, the daemon's
+        RSS), and in a busy fraction or a rate by less than 0.005 or 2 significant digits. Everything else
+        is in it: the boot and ``seq``, the journal checks run, health, the busy fractions and the history.
+        """
+        history = self.history
+        moving = (
+            self.journal_check.checks,
+            self.health.reasons,
+            self.health.warnings,
+            tuple(round(d.busy_fraction_1m, 2) for d in self.devices),
+            history.proofs_per_minute,
+            history.partitions_per_minute,
+            tuple(round(b, 2) for b in history.busy_fraction_per_minute),
+            tuple(float(f"{rate:.2g}") for rate in (
+                history.proofs_per_hour_1m, history.proofs_per_hour_10m,
+                history.partitions_per_hour_1m, history.partitions_per_hour_10m,
+            )),
+            tuple(w.stuck for w in self.workers),
+        )  # fmt: skip
+        digest = hashlib.blake2b(repr(moving).encode(), digest_size=6).hexdigest()
+        return f'W/"{self.boot_id}.{self.seq}.{digest}"'
 
     def to_json_text(self) -> str:
         """The ``GET /status`` document as compact JSON text: serve this body as it is.

@@ -196,11 +196,17 @@ def check_journal(status: dict[str, Any], journal: Path) -> list[str]:
                         f"{stored} in the journal"
                     )
         unfinished = db.execute("SELECT job_id FROM jobs WHERE state IN ('queued', 'running')").fetchall()
-    if status["live_jobs"]["shown"] == status["live_jobs"]["total"]:  # every job of the live view listed
+    live = status["live_jobs"]
+    if live["shown"] == live["total"]:  # every job of the live view listed
         found += [f"{j}: unfinished in the journal, not in /status" for (j,) in unfinished if j not in listed]
         pending = sum(p["state"] == "pending" for job in listed.values() for p in job["partitions"])
-        if status["counters"]["queue_depth"] != pending:
-            found.append(f"queue depth {status['counters']['queue_depth']}, {pending} partitions pending")
+    else:  # the rest are counted: by state, and their pending partitions by kind, priority and state
+        if len(unfinished) != live["queued"] + live["running"]:
+            found.append(f"{len(unfinished)} jobs unfinished in the journal, {live['queued']} queued and "
+                         f"{live['running']} running in /status")  # fmt: skip
+        pending = sum(g["partitions_pending"] for g in live["groups"])
+    if status["counters"]["queue_depth"] != pending:
+        found.append(f"queue depth {status['counters']['queue_depth']}, {pending} partitions pending")
     return found
 
 
