@@ -19,6 +19,7 @@ from prooflane.config import Config
 from prooflane.fleet import Fleet, create_fleet_app
 from prooflane.fleet.config import DaemonSpec, FleetConfig
 from prooflane.states import JobState
+from prooflane.status.ages import advance
 from tests.support.clock import ManualClock
 from tests.support.engine import Served, served
 
@@ -97,7 +98,10 @@ async def _holds_own_status(fleet: Fleet, name: str, daemon: Served) -> None:
     while True:
         own, held = await _own_status(daemon), _entry(fleet, name)["snapshot"]
         if held is not None and (held["boot_id"], held["seq"]) == (own["boot_id"], own["seq"]):
-            assert _at_seq(held) == _at_seq(own)
+            # Told 304, the fleet moved its copy on by its own clock's time since it came (the daemon's
+            # stands still here): that copy is the daemon's own document moved on by as much.
+            moved = held["uptime_secs"] - own["uptime_secs"]
+            assert _at_seq(held) == _at_seq(advance(own, moved))
             return
         if loop.time() > deadline:
             pytest.fail(f"gave up waiting for the fleet to hold {name}'s status at seq {own['seq']}")
@@ -133,6 +137,16 @@ async def test_fleet_holds_the_daemons_own_status_and_follows_its_events(
     held = _entry(fleet, "a")["snapshot"]
     assert held["seq"] > seq
     assert [p["job_id"] for p in held["pipelines"]][-3:] == jobs
+    # Nothing moves now: the polls are answered 304 (but after a journal check, every 5 s), and the
+    # fleet counts them with the bytes they carried
+    before = _entry(fleet, "a")["following"]
+    await _until("some polls answered 304", lambda: _entry(fleet, "a")["following"]["status_not_modified"]
+                 >= before["status_not_modified"] + 3)  # fmt: skip
+    after = _entry(fleet, "a")["following"]
+    assert (
+        after["status_fetches"] > before["status_fetches"] and after["status_bytes"] >= before["status_bytes"]
+    )
+    await _holds_own_status(fleet, "a", daemon)
 
 
 async def test_a_daemon_that_never_answers_does_not_hold_up_the_others(

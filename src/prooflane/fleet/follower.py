@@ -19,6 +19,7 @@ import httpx
 
 from ..errors import TunnelError
 from ..logs import one_line
+from ..status.ages import advance
 from .config import DaemonSpec, FleetConfig
 from .ssh import SshTunnels
 from .view import DaemonFacts
@@ -75,6 +76,11 @@ class DaemonFollower:
         self._changed = asyncio.Event()  # set, then replaced, on every new snapshot or failure
         self._client: httpx.AsyncClient | None = None
         self._socket: Path | None = None
+        self._etag: str | None = None  # the last /status answer's, sent back as If-None-Match
+        # GET /status answers since the start: all, those 304 (the snapshot kept, moved on), bytes received
+        self.status_fetches = 0
+        self.status_not_modified = 0
+        self.status_bytes = 0
 
     def facts(self) -> DaemonFacts:
         """A frozen copy of what is known now."""
@@ -91,6 +97,9 @@ class DaemonFollower:
             cost_per_hour=self.spec.cost_per_hour,
             price_per_proof=self.config.price_per_proof,
             deploy_dir=self.spec.deploy_dir,
+            status_fetches=self.status_fetches,
+            status_not_modified=self.status_not_modified,
+            status_bytes=self.status_bytes,
         )
 
     async def changed(self) -> None:
@@ -136,6 +145,8 @@ class DaemonFollower:
                     body += chunk
                     if len(body) > limit:
                         raise AnswerTooLarge(f"{path} answered more than the {limit} bytes read")
+                if path == "/status":
+                    self.status_bytes += answer.num_bytes_downloaded  # as sent (gzipped or not)
             # The body is decoded already (a gzipped /status): the headers must not say it is still encoded.
             kept = [(k, v) for k, v in answer.headers.items() if k.lower() not in _ENCODING_HEADERS]
             return httpx.Response(answer.status_code, headers=kept, content=bytes(body),
@@ -194,12 +205,22 @@ class DaemonFollower:
     # --- fetching -----------------------------------------------------------------------------------
 
     async def _fetch_status(self) -> dict[str, Any]:
-        answer = await self.get("/status")
+        """The daemon's snapshot now: a new one, or, when it answers 304 to the last one's ETag, the one kept
+        moved on by the time since it came (``prooflane.status.ages``: only the clock moved)."""
+        kept = self.snapshot
+        etag = self._etag if kept is not None and self.failures == 0 else None
+        headers = {"If-None-Match": etag} if etag else None
+        answer = await self.request("GET", "/status", headers=headers)
+        self.status_fetches += 1
+        if answer.status_code == 304 and kept is not None and self.received_at is not None:
+            self.status_not_modified += 1
+            return advance(kept, self.clock() - self.received_at)
         if answer.status_code != 200:
             raise ValueError(f"/status answered {answer.status_code}: {answer.text[:200]}")
         snapshot = answer.json()
         if not isinstance(snapshot, dict) or not isinstance(snapshot.get("seq"), int):
             raise ValueError("/status did not answer a prooflane snapshot (no integer 'seq')")
+        self._etag = answer.headers.get("etag")
         return snapshot
 
     async def http(self) -> httpx.AsyncClient:

@@ -65,6 +65,9 @@ class DaemonFacts:
     price_per_proof: float | None = None  # the fleet's, what one proof earns
     deploy_dir: str = ""  # the daemon's folder on its host when the fleet deployed it (it can stop it)
     stopped_at: float | None = None  # Unix time the fleet stopped it on purpose (``fleet stop``), if it did
+    status_fetches: int = 0  # GET /status answers since the fleet started following it
+    status_not_modified: int = 0  # of them 304: nothing but the clock moved
+    status_bytes: int = 0  # bytes they carried, as sent (gzipped)
 
 
 def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
@@ -264,6 +267,11 @@ def daemon_entry(
         "stopped_secs_ago": _age(facts.stopped_at, wall_now) if state == "stopped" else None,
         "summary": summary,
         "break_even": break_even(facts.cost_per_hour, facts.price_per_proof, live_rate),
+        "following": {
+            "status_fetches": facts.status_fetches,
+            "status_not_modified": facts.status_not_modified,
+            "status_bytes": facts.status_bytes,
+        },
         "snapshot": snapshot,
     }
 
@@ -421,6 +429,14 @@ def fleet_metrics(entries: Sequence[Mapping[str, Any]]) -> str:
            "Proofs per hour that pay the daemon's cost_per_hour at the fleet's price_per_proof.",
            [(e["name"], (e.get("break_even") or {}).get("proofs_per_hour_needed"))
             for e in entries])  # fmt: skip
+    for name, help_text in (
+        ("status_fetches", "GET /status answers from the daemon since the fleet started."),
+        ("status_not_modified", "Of those, the 304s: nothing but the clock had moved."),
+        ("status_bytes", "Bytes those answers carried, as sent (gzipped)."),
+    ):
+        metric = f"prooflane_fleet_{name}_total"
+        lines.extend([f"# HELP {metric} {help_text}", f"# TYPE {metric} counter"])
+        lines += [f'{metric}{{daemon="{_escape(e["name"])}"}} {e["following"][name]}' for e in entries]
     return "\n".join(lines) + "\n"
 
 
