@@ -2,8 +2,8 @@
 
 A snapshot's tag (``StatusSnapshot.tag``, the ``ETag`` of ``/status``) stays while nothing but the clock
 moved. Then only these fields differ, each by exactly the seconds between the two (``CLOCK_FIELDS``): a
-client that is answered 304 keeps its copy and calls :func:`advance` on it (the dashboard has the same
-function in ``dashboard/ages.js``; the tests hold the two to this list). The daemon's RSS, sampled at each
+client that is answered 304 keeps its copy and calls :func:`advance` on it (the fleet does; the dashboard
+adds the time since a snapshot came to these fields where it shows them). The daemon's RSS, sampled at each
 encoding, moves too, and is not extrapolated.
 """
 
