@@ -217,7 +217,10 @@ def _entry(job: Job, now: float) -> PipelineEntry:
         holds = any(p.state in _HOLDING for p in partitions)
         rank = pipeline_rank(status.state, job.priority, job.ended_at, holds)
         pending = sum(p.state is P.PENDING for p in partitions)
-        entry = PipelineEntry(status, (before, between, after), job.submitted_at, job.ended_at, rank, pending)
+        group = (status.proof_kind, status.priority, status.state)
+        entry = PipelineEntry(
+            status, (before, between, after), job.submitted_at, job.ended_at, rank, pending, group
+        )
         views = job.views = JobViews(version, entry)
     return views.entry
 
@@ -251,20 +254,18 @@ def _pipeline_status(job: Job, now: float, partitions: tuple[PartitionStatus, ..
 
 
 def _live_jobs(entries: tuple[PipelineEntry, ...]) -> LiveJobsStatus:
-    states: Counter[JobState] = Counter()
     groups: dict[tuple[str, str, JobState], list[int]] = {}
     for e in entries:  # every live job at every read: keep it lean
-        status = e.status
-        state = status.state
-        states[state] += 1
-        key = (status.proof_kind, status.priority, state)
-        group = groups.get(key)
-        if group is None:
-            groups[key] = [1, status.total_partitions, e.pending]
+        counts = groups.get(e.group)
+        if counts is None:
+            groups[e.group] = [1, e.status.total_partitions, e.pending]
         else:
-            group[0] += 1
-            group[1] += status.total_partitions
-            group[2] += e.pending
+            counts[0] += 1
+            counts[1] += e.status.total_partitions
+            counts[2] += e.pending
+    states = Counter[JobState]()
+    for key, counts in groups.items():
+        states[key[2]] += counts[0]
     return LiveJobsStatus(
         total=len(entries),
         shown=len(entries),
@@ -274,8 +275,8 @@ def _live_jobs(entries: tuple[PipelineEntry, ...]) -> LiveJobsStatus:
         failed=states[JobState.FAILED],
         cancelled=states[JobState.CANCELLED],
         groups=tuple(
-            JobGroup(kind, priority, state, *counts)
-            for (kind, priority, state), counts in sorted(groups.items(), key=_group_order)
+            JobGroup(key[0], key[1], key[2], *counts)
+            for key, counts in sorted(groups.items(), key=_group_order)
         ),
     )
 

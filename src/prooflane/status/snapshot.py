@@ -99,7 +99,8 @@ class PipelineEntry:
     submitted_at: float
     ended_at: float | None
     rank: tuple[int, float]  # what a bounded snapshot keeps first: see Pipelines.bounded
-    pending: int = 0  # its partitions pending (waiting for synthesis)
+    pending: int  # its partitions pending (waiting for synthesis)
+    group: tuple[str, str, JobState]  # (kind, priority, state): what live_jobs.groups counts it in
 
     def at(self, now: float) -> PipelineStatus:
         """The job's view at ``now``."""
