@@ -18,6 +18,9 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 RUNS = [
     ("bench_load.py", ["--jobs", "4", "--sse", "1", "--pollers", "1", "--hold", "0.5"], "bench_load"),
     ("bench_status.py", ["--samples", "5", "--jobs", "2"], "bench_status"),
+    ("bench_status.py", ["--samples", "3", "--jobs", "30", "--fresh"], "bench_status"),
+    ("bench_long_run.py", ["--jobs", "1500", "--every", "500"], "bench_long_run"),
+    ("bench_fleet_follow.py", ["--daemons", "1", "--jobs", "2", "--secs", "1"], "bench_fleet_follow"),
     ("bench_synth.py", ["--profiles", "tiny", "--repeat", "1"], "bench_synth"),
     ("bench_multipart.py", ["--mib", "1", "--repeat", "1"], "bench_multipart"),
     ("bench_witness.py", ["--bits", "16", "--inputs", "1", "--repeat", "1"], "bench_witness"),
@@ -41,7 +44,9 @@ RUNS = [
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize(("script", "args", "result"), RUNS, ids=[run[0] for run in RUNS])
+@pytest.mark.parametrize(
+    ("script", "args", "result"), RUNS, ids=[f"{run[0]} {' '.join(run[1])}" for run in RUNS]
+)
 def test_the_benchmark_runs_and_writes_its_results(
     script: str, args: list[str], result: str, tmp_path: Path
 ) -> None:
