@@ -40,13 +40,13 @@ function timedRender(s) {
 function render(s) {
   setAttr(document.body, "data-seq", s.seq);
   setAttr(document.body, "data-boot-id", s.boot_id || "");
+  renderCharts(s); // first: it reads no layout, so nothing the others change is laid out in script time
   renderHeader(s);
   renderMemory(s);
   renderSynthesis(s);
   renderDevices(s);
   renderWorkers(s);
   renderPipelines(s);
-  renderCharts(s);
   renderHistory(s);
   renderFreshness();
 }

@@ -1,6 +1,9 @@
 // Tiny inline-SVG charts for the prooflane dashboard: bars, lines and stacked bars.
 // No dependencies. Each function redraws its container completely; the container's size is fixed by CSS,
-// so a redraw never moves the layout.
+// so a redraw never moves the layout. Sizes come from a ResizeObserver, never read in a render: a read
+// there would force the layout of everything the render changed before it (on the first render, the whole
+// page), in script time. A chart whose size is not known yet is drawn when the observer says it (before
+// the frame is painted), and again whenever its size changes.
 
 const NS = "http://www.w3.org/2000/svg";
 const PAD = { left: 36, right: 8, top: 22, bottom: 20 };
@@ -13,9 +16,31 @@ function svgEl(tag, attrs, text) {
   return el;
 }
 
+const sizes = new WeakMap(); // container -> { width, height }, as the observer last said
+const draws = new WeakMap(); // container -> its latest drawing, done again when its size changes
+const observer = typeof ResizeObserver === "undefined" ? null : new ResizeObserver((entries) => {
+  for (const entry of entries) {
+    const { width, height } = entry.contentRect;
+    sizes.set(entry.target, { width, height });
+    const draw = draws.get(entry.target);
+    if (draw) draw();
+  }
+});
+
+/** Draw now if the container's size is known (or cannot be observed), else when it is. */
+function whenSized(container, draw) {
+  draws.set(container, draw);
+  if (observer === null || sizes.has(container)) {
+    draw();
+    return;
+  }
+  observer.observe(container);
+}
+
 function frame(container) {
-  const width = Math.max(200, container.clientWidth || 400);
-  const height = Math.max(120, container.clientHeight || 180);
+  const known = sizes.get(container) || { width: container.clientWidth, height: container.clientHeight };
+  const width = Math.max(200, known.width || 400);
+  const height = Math.max(120, known.height || 180);
   const svg = svgEl("svg", { viewBox: `0 0 ${width} ${height}`, width, height, role: "img" });
   const plot = {
     x0: PAD.left, y0: PAD.top,
@@ -46,6 +71,10 @@ function replace(container, svg, summary) {
 
 /** Vertical bars, one per value (oldest first). */
 export function bars(container, values, opts) {
+  whenSized(container, () => drawBars(container, values, opts));
+}
+
+function drawBars(container, values, opts) {
   const { svg, plot } = frame(container);
   const max = Math.max(1, ...values);
   yAxis(svg, plot, max, (v) => (Number.isInteger(v) ? String(v) : v.toFixed(1)));
@@ -65,6 +94,10 @@ export function bars(container, values, opts) {
 
 /** Lines of fractions in [0, 1] (oldest first), one per series: [{name, values}]. */
 export function lines(container, series, opts) {
+  whenSized(container, () => drawLines(container, series, opts));
+}
+
+function drawLines(container, series, opts) {
   const { svg, plot } = frame(container);
   yAxis(svg, plot, 1, (v) => `${Math.round(v * 100)}%`);
   series.forEach((s, k) => {
@@ -87,6 +120,10 @@ export function lines(container, series, opts) {
 
 /** Stacked bars in seconds: rows = [{label, parts: [synth, prove, finalize]}], oldest first. */
 export function stacked(container, rows, opts) {
+  whenSized(container, () => drawStacked(container, rows, opts));
+}
+
+function drawStacked(container, rows, opts) {
   const { svg, plot } = frame(container);
   const classes = ["s-synth", "s-prove", "s-finalize"];
   const names = ["synth", "prove", "finalize"];
