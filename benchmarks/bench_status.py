@@ -18,7 +18,7 @@ Modes:
   server process's CPU per request.
 * ``--fresh``: for each size, serves such a tracker as ``--keepalive`` does and times ``GET /status`` on a
   fresh connection per request, plain and gzipped, against the whole live view (``/status?jobs=1000``, what
-  ``/status`` answered before it was bounded); then, the state still, ``If-None-Match`` polls (304s).
+  ``/status`` answered before it was bounded); then, nothing moving, ``If-None-Match`` polls (304s).
 * ``--url http://127.0.0.1:9821``: times ``GET /status`` on a running daemon (load it first, for example with
   ``prooflane bench --url ... --jobs 100``), and reports how many jobs and partitions each answer held.
 
@@ -160,17 +160,20 @@ def live_tracker(
 
 
 def queue_tracker(
-    jobs: int, clock: Callable[[], float] | None = None
+    jobs: int, clock: Callable[[], float] | None = None, holding: bool = True
 ) -> tuple[StatusTracker, SyntheticEngine]:
     """A tracker as an engine has it after ``jobs`` jobs of 16 partitions were submitted at once: what its
     workers and synthesis slots allow holds work (job 0: a partition proving on each of the 8 workers; job 1:
     4 synthesizing, a partition finalizing for each worker), job 2 running with nothing held, the rest
-    queued."""
+    queued. Without ``holding``: every job queued, every worker idle (a daemon whose queue waits, nothing
+    moving)."""
     clock = clock or _Clock()
     config = TrackerConfig(memory_total_bytes=1 << 40, synthesis_max_concurrent=4)
     tracker = StatusTracker(config, clock=clock)
     engine = SyntheticEngine(tracker, clock)
     ids = engine.submit("queued", jobs)
+    if not holding:
+        return tracker, engine
     for n, worker in enumerate(engine.workers):
         engine.advance(ids[1], 4 + n, 4, worker)  # finalizing
         engine.advance(ids[0], n, 3, worker)  # proving
@@ -273,7 +276,10 @@ def _serve_tracker(jobs: int, ready: Connection, moving: bool = True, queue: boo
 
     async def serve() -> None:
         loop = asyncio.get_running_loop()
-        tracker, engine = (queue_tracker if queue else live_tracker)(jobs, clock=loop.time)
+        if queue:
+            tracker, engine = queue_tracker(jobs, clock=loop.time, holding=moving)
+        else:
+            tracker, engine = live_tracker(jobs, clock=loop.time)
         app = create_app(cast(EngineApi, _ServedTracker(tracker)), Config())
         sock = bind("127.0.0.1", 0)
         server = http_server(app, Config(), holds_open=holds_open, graceful_shutdown_secs=10.0)
@@ -413,7 +419,7 @@ def _fresh_get(port: int, path: str, headers: dict[str, str]) -> tuple[float, in
 def fresh_row(jobs: int, samples: int) -> dict[str, Any]:
     """``jobs`` jobs submitted at once (:func:`queue_tracker`), served in a child process whose state moves
     (two events every 10 ms, so every answer is a new snapshot): the whole view and ``/status`` on fresh
-    connections, plain and gzipped; then, the state still, ``/status`` with ``If-None-Match`` on one
+    connections, plain and gzipped; then, nothing moving, ``/status`` with ``If-None-Match`` on one
     kept-alive connection."""
     result: dict[str, Any] = {"live_jobs": jobs}
     with _served(jobs, moving=True) as port:
@@ -453,7 +459,9 @@ def fresh(samples: int, sizes: list[int]) -> dict[str, Any]:
         columns = ["live_jobs"] + [f"{name}_{coding}_{figure}" for name in ("whole", "status")
                                    for figure in ("p50_ms", "p99_ms", "max_bytes")]  # fmt: skip
         print_table(columns, [[row[c] for c in columns] for row in rows])
-    print("the state still, one kept-alive connection, If-None-Match: the last answer's ETag")
+    print(
+        "nothing moving (all queued, workers idle), one kept-alive connection, If-None-Match: the last ETag"
+    )
     columns = ["live_jobs", "unchanged_p50_ms", "unchanged_p99_ms", "unchanged_304_share"]
     print_table(columns, [[row[c] for c in columns] for row in rows])
     return {"mode": "fresh", "samples": samples, "rows": rows}
