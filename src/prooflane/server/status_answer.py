@@ -53,7 +53,6 @@ class TaggedSnapshot(Protocol):
 @dataclass(slots=True)
 class _Encoded:
     tag: str
-    bounds: tuple[int, int]
     made_at: float
     body: bytes
     zipped: bytes | None = None  # made when a client first takes gzip
@@ -80,7 +79,7 @@ class StatusAnswers:
         kept = self._kept.get(bounds)
         if kept is None or kept.tag != tag or now - kept.made_at > REUSE_SECS:
             body = snapshot.bounded(waiting, ended).to_json_text().encode()
-            kept = self._kept[bounds] = _Encoded(tag, bounds, now, body)
+            kept = self._kept[bounds] = _Encoded(tag, now, body)
             self.encodings += 1
             if len(self._kept) > 16:  # odd bounds asked once: keep the few in use
                 self._kept = {bounds: kept}
