@@ -75,9 +75,9 @@ component main = Paths(%d, %d);
 """
 
 
-def make() -> tuple[Path, Path]:
-    """(zkey, wtns), made once and cached."""
-    folder = RESULTS / f"circom-poseidon-merkle-{PATHS}x{DEPTH}"
+def make(paths: int = PATHS, depth: int = DEPTH) -> tuple[Path, Path]:
+    """(zkey, wtns) of ``paths`` paths of depth ``depth``, made once and cached."""
+    folder = RESULTS / f"circom-poseidon-merkle-{paths}x{depth}"
     zkey, wtns = folder / "merkle.zkey", folder / "merkle.wtns"
     if zkey.exists() and wtns.exists():
         return zkey, wtns
@@ -86,16 +86,16 @@ def make() -> tuple[Path, Path]:
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     shutil.copytree(CIRCOMLIB, folder / "circomlib")  # circom2 sees only its folder and those below
-    (folder / "merkle.circom").write_text(CIRCUIT % (PATHS, DEPTH))
+    (folder / "merkle.circom").write_text(CIRCUIT % (paths, depth))
     started = time.perf_counter()
     subprocess.run(
         [str(CIRCOM2), "merkle.circom", "--r1cs", "--wasm", "--O2", "-o", "."], cwd=folder, check=True
     )
     rng = random.Random(20261201)
     inputs = {
-        "leaf": [str(rng.randrange(BN128.r)) for _ in range(PATHS)],
-        "siblings": [[str(rng.randrange(BN128.r)) for _ in range(DEPTH)] for _ in range(PATHS)],
-        "bits": [[str(rng.randrange(2)) for _ in range(DEPTH)] for _ in range(PATHS)],
+        "leaf": [str(rng.randrange(BN128.r)) for _ in range(paths)],
+        "siblings": [[str(rng.randrange(BN128.r)) for _ in range(depth)] for _ in range(paths)],
+        "bits": [[str(rng.randrange(2)) for _ in range(depth)] for _ in range(paths)],
     }
     (folder / "input.json").write_text(json.dumps(inputs))
     wasm = folder / "merkle_js" / "merkle.wasm"

@@ -24,6 +24,11 @@ RUNS = [
     ("bench_synth.py", ["--profiles", "tiny", "--repeat", "1"], "bench_synth"),
     ("bench_multipart.py", ["--mib", "1", "--repeat", "1"], "bench_multipart"),
     ("bench_witness.py", ["--bits", "16", "--inputs", "1", "--repeat", "1"], "bench_witness"),
+    (
+        "bench_throughput.py",
+        ["--circuit", "merkle", "--paths", "1", "--depth", "2", "--inputs", "2", "--repeat", "1"],
+        "bench_throughput",
+    ),
     ("bench_fleet.py", ["--daemons", "2", "--secs", "1"], "bench_fleet"),
     ("chaos.py", ["--jobs", "2", "--seed", "1"], "chaos"),
     (
