@@ -15,7 +15,11 @@ benchmarks/results/). For each:
   spread; and a fresh process that only reads the key and builds all its library points (the key load);
 - in this process: key read, cold load of the library points (both processes of the two-core path, side
   by side), synthesize, prove_start and prove_finish (one process, warm), prove with two processes (warm),
-  verify, peak RSS.
+  verify, peak RSS;
+- by kernel (``kernels.py``): the NTT block, each G1 MSM and the G2 MSM, and the fixed rest, wall and CPU,
+  for prooflane (in this process, two threads) and rapidsnark (one process under ``perf record``, BN254),
+  beside gnark-crypto's published 2-vCPU figures at 2^16. ``--kernels-only`` runs only this table (at
+  2^20: ``--constraints 1040000 --curves bn128 --kernels-only``).
 
 Medians of --repeat runs. Prints a table; writes benchmarks/results/bench_prove-<curves>.json.
 Usage: ``python benchmarks/bench_prove.py [--repeat N] [--curves bn128,bls12381] [--constraints N]``, or
@@ -43,6 +47,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import RESULTS, claim_cpu, print_table, write_json
+from kernels import HEADERS as KERNEL_HEADERS
+from kernels import NOTE as KERNEL_NOTE
+from kernels import prooflane_kernels, rapidsnark_kernels
+from kernels import table as kernel_table
 from prooflane.groth16 import (
     R1CS,
     Curve,
@@ -238,6 +246,26 @@ def whole_processes(zkey: Path, wtns: Path, curve: Curve, repeat: int) -> dict[s
     return out
 
 
+def by_kernel(zkey: Path, wtns: Path, key: Any, witness: Witness, repeat: int) -> dict[str, Any]:
+    """The by-kernel figures of prooflane (two threads) and, on BN254, rapidsnark."""
+    prover = rapidsnark_binary()
+    peer = rapidsnark_kernels(prover, zkey, wtns) if prover and key.curve.name == "bn128" else None
+    return {"prooflane": prooflane_kernels(key, witness, 2, repeat), "rapidsnark": peer}
+
+
+def kernels_only(
+    curve: Curve, constraints: int, repeat: int, given: tuple[Path, Path] | None
+) -> dict[str, Any]:
+    zkey_path, wtns_path, source = inputs(curve, constraints, given)
+    key = read_zkey(zkey_path)
+    return {
+        "curve": curve.name,
+        "source": source,
+        "domain": key.domain_size,
+        "kernels": by_kernel(zkey_path, wtns_path, key, read_wtns(wtns_path), repeat),
+    }
+
+
 def bench(
     curve: Curve, constraints: int, repeat: int, given: tuple[Path, Path] | None = None
 ) -> dict[str, Any]:
@@ -259,6 +287,7 @@ def bench(
     row["verify_s"] = median(repeat, lambda: verify(vk, proof.public, proof))
     row.update(read_zkey_s=read_s, load_cold_2proc_s=cold2_s, load_cold_1proc_extra_s=cold1_s)
     row.update(whole_processes(zkey_path, wtns_path, curve, repeat))
+    row["kernels"] = by_kernel(zkey_path, wtns_path, key, witness, repeat)
     for peer in ("snarkjs_prove_s", "groth16py_prove_s", "rapidsnark_warm_s"):
         if row.get(peer):
             name = peer.removesuffix("_prove_s").removesuffix("_warm_s")
@@ -314,15 +343,32 @@ def main() -> None:
     parser.add_argument("--constraints", type=int, default=SHARED_CONSTRAINTS)
     parser.add_argument("--zkey", type=Path, help="prove this .zkey (with --wtns) instead of a square chain")
     parser.add_argument("--wtns", type=Path)
+    parser.add_argument("--kernels-only", action="store_true", help="only the by-kernel table")
     args = parser.parse_args()
     if (args.zkey is None) != (args.wtns is None):
         parser.error("--zkey and --wtns go together")
     RESULTS.mkdir(parents=True, exist_ok=True)  # the peers write their proofs here
+    measure = kernels_only if args.kernels_only else bench
     if args.zkey is not None:
         given = (args.zkey.resolve(), args.wtns.resolve())
-        rows = [bench(read_zkey(given[0]).curve, args.constraints, args.repeat, given)]
+        rows = [measure(read_zkey(given[0]).curve, args.constraints, args.repeat, given)]
     else:
-        rows = [bench(curve_by_name(c), args.constraints, args.repeat) for c in args.curves.split(",")]
+        rows = [
+            measure(curve_by_name(c), args.constraints, args.repeat, None) for c in args.curves.split(",")
+        ]
+    for row in rows:
+        print(f"\nby kernel, {row['curve']}, domain 2^{row['domain'].bit_length() - 1}")
+        print_table(
+            KERNEL_HEADERS,
+            kernel_table(row["domain"], row["kernels"]["prooflane"], row["kernels"]["rapidsnark"]),
+        )
+    print(KERNEL_NOTE)
+    stem = args.zkey.stem if args.zkey is not None else args.curves.replace(",", "-")
+    if args.kernels_only:
+        write_json(
+            f"bench_prove-kernels-{stem}-{rows[0]['domain']}", {"repeat": args.repeat, "results": rows}
+        )
+        return
     for title, columns in (("cold, whole processes", COLD_COLUMNS), ("warm, in this process", WARM_COLUMNS)):
         print(f"\n{title}")
         print_table(
@@ -337,7 +383,7 @@ def main() -> None:
         "x = peer time / prooflane time (x rapidsnark in the warm table: rapidsnark's whole process)"
     )
     # one file per input, so that a run of one curve leaves the other's results in place
-    name = f"bench_prove-{args.zkey.stem if args.zkey is not None else args.curves.replace(',', '-')}"
+    name = f"bench_prove-{stem}"
     write_json(name, {"repeat": args.repeat, "results": rows})
 
 
