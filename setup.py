@@ -24,6 +24,7 @@ HEADERS = (
     "msm.h",
     "threads.h",
     "groups.h",
+    "subgroup.h",
     "fr.h",
     "ntt.h",
     "synthesis.h",

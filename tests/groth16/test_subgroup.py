@@ -19,6 +19,7 @@ from prooflane.errors import FormatError
 from prooflane.groth16 import BLS12381, BN128, Curve, _pointcheck, prove, setup, verify
 from prooflane.groth16.adapters import library
 from prooflane.groth16.arithmetic import Arithmetic
+from prooflane.groth16.field import from_ints
 from prooflane.groth16.points import CURVE_B, TWIST_B, BadPoint, mont_row
 from tests.support import curve_reference as ref
 from tests.support.arithmetics import c_extension, libraries
@@ -246,3 +247,69 @@ def test_a_bad_key_is_refused_every_time(memo: Path, name: str, problem: str, ar
             prove(key, witness, threads=2)
     assert not _pointcheck.known(key.digest, name)
     assert not any(path.name.startswith(f"{key.digest}.{name}") for path in memo.glob("*"))
+
+
+# BLS12-381's cofactors: G1's h1 = (x - 1)^2 / 3 and the twist's h2, with their smallest primes.
+BLS_X = -0xD201000000010000
+BLS_H1 = (BLS_X - 1) ** 2 // 3
+BLS_G1_SMALL_PRIMES = (3, 11, 10177)
+BLS_H2 = (
+    BLS_X**8 - 4 * BLS_X**7 + 5 * BLS_X**6 - 4 * BLS_X**4 + 6 * BLS_X**3 - 4 * BLS_X**2 - 4 * BLS_X + 13
+) // 9
+BLS_G2_SMALL_PRIMES = (13, 23, 2713)
+
+
+def _bls_mul(group: int, coords: tuple[int, ...], k: int) -> tuple[int, ...]:
+    """``[k]P`` for P of plain coordinates on BLS12-381's curve (1) or twist (2), any k >= 0, by the C MSM
+    (the group law on every point of the curve, also outside the subgroup) in steps of 255 bits."""
+    arith, zero = c_extension(BLS12381), (0,) * (2 * group)
+    acc, shift = zero, 2**255
+    for j in reversed(range(max(1, (k.bit_length() + 254) // 255))):
+        digit = (k >> (255 * j)) % shift
+        rows = np.stack([mont_row(BLS12381, acc), mont_row(BLS12381, coords)])
+        acc = tuple(arith.msm_rows(rows, from_ints([shift if acc != zero else 0, digit]), group, 1))
+    return acc
+
+
+def _bls_small_order_point(rng: random.Random, group: int, prime: int) -> tuple[int, ...]:
+    """Plain coordinates of a point of the curve (group 1) or twist (2) of order ``prime``, a prime of the
+    cofactor."""
+    q, extension = BLS12381.q, group == 2
+    b = TWIST_B["bls12381"] if extension else (CURVE_B["bls12381"], 0)
+    cofactor, zero = BLS_H2 if extension else BLS_H1, (0,) * (2 * group)
+    assert cofactor % prime == 0
+    power = prime
+    while cofactor % (power * prime) == 0:  # the p-part may not be cyclic: go down from all of it
+        power *= prime
+    while True:
+        start = ref.flat(ref.random_point(rng, q, b, extension=extension), extension=extension)
+        point = _bls_mul(group, start, BLS12381.r * cofactor // power)
+        if point == zero:
+            continue
+        while (times := _bls_mul(group, point, prime)) != zero:
+            point = times
+        return point
+
+
+@pytest.mark.parametrize("group", [1, 2])
+def test_bls12_381_s_endomorphism_test_refuses_small_components_hidden_in_subgroup_points(group: int) -> None:
+    """The C extension's per-point test (φ(P) = [-x²]P on G1, ψ(Q) = [x]Q on G2): a subgroup point plus a
+    point of each small cofactor order is refused, and named, among subgroup points and infinity."""
+    rng, be, arith = random.Random(SEED + 7 * group), library(BLS12381), c_extension(BLS12381)
+    gen = be.g1(be.g1_gen) if group == 1 else be.g2(be.g2_gen)
+    xy = be.g1_xy if group == 1 else be.g2_xy
+    coords = [tuple(xy(be.mul(gen, rng.randrange(1, BLS12381.r)))) for _ in range(40)]
+    rows = np.concatenate(
+        [_rows_of(BLS12381, coords), np.zeros((1, 96 * group), np.uint8)]
+    )  # zeros: infinity
+    assert _first_outside(arith, rows, group) is None
+    for n, prime in enumerate(BLS_G2_SMALL_PRIMES if group == 2 else BLS_G1_SMALL_PRIMES):
+        small = _bls_small_order_point(rng, group, prime)
+        pair = np.stack([rows[5 + n], mont_row(BLS12381, small)])
+        bad = tuple(arith.msm_rows(pair, from_ints([1, 1]), group, 1))
+        assert _bls_mul(group, bad, BLS12381.r) != (0,) * (2 * group)  # outside, by [r]P = 0
+        spoiled = rows.copy()
+        spoiled[5 + n] = mont_row(BLS12381, bad)
+        assert _first_outside(arith, spoiled, group) == 5 + n, prime
+        spoiled[30], spoiled[5 + n] = spoiled[5 + n], rows[5 + n]
+        assert _first_outside(arith, spoiled, group) == 30, prime

@@ -29,6 +29,11 @@ def first_off_curve(curve: int, group: int, rows: _Bytes, /) -> int:
     """The index of the first row not on the curve (a coordinate not below q, or the equation fails; rows
     all zero pass), or -1."""
 
+def first_outside_subgroup(curve: int, group: int, rows: _Bytes, threads: int, /) -> int:
+    """BLS12-381 only (curve 1; other curves raise ValueError): the index of the first row outside the
+    subgroup of order r by the endomorphism tests (G1: φ(P) = [-x²]P, G2: ψ(Q) = [x]Q), or -1; the rows
+    must be on the curve already (``first_off_curve``); rows all zero pass."""
+
 def coset_h(curve: int, a: _Bytes, b: _Bytes, c: _Bytes, n: int, roots: _Bytes, threads: int, /) -> bytes:
     """``a·b - c`` on the odd coset ``w_2n·<w_n>`` (n 32-byte values), from at most n values of each on
     ``<w_n>``; n a power of two up to 2^30; ``roots``: w_n, w_2n and 1/n, 32 bytes each."""

@@ -141,6 +141,11 @@ class ExtensionArithmetic(Arithmetic):
             return None  # BN254 G1 has cofactor 1: on the curve is in the group
         if self.curve == BN128 and _all_in_g2(self, rows):
             return None
+        if (
+            self.curve != BN128
+        ):  # BLS12-381: the endomorphism tests (csrc/subgroup.h), every point, every core
+            found = self._c.first_outside_subgroup(self._id, group, np.ascontiguousarray(rows), cpu_threads())
+            return None if found < 0 else int(found)
         lib, index = library(self.curve), np.flatnonzero(rows.any(axis=1))
         outside = lib.first_outside_subgroup(lib.points(rows[index], group), group)  # names the first
         return None if outside is None else int(index[outside])

@@ -12,11 +12,13 @@
  *   msm.h        Pippenger with signed digits (a template, after curve.h)
  *   threads.h    the thread cap and the worker pool of one call
  *   groups.h     the four groups instantiated; MSM and on-curve check by curve and group
+ *   subgroup.h   BLS12-381's subgroup tests by endomorphism, point by point
  *   fr.h, ntt.h, synthesis.h   the scalar field, the coset NTT, synthesis */
 #ifndef PROOFLANE_CORE_H
 #define PROOFLANE_CORE_H
 
 #include "groups.h"
+#include "subgroup.h"
 #include "ntt.h"
 #include "synthesis.h"
 

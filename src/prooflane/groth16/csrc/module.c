@@ -6,6 +6,8 @@
  *   points in Montgomery form, exactly as a .zkey section stores them (no conversion, no copy: the rows
  *   may be a memory-mapped file), with 32-byte little-endian scalars.
  * - first_off_curve(curve, group, rows): the first row not on the curve, or -1.
+ * - first_outside_subgroup(curve, group, rows, threads): BLS12-381's rows (already on the curve) by the
+ *   endomorphism tests of subgroup.h: the first outside the subgroup of order r, or -1.
  * - coset_h(curve, a, b, c, n, roots, threads): a·b - c on the odd coset w_2n·<w_n>.
  * - synthesize(curve, matrix, rows, wires, values, witness, n_rows): A·w, B·w and their product.
  * - from_montgomery(curve, values, times): scalar-field values times R^-times.
@@ -100,6 +102,31 @@ static PyObject *py_first_off_curve(PyObject *Py_UNUSED(self), PyObject *args) {
     int64_t found;
     Py_BEGIN_ALLOW_THREADS;
     found = groups_first_off_curve(curve, group, rows.buf, (size_t)rows.len / width);
+    Py_END_ALLOW_THREADS;
+    result = PyLong_FromLongLong(found);
+done:
+    PyBuffer_Release(&rows);
+    return result;
+}
+
+static PyObject *py_first_outside_subgroup(PyObject *Py_UNUSED(self), PyObject *args) {
+    int curve, group, threads;
+    Py_buffer rows;
+    if (!PyArg_ParseTuple(args, "iiy*O&", &curve, &group, &rows, threads_arg, &threads)) return NULL;
+    PyObject *result = NULL;
+    if (check_group(curve, group) < 0) goto done;
+    if (curve != 1) {
+        PyErr_SetString(PyExc_ValueError, "the endomorphism subgroup test is BLS12-381's (curve 1)");
+        goto done;
+    }
+    const size_t width = ROW_BYTES(curve, group);
+    if ((size_t)rows.len % width) {
+        PyErr_Format(PyExc_ValueError, "%zd bytes are not rows of %zu", rows.len, width);
+        goto done;
+    }
+    int64_t found;
+    Py_BEGIN_ALLOW_THREADS;
+    found = bls_first_outside_subgroup(group, rows.buf, (size_t)rows.len / width, threads);
     Py_END_ALLOW_THREADS;
     result = PyLong_FromLongLong(found);
 done:
@@ -241,6 +268,9 @@ static PyMethodDef methods[] = {
      "coordinates (window: the window width, 2..16; 0 chooses)"},
     {"first_off_curve", py_first_off_curve, METH_VARARGS,
      "first_off_curve(curve, group, rows) -> int: the first row not on the curve, or -1"},
+    {"first_outside_subgroup", py_first_outside_subgroup, METH_VARARGS,
+     "first_outside_subgroup(curve, group, rows, threads) -> int: BLS12-381 only (curve 1): the first row (on "
+     "the curve) outside the subgroup of order r, by the endomorphism tests, or -1"},
     {"coset_h", py_coset_h, METH_VARARGS,
      "coset_h(curve, a, b, c, n, roots, threads) -> bytes: a·b - c on the odd coset"},
     {NULL, NULL, 0, NULL},
