@@ -3,7 +3,8 @@ combinations, and the memory of sections that passed.
 
 Each arithmetic checks a section's rows on the curve itself (``arithmetic/``). On BN254 G1 (cofactor 1) that
 is the whole check. BN254 G2 and both groups of BLS12-381 have cofactors, so their points must also lie in
-the subgroup of order ``r``. On BLS12-381 that is the library's per-point test (70-100 µs). On BN254 G2 it is
+the subgroup of order ``r``. On BLS12-381 that is a per-point endomorphism test (the C extension's, or the
+library's: 70-100 µs). On BN254 G2 it is
 ``all_in_subgroup``: random linear combinations of the whole section, each tested with one ``[r]S = 0``
 (about 1.0 s for 65,000 points, against 15-20 s for ``[r]P = 0`` on every point); see its docstring for why
 that is sound. Both checks are paid once per key and remembered.

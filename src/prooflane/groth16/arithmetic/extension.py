@@ -4,9 +4,9 @@ share one copy of a key's points, the page cache's.
 
 Batch-affine Pippenger MSMs on every core (the GIL released), the quotient's NTT, synthesis and the
 on-curve check of every row, on both curves. Subgroup checks: BN254 G2 by random linear combinations
-(``_pointcheck.all_in_subgroup``) over the C MSM; BLS12-381 per point on the library (built for the test
-only). ``PROOFLANE_CURVEMATH_SO=path`` loads the extension from another build of it (the portable-C and
-sanitiser lanes of the tests).
+(``_pointcheck.all_in_subgroup``) over the C MSM; BLS12-381 per point by an endomorphism, in C
+(``csrc/subgroup.h``) on every core. ``PROOFLANE_CURVEMATH_SO=path`` loads the extension from another
+build of it (the portable-C and sanitiser lanes of the tests).
 """
 
 from __future__ import annotations
