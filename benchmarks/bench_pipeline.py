@@ -21,8 +21,13 @@ tree (summed RSS, and PSS, which counts shared pages once), and `perf stat` coun
 processes where `perf` works (hardware counters when the machine exposes them, else software ones).
 Writes benchmarks/results/bench_pipeline-<profile>.json. Asserts nothing.
 
+With ``--circuit merkle`` or ``--circuit sha256`` it runs the same four ways on a stream of circom inputs
+instead, their witnesses computed as part of the work, in alternating rounds (pipeline_circom.py says how).
+
 Usage: python benchmarks/bench_pipeline.py [--profile tiny[,small,medium]] [--jobs N[,N,N]]
        [--mix porep-c2=2,snap-update=1,...] [--config engine.toml]
+       python benchmarks/bench_pipeline.py --circuit merkle|sha256 [--inputs 12] [--repeat 3]
+       [--paths 16 --depth 16 | --bits 512] [--config engine.toml]
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import RESULTS, claim_cpu, print_table, tree, tree_pss, tree_rss, write_json
+from poseidon_merkle import DEPTH, PATHS
 from prooflane.circuits import Sector, profile_by_name
 from prooflane.cli.daemon_process import DaemonProcess
 from prooflane.cli.workload import DEFAULT_MIX, parse_mix, plan, run_workload
@@ -84,6 +90,14 @@ class SequentialRun:
 
 def main() -> None:
     args = _parse()
+    if args.circuit:
+        import pipeline_circom
+
+        if args.inputs < 2 or args.repeat < 1:
+            raise SystemExit("--inputs must be at least 2 (one a side) and --repeat at least 1")
+        sizes = (args.paths, args.depth, args.bits)
+        pipeline_circom.run(args.circuit, args.inputs, args.repeat, *sizes, args.config)
+        return
     profiles = [p.strip() for p in args.profile.split(",") if p.strip()]
     jobs = [int(j) for j in args.jobs.split(",")] if args.jobs else [DEFAULT_JOBS[p] for p in profiles]
     if len(jobs) == 1:
@@ -156,6 +170,13 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--mix", default=DEFAULT_MIX, help=f"kinds and weights (default {DEFAULT_MIX})")
     parser.add_argument("--profile", default="tiny", help="circuit sizes, comma-separated (default tiny)")
     parser.add_argument("--config", type=Path, help="a daemon config file (TOML) for the engine run")
+    circom = parser.add_argument_group("circom rows (instead of the profiles)")
+    circom.add_argument("--circuit", choices=("merkle", "sha256"), help="prove circom inputs of this circuit")
+    circom.add_argument("--inputs", type=int, default=12, help="inputs a round (default 12)")
+    circom.add_argument("--repeat", type=int, default=3, help="rounds, alternating the order (default 3)")
+    circom.add_argument("--paths", type=int, default=PATHS, help=f"merkle: paths (default {PATHS})")
+    circom.add_argument("--depth", type=int, default=DEPTH, help=f"merkle: depth (default {DEPTH})")
+    circom.add_argument("--bits", type=int, default=512, help="sha256: input bits (default 512)")
     return parser.parse_args()
 
 

@@ -36,6 +36,11 @@ RUNS = [
         ["--profile", "tiny", "--jobs", "1", "--mix", "winning-post=1"],
         "bench_pipeline-tiny",
     ),
+    (
+        "bench_pipeline.py",
+        ["--circuit", "merkle", "--paths", "1", "--depth", "2", "--inputs", "2", "--repeat", "1"],
+        "bench_pipeline-circom-merkle",
+    ),
     ("bench_prove.py", ["--constraints", "1000", "--repeat", "1", "--curves", "bn128"], "bench_prove-bn128"),
     ("bench_cold_worker.py", ["--constraints", "1000"], "bench_cold_worker"),
     ("bench_scale.py", ["--constraints", "1000"], "bench_scale"),
