@@ -47,6 +47,8 @@ def test_toml_overrides_defaults_and_explicit_overrides_win(tmp_path: Path) -> N
         ('log_format = "xml"', "key 'log_format': expected one of text, json"),
         ('log_level = "loud"', "key 'log_level': expected one of debug, info, warning, error"),
         ("log_level = 20", "key 'log_level': expected str"),
+        ('msm_tables = "yes"', "key 'msm_tables': expected bool"),
+        ("msm_tables = true\n[ray]\naddress = 'auto'", "key 'msm_tables': the tables are kept by local"),
         ("port = ", "not valid TOML"),
     ],
 )

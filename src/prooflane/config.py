@@ -93,6 +93,8 @@ class Config:
     worker_niceness: int = 5
     # Threads of each MSM and NTT call in a worker; 0: the cores shared among the workers (docs/engine.md).
     threads_per_call: int = 0
+    # Workers keep fixed-base tables of their keys' bases: faster MSMs for several times a key's memory.
+    msm_tables: bool = False
     core_budget: int = 0
     memory_budget_bytes: int = 0
     memory_margin_bytes: int = 2 * _GIB
@@ -156,6 +158,8 @@ class Config:
         _check(self.log_file_bytes == 0 or self.log_file_bytes >= 4096, "log_file_bytes",
                "expected 0 (no log file) or at least 4096")  # fmt: skip
         _check(self.log_file_backups >= 1, "log_file_backups", "expected at least 1")
+        _check(not (self.msm_tables and self.ray.address), "msm_tables",
+               "the tables are kept by local worker processes, not on a Ray cluster")  # fmt: skip
         for root in self.allowed_roots:
             _check(Path(root).is_absolute(), "allowed_roots", f"{str(root)!r}: expected an absolute folder")
         for device in self.devices:

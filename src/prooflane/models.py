@@ -201,7 +201,10 @@ class KindInfo(_Frozen):
     curve: str
     constraints_per_partition: int
     memory_per_partition_bytes: int = Field(description="Estimated reservation of one partition.")
-    proving_key_bytes: int = Field(default=0, description="Estimated memory of one worker's loaded key.")
+    proving_key_bytes: int = Field(
+        default=0,
+        description="Estimated memory of one worker's loaded key (and its fixed-base tables: msm_tables).",
+    )
     description: str = ""
 
 

@@ -243,6 +243,26 @@ async def test_memory_budget_holds_under_load_and_drains_to_zero(
         assert_clean(engine)
 
 
+async def test_workers_with_fixed_base_tables_prove_and_reserve_the_tables(
+    tmp_path: Path, keys_dir: Path, sector: Path
+) -> None:
+    """``msm_tables``: the proofs verify, and each worker's key allocation is named for its tables and holds
+    their bytes besides the key's, as ``/v1/kinds`` says."""
+    post = prepare_builtin("window-post", "tiny", "bn128", str(keys_dir))
+    assert post.table_alloc_bytes > post.key_alloc_bytes  # the C extension: tables are several keys' worth
+    cfg = config(tmp_path, keys_dir, msm_tables=True, workers_per_device=1)
+    async with Engine(cfg) as engine:
+        watch = Watcher(engine)
+        ids = await prove_all(engine, [JobRequest(kind="window-post", sector=str(sector)) for _ in range(2)])
+        assert [await verified_count(engine, i, "window-post") for i in ids] == [1, 1]
+        held = {a.name: a.bytes for a in engine.snapshot().allocations}
+        assert held == {f"key+tables:{post.key_name}@cpu:0/w0": post.key_alloc_bytes + post.table_alloc_bytes}
+        kind = next(k for k in engine.kinds() if k.name == "window-post")
+        assert kind.proving_key_bytes == post.worker_key_bytes(True)
+        watch.close()
+        assert_clean(engine)
+
+
 async def test_job_larger_than_the_budget_is_refused_at_submit(
     tmp_path: Path, keys_dir: Path, sector: Path
 ) -> None:

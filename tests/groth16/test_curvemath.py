@@ -127,6 +127,53 @@ def test_terms_crowding_into_one_bucket_are_summed() -> None:
 
 
 @pytest.mark.parametrize("curve", CURVES)
+@pytest.mark.parametrize("group", GROUPS)
+def test_fixed_base_tables_hold_the_multiples_and_their_msm_equals_the_plain_one(
+    curve: Curve, group: int
+) -> None:
+    """The tables' rows are the points times 2^(shift·t) (infinity stays zero), and an MSM over them, with
+    every shape the prover may choose (one window a table or several), is the plain MSM of the rows."""
+    rng, be = random.Random(21 + group), library(curve)
+    gen, _ = _generator(curve, group)
+    n = 600 if group == 1 else 300  # past a chunk of the table's batch inversion (256 rows)
+    points: list[Any] = [be.mul(gen, rng.randrange(1, curve.r)) for _ in range(n)]
+    points[7] = None
+    points[8] = points[9]  # equal points: equal multiples, a bucket's doubling
+    rows, cid = _rows(curve, group, points), _CURVE_IDS[curve.name]
+    table = np.frombuffer(_cm().fixed_table(cid, group, rows, 5, 3, 2), np.uint8).reshape(n * 3, -1)
+    for k in (0, 7, 8, n - 1):
+        for t in range(3):
+            want = None if points[k] is None else be.mul(points[k], 2 ** (5 * t))
+            assert (table[k * 3 + t] == _rows(curve, group, [want])[0]).all()
+    scalars = [rng.choice([0, 1, 2, curve.r - 1, rng.randrange(curve.r)]) for _ in range(n)]
+    want = _native_msm(curve, group, rows, scalars, 2)
+    for window, stride in ((13, 2), (13, 1), (9, 3), (4, 64)):
+        windows = -(-(curve.r.bit_length() + 2) // window)
+        tables = -(-windows // stride)
+        data = _cm().fixed_table(cid, group, rows, window * stride, tables, 3)
+        for threads in (1, 2):
+            raw = _cm().msm(cid, group, data, from_ints(scalars), threads, window, stride)
+            assert _coords(curve, raw) == want, (window, stride, threads)
+
+
+def test_tables_too_few_for_the_scalars_are_refused() -> None:
+    """Tables that cover fewer windows than a scalar has are an error, not a wrong sum."""
+    rows = _rows(BN128, 1, [library(BN128).g1(library(BN128).g1_gen)] * 3)
+    data = _cm().fixed_table(0, 1, rows, 13, 2, 1)  # 26 bits of windows
+    small = from_ints([5, 6, 2**20])
+    want = _native_msm(BN128, 1, rows, to_ints(small), 1)
+    assert _coords(BN128, _cm().msm(0, 1, data, small, 1, 13, 1)) == want
+    with pytest.raises(ValueError, match="more than the tables' 2 windows of 13 bits"):
+        _cm().msm(0, 1, data, from_ints([5, 6, BN128.r - 1]), 1, 13, 1)
+    with pytest.raises(ValueError, match=r"window of 2\.\.16 bits"):
+        _cm().msm(0, 1, data, small, 1, 17, 1)
+    with pytest.raises(ValueError, match="bytes of rows"):
+        _cm().msm(0, 1, data, from_ints([1, 2, 3, 4]), 1, 13, 1)  # 6 rows: not tables of 4 points
+    with pytest.raises(ValueError, match="shift 0 and tables 3"):
+        _cm().fixed_table(0, 1, rows, 0, 3, 1)
+
+
+@pytest.mark.parametrize("curve", CURVES)
 def test_an_msm_of_a_key_section_equals_the_library_s(curve: Curve) -> None:
     key = setup(square_chain(curve, 300)[0], seed=b"native msm")
     w = from_ints([random.Random(3).randrange(curve.r) for _ in range(key.n_vars)])

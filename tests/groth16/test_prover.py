@@ -168,3 +168,30 @@ def test_a_prove_refuses_a_witness_of_the_wrong_length(arithmetic: str) -> None:
     key = setup(square_chain(BN128, 3)[0], seed=b"len2")
     with pytest.raises(InvalidWitnessError, match="8 values"):
         prove(key, square_chain(BN128, 4)[1], threads=2)
+
+
+@pytest.mark.parametrize("curve", CURVES)
+def test_a_prove_over_fixed_base_tables_equals_one_without(curve: Curve, arithmetic: str) -> None:
+    """``preload(tables=True)`` keeps each section's tables beside it (the C extension; the libraries keep
+    none), of the bytes ``key_table_bytes`` predicts, built once; the proof over them is the same proof."""
+    from prooflane.groth16.prover import BASES, base_section, key_table_bytes, loaded, section_rows
+
+    r1cs, witness = square_chain(curve, 300)
+    key = setup(r1cs, seed=b"tables")
+    release(key)
+    plain = prove(key, witness, randomness=(7, 8))
+    preload(key, tables=True)
+    sections = {name: base_section(key.curve, key.digest, name, section_rows(key, name)) for name in BASES}
+    built = [s.tables for s in sections.values()]
+    predicted = key_table_bytes(curve, key.n_vars, key.n_public, key.domain_size)
+    if arithmetic == "native":
+        assert all(t is not None for t in built)
+        assert predicted == sum(len(t.data) for t in built if t is not None) > 4 * key.nbytes
+    else:
+        assert built == [None] * len(BASES) and predicted == 0
+    tabled = prove(key, witness, randomness=(7, 8))
+    assert tabled == plain and verify(key.verification_key, tabled.public, tabled)
+    preload(key, tables=True)  # held: not built again
+    assert [base_section(key.curve, key.digest, n, None).tables for n in BASES] == built
+    release(key)
+    assert not loaded(key)

@@ -42,6 +42,7 @@ class ChildProcess:
         budget: CoreBudget | None = None,
         *,
         threads: int = 0,
+        tables: bool = False,
     ) -> None:
         self.name = name
         self._io = io
@@ -50,7 +51,7 @@ class ChildProcess:
         parent, self._child = ctx.Pipe(duplex=True)
         self._conn: Connection = parent
         self._proc = ctx.Process(
-            target=target, args=(self._child, os.getpid(), threads), name=name, daemon=True
+            target=target, args=(self._child, os.getpid(), threads, tables), name=name, daemon=True
         )
         self._lock = asyncio.Lock()  # one request in flight per process: replies match requests in order
         self._pidfd: int | None = None

@@ -28,4 +28,5 @@ def backend_for(config: Config) -> DeviceBackend:
         niceness=resolved.worker_niceness,
         cores=resolved.core_budget,
         threads=resolved.threads_per_call,
+        tables=resolved.msm_tables,
     )

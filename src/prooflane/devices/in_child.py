@@ -121,18 +121,19 @@ class _Side:
     sections this side uses, without the coefficient matrices: only synthesis reads those)."""
 
     bases: tuple[str, ...] = ()
+    tables = False  # build the bases' fixed-base tables too (the config's ``msm_tables``)
 
     def ping(self) -> int:
         return os.getpid()
 
     def load(self, key_path: str) -> None:
-        load_key(key_path, self.bases, matrices=False)
+        self._key(key_path)
 
     def drop(self, key_path: str) -> None:
         drop_key(key_path)
 
     def _key(self, key_path: str) -> Any:
-        return load_key(key_path, self.bases, matrices=False)
+        return load_key(key_path, self.bases, matrices=False, tables=self.tables)
 
 
 class ProverSide(_Side):
@@ -228,13 +229,18 @@ def serve(conn: Connection, side: _Side) -> None:
 _HEAVY = frozenset({"start", "b2", "finish", "drop"})
 
 
-def prover_main(conn: Connection, daemon_pid: int, threads: int = 0) -> None:
-    """A worker's prover process (``threads``: each MSM's and NTT's, 0 for the prover's default)."""
+def prover_main(conn: Connection, daemon_pid: int, threads: int = 0, tables: bool = False) -> None:
+    """A worker's prover process (``threads``: each MSM's and NTT's, 0 for the prover's default; ``tables``:
+    keep fixed-base tables of its keys' bases)."""
     exit_with(daemon_pid, name=Role.PROVER, threads=threads)
-    serve(conn, ProverSide())
+    side = ProverSide()
+    side.tables = tables
+    serve(conn, side)
 
 
-def finalizer_main(conn: Connection, daemon_pid: int, threads: int = 0) -> None:
-    """A worker's finalizer process (``threads`` as for the prover)."""
+def finalizer_main(conn: Connection, daemon_pid: int, threads: int = 0, tables: bool = False) -> None:
+    """A worker's finalizer process (``threads`` and ``tables`` as for the prover)."""
     exit_with(daemon_pid, name=Role.FINALIZER, threads=threads)
-    serve(conn, FinalizerSide())
+    side = FinalizerSide()
+    side.tables = tables
+    serve(conn, side)

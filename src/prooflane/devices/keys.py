@@ -21,9 +21,10 @@ _KEYS: dict[str, Any] = {}  # key path -> ProvingKey, in this process
 _READ: dict[str, Fingerprint | None] = {}  # key path -> its file as it was when read
 
 
-def load_key(path: str, parts: tuple[str, ...] = (), *, matrices: bool = True) -> Any:
+def load_key(path: str, parts: tuple[str, ...] = (), *, matrices: bool = True, tables: bool = False) -> Any:
     """The proving key at ``path``, read once per process; the library points of its base sections
-    ``parts`` (of "a", "b1", "b2", "c", "h") are built now when not built yet.
+    ``parts`` (of "a", "b1", "b2", "c", "h") are built now when not built yet, and with ``tables`` their
+    fixed-base tables (``groth16.preload``).
 
     ``matrices=False`` (device processes, which prove and never synthesize) keeps the key without its
     coefficient matrices, most of a key's bytes; the first read in a process decides.
@@ -42,7 +43,7 @@ def load_key(path: str, parts: tuple[str, ...] = (), *, matrices: bool = True) -
         _KEYS[path] = key
         give_back_free_memory()  # reading a key leaves tens of MB of freed heap behind
     if parts:
-        preload(key, parts)
+        preload(key, parts, tables=tables)
     return key
 
 

@@ -68,12 +68,20 @@ class ProcessBackend(DeviceBackend):
     name = "process"
 
     def __init__(
-        self, *, pool_size: int, workers: int, niceness: int = 0, cores: int = 0, threads: int = 0
+        self,
+        *,
+        pool_size: int,
+        workers: int,
+        niceness: int = 0,
+        cores: int = 0,
+        threads: int = 0,
+        tables: bool = False,
     ) -> None:
         super().__init__()
         self._ctx = mp_context()
         self._niceness = niceness
         self._threads = threads  # each MSM's and NTT's threads in a worker (0: the prover's default)
+        self._tables = tables  # workers keep fixed-base tables of their keys' bases (``msm_tables``)
         self.budget = CoreBudget(cores)
         self._io = ThreadPoolExecutor(max_workers=4 * workers + 4, thread_name_prefix="prooflane-io")
         # Processes are started in one thread of their own, off the event loop (see ChildProcess.start).
@@ -103,6 +111,7 @@ class ProcessBackend(DeviceBackend):
             self.budget,
             starter=self._starter,
             threads=self._threads,
+            tables=self._tables,
         )
 
     def pool_pids(self) -> list[int]:
@@ -124,14 +133,24 @@ class ProcessWorker(DeviceWorker):
         *,
         starter: Executor | None = None,
         threads: int = 0,
+        tables: bool = False,
     ) -> None:
         super().__init__(worker_id, device)
         self._budget = budget or CoreBudget(0)
         self._starter = starter or io
         # Lower priority than the daemon: its event loop schedules the devices and answers /status.
-        self.prover = ChildProcess(f"{worker_id} prover", prover_main, ctx, io, niceness, threads=threads)
+        self.prover = ChildProcess(
+            f"{worker_id} prover", prover_main, ctx, io, niceness, threads=threads, tables=tables
+        )
         self.finalizer = ChildProcess(
-            f"{worker_id} finalizer", finalizer_main, ctx, io, niceness, self._budget, threads=threads
+            f"{worker_id} finalizer",
+            finalizer_main,
+            ctx,
+            io,
+            niceness,
+            self._budget,
+            threads=threads,
+            tables=tables,
         )
         self._pending: set[asyncio.Task[Any]] = set()  # requests nobody awaits (see _early_b2)
         # A partition's early G2 MSM and its finish each send the finalizer two requests (the key's load,

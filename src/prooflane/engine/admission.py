@@ -375,10 +375,11 @@ class Admission:
 
     def _check_fits(self, kind: str, meta: CircuitMeta) -> None:
         budget = self._pipeline.budget
-        need = meta.partition_bytes + meta.key_alloc_bytes
+        need = meta.partition_bytes + meta.worker_key_bytes(self._pipeline.config.msm_tables)
         if not budget.could_ever_fit(need):
             raise TooLarge(
-                f"a {kind} partition needs {need} bytes (its reservation plus a loaded proving key), more "
+                f"a {kind} partition needs {need} bytes (its reservation plus a loaded proving key and its "
+                "tables, if msm_tables), more "
                 f"than the whole memory budget of {budget.total} bytes: raise memory_budget_bytes "
                 "or use a smaller profile"
             )

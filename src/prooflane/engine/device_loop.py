@@ -334,9 +334,11 @@ class DeviceLoop:
         allocation = self._keys.get(slot)
         if allocation is not None and allocation.live:
             return allocation
-        name = f"key:{meta.key_name}@{worker.worker_id}"
+        # A cpu worker of a daemon with msm_tables keeps the key's fixed-base tables too, named so.
+        tables = self._pipeline.config.msm_tables and worker.device.kind == "cpu"
+        name = f"key{'+tables' if tables else ''}:{meta.key_name}@{worker.worker_id}"
         evict = functools.partial(self._forget_key, worker, meta.key_path)
-        allocation = await self._pipeline.budget.cache(name, meta.key_alloc_bytes, evict)
+        allocation = await self._pipeline.budget.cache(name, meta.worker_key_bytes(tables), evict)
         self._keys[slot] = allocation
         return allocation
 

@@ -118,8 +118,8 @@ class Dispatcher:
 
     def _headroom(self) -> int:
         """Bytes reservations leave free so a worker can always load a proving key it needs."""
-        jobs = self._pipeline.jobs.values()
-        return max((j.meta.key_alloc_bytes for j in jobs if not j.state.terminal), default=0)
+        jobs, tables = self._pipeline.jobs.values(), self._pipeline.config.msm_tables
+        return max((j.meta.worker_key_bytes(tables) for j in jobs if not j.state.terminal), default=0)
 
     async def _synthesize(self, part: PartitionRun) -> None:
         pipeline, job = self._pipeline, part.job

@@ -20,10 +20,22 @@ asm: int
 max_threads: int
 """The most threads one call runs (64)."""
 
-def msm(curve: int, group: int, rows: _Bytes, scalars: _Bytes, threads: int, window: int = 0, /) -> bytes:
+def msm(
+    curve: int, group: int, rows: _Bytes, scalars: _Bytes, threads: int, window: int = 0, stride: int = 0, /
+) -> bytes:
     """Sum of ``scalars[k]·rows[k]``: rows of affine points in Montgomery form as a .zkey stores them (all
     zero: infinity), 32-byte little-endian scalars (any below 2^256), as many of each, fewer than 2^32;
-    the sum's plain affine coordinates (zeros for infinity). ``window`` 2..16 fixes the window width."""
+    the sum's plain affine coordinates (zeros for infinity). ``window`` 2..16 fixes the window width.
+
+    ``stride`` > 0: ``rows`` are ``fixed_table``'s tables of the scalars' points (``tables`` rows a point,
+    ``rows`` = tables x scalars), made with ``shift`` = window x stride; each pass of buckets sums the
+    windows ``w, w + stride, ...`` of every scalar at once (``stride`` passes in all); ValueError when a
+    scalar has more than tables x stride windows (signed digits: r's bits + 2 suffice)."""
+
+def fixed_table(curve: int, group: int, rows: _Bytes, shift: int, tables: int, threads: int, /) -> bytes:
+    """Fixed-base tables of ``rows`` (a key's, as ``msm`` takes them): ``tables`` rows a point, row
+    ``k·tables + t`` = ``2^(shift·t)·rows[k]``, in the rows' own form (Montgomery affine, zeros for
+    infinity); ``shift`` 1..4096, ``tables`` 1..256."""
 
 def first_off_curve(curve: int, group: int, rows: _Bytes, /) -> int:
     """The index of the first row not on the curve (a coordinate not below q, or the equation fails; rows

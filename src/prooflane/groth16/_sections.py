@@ -40,6 +40,13 @@ class SectionCache(Generic[T]):
                 self._drop(next(iter(self._held))[0])
         return made
 
+    def replace(self, digest: str, name: str, old: T, new: T) -> None:
+        """Hold ``new`` for the section in place of ``old`` (a richer build of it), unless the section
+        is no longer ``old`` (dropped or replaced meanwhile)."""
+        with self._lock:
+            if self._held.get((digest, name)) is old:
+                self._held[(digest, name)] = new
+
     def holds(self, digest: str, name: str) -> bool:
         with self._lock:
             return (digest, name) in self._held

@@ -45,6 +45,7 @@ __all__ = [
     "blinding",
     "check_fit",
     "check_points",
+    "key_table_bytes",
     "loaded",
     "msm",
     "msm_scalars",
@@ -204,11 +205,26 @@ def check_points(key: ProvingKey) -> None:
         _load(key.curve, key.digest, name, section_rows(key, name))
 
 
-def preload(key: ProvingKey, parts: tuple[str, ...] = BASES) -> None:
+def preload(key: ProvingKey, parts: tuple[str, ...] = BASES, *, tables: bool = False) -> None:
     """Load (check, and for the libraries build the point objects of) ``parts`` of ``key`` in this process
-    now (otherwise the first proof pays for it)."""
+    now (otherwise the first proof pays for it); ``tables``: also build their fixed-base tables (the C
+    extension: ``key_table_bytes`` more memory, each MSM of the section faster; see docs/groth16.md), kept
+    and dropped with the sections."""
     for name in parts:
-        base_section(key.curve, key.digest, name, section_rows(key, name))
+        section = base_section(key.curve, key.digest, name, section_rows(key, name))
+        if tables and section.tables is None:
+            tabulated = arithmetic(key.curve).tabulate(section, cpu_threads())
+            if tabulated is not section:
+                _CACHE.replace(key.digest, name, section, tabulated)
+
+
+def key_table_bytes(
+    curve: Curve, wires: int, public: int, domain: int, parts: tuple[str, ...] = BASES
+) -> int:
+    """Bytes of the fixed-base tables ``preload(..., tables=True)`` builds for ``parts`` of a key of
+    ``wires`` wires, ``public`` public signals and FFT domain ``domain`` (0 on the libraries)."""
+    rows = {"a": wires, "b1": wires, "b2": wires, "c": wires - public - 1, "h": domain}
+    return sum(arithmetic(curve).table_bytes(_group(name), rows[name]) for name in parts)
 
 
 def release(key: ProvingKey) -> None:

@@ -14,7 +14,9 @@ boundary (the pickle and the array):
   the file: no point objects are built, the key adds no anonymous memory, and the page cache holds the
   pages once however many workers map them, so this overcounts a machine's workers); on the libraries
   ``3 * key.nbytes`` (the rows and the point objects built from them in the prover and the finalizer:
-  measured 2.4x the key at medium).
+  measured 2.4x the key at medium);
+- with ``msm_tables``, each worker's fixed-base tables of the key (``table_alloc_bytes``: several times
+  the key's rows, built in the worker's processes' own memory), in the same allocation.
 
 ``prepare_builtin`` and ``inspect_zkey`` run in worker processes (the synthesis pool).
 """
@@ -73,6 +75,22 @@ class CircuitMeta:
         if arithmetic(curve_by_name(self.curve)).name == "c-extension":
             return self.key_nbytes
         return KEY_FACTOR_LIBRARIES * self.key_nbytes
+
+    @property
+    def table_alloc_bytes(self) -> int:
+        """Bytes one worker's fixed-base tables of the key add to its allocation (``msm_tables``): each
+        base section's rows times ``ceil(windows / stride)`` (``groth16.key_table_bytes``), in the prover
+        (A, B1, C, H) and the finalizer (B2); 0 where the libraries prove the curve (they build none)."""
+        from ..groth16.curves import curve_by_name
+        from ..groth16.prover import key_table_bytes
+
+        curve = curve_by_name(self.curve)
+        return key_table_bytes(curve, self.wires, self.public_signals, self.domain_size)
+
+    def worker_key_bytes(self, tables: bool) -> int:
+        """Bytes of a worker's cached allocation for the key: ``key_alloc_bytes``, plus
+        ``table_alloc_bytes`` when the worker keeps tables."""
+        return self.key_alloc_bytes + (self.table_alloc_bytes if tables else 0)
 
     def to_json(self) -> dict[str, Any]:
         """As stored beside the key."""

@@ -2,7 +2,7 @@
 (``extension``), the libraries over point objects (``libraries``), and the choice, made once per curve
 (``choose``)."""
 
-from .base import MAX_THREADS, NATIVE_ENV, THREADS_ENV, Arithmetic, Section, cpu_threads
+from .base import MAX_THREADS, NATIVE_ENV, THREADS_ENV, Arithmetic, Section, Tables, cpu_threads
 from .choose import arithmetic, arithmetics
 from .extension import SO_ENV, ExtensionArithmetic, load_extension
 from .libraries import LibraryArithmetic
@@ -16,6 +16,7 @@ __all__ = [
     "ExtensionArithmetic",
     "LibraryArithmetic",
     "Section",
+    "Tables",
     "arithmetic",
     "arithmetics",
     "cpu_threads",

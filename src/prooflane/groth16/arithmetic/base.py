@@ -22,7 +22,18 @@ from ..field import FieldVector
 from ..points import G1, G2, BadPoint
 from ..witness import Witness
 
-__all__ = ["MAX_THREADS", "NATIVE_ENV", "THREADS_ENV", "Arithmetic", "BadPoint", "Section", "cpu_threads"]
+__all__ = [
+    "MAX_THREADS",
+    "NATIVE_ENV",
+    "THREADS_ENV",
+    "Arithmetic",
+    "BadPoint",
+    "Section",
+    "Tables",
+    "cpu_threads",
+    "table_bytes",
+    "table_shape",
+]
 
 NATIVE_ENV = "PROOFLANE_NATIVE"
 """``PROOFLANE_NATIVE=0`` leaves the C extension unused: the libraries prove every curve (read once, when a
@@ -50,12 +61,46 @@ def cpu_threads() -> int:
 @dataclass(frozen=True, eq=False)
 class Section:
     """One base section as an arithmetic computes with it: the section's rows (a view of the key: nothing
-    copied), and, for the libraries, point objects of the rows not at infinity (``index``)."""
+    copied), and, for the libraries, point objects of the rows not at infinity (``index``); ``tables``:
+    fixed-base tables of the rows (``Arithmetic.tabulate``), or None."""
 
     group: int
     rows: NDArray[np.uint8]
     points: list[Any] = field(default_factory=list)
     index: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    tables: Tables | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Tables:
+    """Fixed-base tables of a section's rows: ``rows[k]·2^(window·stride·t)`` for ``t < count``, each row's
+    ``count`` multiples side by side (``bytes``), so that an MSM sums all of a scalar's windows ``w``,
+    ``w + stride``, ... in one pass of buckets and runs ``stride`` passes instead of one a window."""
+
+    window: int
+    stride: int
+    count: int
+    data: bytes
+
+
+TABLE_WINDOW = 13
+"""Window bits of an MSM over tables: wider ones miss the cache (2^12 buckets of G2 fill a core's L2)."""
+TABLE_STRIDE = 2
+"""Windows a table: half the tables of one a window, for one more pass of buckets (measured the same)."""
+
+
+def table_shape(curve: Curve, rows: int) -> tuple[int, int, int]:
+    """(window bits, stride, tables) of the fixed-base tables of a section of ``rows`` rows on ``curve``:
+    enough windows for any scalar below r with signed digits (``r``'s bits + 2), narrower windows for
+    sections too short to fill 2^12 buckets."""
+    window = max(4, min(TABLE_WINDOW, rows.bit_length() - 3))
+    windows = -(-(curve.r.bit_length() + 2) // window)
+    return window, TABLE_STRIDE, -(-windows // TABLE_STRIDE)
+
+
+def table_bytes(curve: Curve, group: int, rows: int) -> int:
+    """Bytes of the fixed-base tables of a section of ``rows`` rows of ``group`` on ``curve``."""
+    return rows * table_shape(curve, rows)[2] * 2 * group * curve.n8q
 
 
 class Arithmetic(ABC):
@@ -100,6 +145,15 @@ class Arithmetic(ABC):
         """What ``msm`` needs of one base section. Unless ``checked`` (remembered from an earlier check of
         the same key), every row is validated: on the curve, and in the subgroup of order r where the group
         has a cofactor; the first bad row raises BadPoint."""
+
+    def tabulate(self, section: Section, threads: int) -> Section:
+        """``section`` with fixed-base tables (``Tables``) where this arithmetic uses them (the C
+        extension), else ``section`` itself."""
+        return section
+
+    def table_bytes(self, group: int, rows: int) -> int:
+        """Bytes ``tabulate`` adds to a section of ``rows`` rows of ``group`` (0 where it adds none)."""
+        return 0
 
     @abstractmethod
     def msm(self, section: Section, scalars: FieldVector, threads: int) -> G1 | G2:

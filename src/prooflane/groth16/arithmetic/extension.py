@@ -11,10 +11,12 @@ build of it (the portable-C and sanitiser lanes of the tests).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import os
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -27,7 +29,7 @@ from ..field import FieldVector
 from ..points import G1, G2, BadPoint, mont_row
 from ..roots import coset_roots
 from ..witness import Witness
-from .base import MAX_THREADS, Arithmetic, Section, cpu_threads
+from .base import MAX_THREADS, Arithmetic, Section, Tables, cpu_threads, table_bytes, table_shape
 
 __all__ = ["SO_ENV", "ExtensionArithmetic", "load_extension"]
 
@@ -119,17 +121,30 @@ class ExtensionArithmetic(Arithmetic):
                 raise BadPoint(outside, f"is not in the subgroup of order r of G{group}")
         return Section(group, rows)
 
+    def tabulate(self, section: Section, threads: int) -> Section:
+        rows = np.ascontiguousarray(section.rows, dtype=np.uint8)
+        window, stride, count = table_shape(self.curve, rows.shape[0])
+        data = self._c.fixed_table(self._id, section.group, rows, window * stride, count, _clamp(threads))
+        return dataclasses.replace(section, tables=Tables(window, stride, count, data))
+
+    def table_bytes(self, group: int, rows: int) -> int:
+        return table_bytes(self.curve, group, rows)
+
     def msm(self, section: Section, scalars: FieldVector, threads: int) -> G1 | G2:
-        return self.msm_rows(section.rows, scalars, section.group, threads)
+        if section.tables is None:
+            return self.msm_rows(section.rows, scalars, section.group, threads)
+        t = section.tables
+        return self._msm(t.data, scalars, section.group, threads, t.window, t.stride)
 
     def msm_rows(self, rows: NDArray[np.uint8], scalars: FieldVector, group: int, threads: int) -> G1 | G2:
         """Sum of ``scalars[i]`` times the point of ``rows[i]``, in plain affine coordinates."""
+        return self._msm(np.ascontiguousarray(rows, dtype=np.uint8), scalars, group, threads)
+
+    def _msm(
+        self, rows: Any, scalars: FieldVector, group: int, threads: int, window: int = 0, stride: int = 0
+    ) -> G1 | G2:
         raw = self._c.msm(
-            self._id,
-            group,
-            np.ascontiguousarray(rows, dtype=np.uint8),
-            np.ascontiguousarray(scalars, dtype="<u8"),
-            _clamp(threads),
+            self._id, group, rows, np.ascontiguousarray(scalars, dtype="<u8"), _clamp(threads), window, stride
         )
         n8 = self.curve.n8q
         coords = tuple(int.from_bytes(raw[i : i + n8], "little") for i in range(0, len(raw), n8))

@@ -59,37 +59,49 @@ static inline int group_exists(int curve, int group) {
     return (curve == 0 || curve == 1) && (group == 1 || group == 2);
 }
 
-/* out (ROW_BYTES(curve, group) bytes) = sum of scalars[k]·rows[k] over count terms, plain (not Montgomery)
- * affine coordinates, all zero for the point at infinity. Returns 0, or -1 when memory ran out. */
+/* out (ROW_BYTES(curve, group) bytes) = sum of scalars[k]·P_k, plain (not Montgomery) affine coordinates,
+ * all zero for the point at infinity; the P_k in `tables` tables of count rows (msm.h's msm_tables: one
+ * table is the rows themselves). Returns 0, -1 when memory ran out, -2 when a scalar is too wide for the
+ * tables. */
 static int groups_msm(int curve, int group, const unsigned char *rows, const unsigned char *scalars,
-                      size_t count, int threads, int window, unsigned char *out) {
+                      size_t count, int threads, int window, int tables, int stride, unsigned char *out) {
     int status;
     if (curve == 0 && group == 1) {
         g1bn_jac s;
         g1bn_aff a;
-        status = g1bn_msm(&s, rows, scalars, count, threads, window);
+        status = g1bn_msm_tables(&s, rows, scalars, count, threads, window, tables, stride);
         g1bn_to_plain(&a, &s);
         memcpy(out, &a, sizeof a);
     } else if (curve == 0) {
         g2bn_jac s;
         g2bn_aff a;
-        status = g2bn_msm(&s, rows, scalars, count, threads, window);
+        status = g2bn_msm_tables(&s, rows, scalars, count, threads, window, tables, stride);
         g2bn_to_plain(&a, &s);
         memcpy(out, &a, sizeof a);
     } else if (group == 1) {
         g1bls_jac s;
         g1bls_aff a;
-        status = g1bls_msm(&s, rows, scalars, count, threads, window);
+        status = g1bls_msm_tables(&s, rows, scalars, count, threads, window, tables, stride);
         g1bls_to_plain(&a, &s);
         memcpy(out, &a, sizeof a);
     } else {
         g2bls_jac s;
         g2bls_aff a;
-        status = g2bls_msm(&s, rows, scalars, count, threads, window);
+        status = g2bls_msm_tables(&s, rows, scalars, count, threads, window, tables, stride);
         g2bls_to_plain(&a, &s);
         memcpy(out, &a, sizeof a);
     }
     return status;
+}
+
+/* table (tables·count rows) = msm.h's fixed_table of count rows. Returns 0, or -1 when memory ran out. */
+static int groups_fixed_table(int curve, int group, unsigned char *table, const unsigned char *rows, size_t count,
+                              int shift, int tables, int threads) {
+    if (curve == 0)
+        return group == 1 ? g1bn_fixed_table(table, rows, count, shift, tables, threads)
+                          : g2bn_fixed_table(table, rows, count, shift, tables, threads);
+    return group == 1 ? g1bls_fixed_table(table, rows, count, shift, tables, threads)
+                      : g2bls_fixed_table(table, rows, count, shift, tables, threads);
 }
 
 /* The index of the first of count rows not on the curve, or -1. */

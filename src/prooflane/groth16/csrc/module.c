@@ -5,6 +5,8 @@
  * - msm(curve, group, rows, scalars, threads, window=0): a multi-scalar multiplication over rows of affine
  *   points in Montgomery form, exactly as a .zkey section stores them (no conversion, no copy: the rows
  *   may be a memory-mapped file), with 32-byte little-endian scalars.
+ * - msm(..., window, stride): the same over fixed-base tables (fixed_table's), each of `stride` windows.
+ * - fixed_table(curve, group, rows, shift, tables, threads): the rows times 2^(shift·t) for t < tables.
  * - first_off_curve(curve, group, rows): the first row not on the curve, or -1.
  * - first_outside_subgroup(curve, group, rows, threads): BLS12-381's rows (already on the curve) by the
  *   endomorphism tests of subgroup.h: the first outside the subgroup of order r, or -1.
@@ -56,35 +58,83 @@ static int check_group(int curve, int group) {
 }
 
 static PyObject *py_msm(PyObject *Py_UNUSED(self), PyObject *args) {
-    int curve, group, threads, window = 0;
+    int curve, group, threads, window = 0, stride = 0;
     Py_buffer rows, scalars;
-    if (!PyArg_ParseTuple(args, "iiy*y*O&|i", &curve, &group, &rows, &scalars, threads_arg, &threads, &window))
+    if (!PyArg_ParseTuple(args, "iiy*y*O&|ii", &curve, &group, &rows, &scalars, threads_arg, &threads, &window,
+                          &stride))
         return NULL;
     PyObject *result = NULL;
     if (check_group(curve, group) < 0) goto done;
     const size_t width = ROW_BYTES(curve, group), have = (size_t)rows.len, given = (size_t)scalars.len;
-    if (have % width || given % FR_BYTES || have / width != given / FR_BYTES) {
+    const size_t count = given / FR_BYTES;
+    if (have % width || given % FR_BYTES || (stride == 0 && have / width != count) ||
+        (stride != 0 && (count == 0 || (have / width) % count))) {
         PyErr_Format(PyExc_ValueError, "%zd bytes of rows (%zu a row) against %zd bytes of scalars (32 each)",
                      rows.len, width, scalars.len);
         goto done;
     }
-    const size_t count = given / FR_BYTES;
     if (count >= ((size_t)1 << 32)) {
         PyErr_SetString(PyExc_ValueError, "more than 2^32 terms");
+        goto done;
+    }
+    const size_t tables = stride == 0 ? 1 : have / width / count;
+    if (stride != 0 && (window < 2 || window > 16 || stride < 1 || stride > 256 || tables > 256)) {
+        PyErr_Format(PyExc_ValueError, "tables need a window of 2..16 bits and 1..256 windows a table, "
+                                       "at most 256 tables (window %d, stride %d, %zu tables)",
+                     window, stride, tables);
         goto done;
     }
     unsigned char out[MAX_ROW_BYTES];
     int status;
     Py_BEGIN_ALLOW_THREADS;
-    status = groups_msm(curve, group, rows.buf, scalars.buf, count, threads, window, out);
+    status = groups_msm(curve, group, rows.buf, scalars.buf, count, threads, window, (int)tables, stride, out);
     Py_END_ALLOW_THREADS;
-    if (status < 0)
+    if (status == -2)
+        PyErr_Format(PyExc_ValueError, "a scalar has more than the tables' %zu windows of %d bits",
+                     tables * (size_t)stride, window);
+    else if (status < 0)
         PyErr_NoMemory();
     else
         result = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)width);
 done:
     PyBuffer_Release(&rows);
     PyBuffer_Release(&scalars);
+    return result;
+}
+
+static PyObject *py_fixed_table(PyObject *Py_UNUSED(self), PyObject *args) {
+    int curve, group, shift, tables, threads;
+    Py_buffer rows;
+    if (!PyArg_ParseTuple(args, "iiy*iiO&", &curve, &group, &rows, &shift, &tables, threads_arg, &threads))
+        return NULL;
+    PyObject *result = NULL;
+    if (check_group(curve, group) < 0) goto done;
+    const size_t width = ROW_BYTES(curve, group), count = (size_t)rows.len / width;
+    if ((size_t)rows.len % width) {
+        PyErr_Format(PyExc_ValueError, "%zd bytes are not rows of %zu", rows.len, width);
+        goto done;
+    }
+    if (shift < 1 || shift > 4096 || tables < 1 || tables > 256) {
+        PyErr_Format(PyExc_ValueError, "shift %d and tables %d: 1..4096 and 1..256", shift, tables);
+        goto done;
+    }
+    if (count > (size_t)PY_SSIZE_T_MAX / width / (size_t)tables) {
+        PyErr_SetString(PyExc_OverflowError, "the table would not fit in memory");
+        goto done;
+    }
+    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(count * width * (size_t)tables));
+    if (result == NULL) goto done;
+    int status;
+    unsigned char *table = (unsigned char *)PyBytes_AS_STRING(result);
+    Py_BEGIN_ALLOW_THREADS;
+    status = count ? groups_fixed_table(curve, group, table, rows.buf, count, shift, tables, threads) : 0;
+    Py_END_ALLOW_THREADS;
+    if (status < 0) {
+        Py_CLEAR(result);
+        PyErr_NoMemory();
+    }
+done:
+    PyBuffer_Release(&rows);
     return result;
 }
 
@@ -264,8 +314,12 @@ static PyMethodDef methods[] = {
     {"synthesize", py_synthesize, METH_VARARGS,
      "synthesize(curve, matrix, rows, wires, values, witness, n_rows) -> bytes: A·w, B·w and their product"},
     {"msm", py_msm, METH_VARARGS,
-     "msm(curve, group, rows, scalars, threads, window=0) -> bytes: sum of scalars[k]·rows[k], plain affine "
-     "coordinates (window: the window width, 2..16; 0 chooses)"},
+     "msm(curve, group, rows, scalars, threads, window=0, stride=0) -> bytes: sum of scalars[k]·rows[k], plain "
+     "affine coordinates (window: the window width, 2..16; 0 chooses; stride: rows are fixed_table's tables "
+     "of `stride` windows each)"},
+    {"fixed_table", py_fixed_table, METH_VARARGS,
+     "fixed_table(curve, group, rows, shift, tables, threads) -> bytes: tables of the rows times 2^(shift·t), "
+     "t < tables, in the rows' form"},
     {"first_off_curve", py_first_off_curve, METH_VARARGS,
      "first_off_curve(curve, group, rows) -> int: the first row not on the curve, or -1"},
     {"first_outside_subgroup", py_first_outside_subgroup, METH_VARARGS,

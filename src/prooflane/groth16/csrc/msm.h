@@ -83,22 +83,25 @@ static int window_bits(size_t count, int bits) {
 #define GF(name) CAT(CAT(G, _), name)
 
 typedef struct {
-    const unsigned char *bases; /* rows of affine points */
+    const unsigned char *bases; /* rows of affine points: `tables` tables of `rows` rows (fixed_table) */
     const u64 *digits;          /* per kept term: its scalar plus the signed-digit offset, DIGIT_LIMBS limbs */
     const uint32_t *index;      /* per kept term: its row */
-    size_t count;               /* kept terms */
+    size_t count, rows;         /* kept terms; rows a table */
     int c;                      /* window bits */
-    int windows, chunks;        /* work units: windows x chunks of the terms */
+    int windows;                /* the scalars' windows: window t·stride + w is window w of table t */
+    int tables, stride;
+    int chunks;                 /* work units: stride x chunks of the terms */
     int next;                   /* the next unit to take (atomic) */
     GF(jac) *sums;              /* per unit: its window's weighted bucket sum over its chunk */
     int failed;
 } GF(msm_job);
 
-/* The terms of one unit, in order: its window's digit and its point (negated for a negative digit). */
-static inline int64_t GF(term)(const GF(msm_job) *job, size_t k, int w, GF(aff) *p) {
-    int64_t d = window_digit(job->digits + DIGIT_LIMBS * k, w, job->c);
+/* The terms of one unit, in order: for each of its kept terms and each table, the digit of window
+ * t·stride + w and the table's point (negated for a negative digit). */
+static inline int64_t GF(term)(const GF(msm_job) *job, size_t k, int w, int t, GF(aff) *p) {
+    int64_t d = window_digit(job->digits + DIGIT_LIMBS * k, t * job->stride + w, job->c);
     if (d == 0) return 0;
-    memcpy(p, job->bases + (size_t)job->index[k] * sizeof *p, sizeof *p);
+    memcpy(p, job->bases + ((size_t)job->index[k] * job->tables + t) * sizeof *p, sizeof *p);
     if (d < 0) {
         EF(neg)(&p->y, &p->y);
         d = -d;
@@ -110,11 +113,12 @@ static inline int64_t GF(term)(const GF(msm_job) *job, size_t k, int w, GF(aff) 
 static void GF(unit_jacobian)(const GF(msm_job) *job, GF(jac) *buckets, size_t nb, int w, size_t lo, size_t hi,
                               GF(jac) *sum) {
     for (size_t b = 0; b < nb; b++) GF(set_inf)(&buckets[b]);
-    for (size_t k = lo; k < hi; k++) {
-        GF(aff) p;
-        int64_t d = GF(term)(job, k, w, &p);
-        if (d) GF(add_aff)(&buckets[d - 1], &buckets[d - 1], &p);
-    }
+    for (size_t k = lo; k < hi; k++)
+        for (int t = 0; t < job->tables && t * job->stride + w < job->windows; t++) {
+            GF(aff) p;
+            int64_t d = GF(term)(job, k, w, t, &p);
+            if (d) GF(add_aff)(&buckets[d - 1], &buckets[d - 1], &p);
+        }
     GF(jac) running, total;
     GF(set_inf)(&running);
     GF(set_inf)(&total);
@@ -196,11 +200,12 @@ static void GF(unit_batched)(const GF(msm_job) *job, GF(batcher) *s, size_t nb, 
                              GF(jac) *sum) {
     memset(s->full, 0, nb);
     for (size_t b = 0; b < nb; b++) GF(set_inf)(&s->overflow[b]);
-    for (size_t k = lo; k < hi; k++) {
-        GF(aff) p;
-        int64_t d = GF(term)(job, k, w, &p);
-        if (d) GF(schedule)(s, (uint32_t)(d - 1), &p);
-    }
+    for (size_t k = lo; k < hi; k++)
+        for (int t = 0; t < job->tables && t * job->stride + w < job->windows; t++) {
+            GF(aff) p;
+            int64_t d = GF(term)(job, k, w, t, &p);
+            if (d) GF(schedule)(s, (uint32_t)(d - 1), &p);
+        }
     GF(run_batch)(s);
     GF(jac) running, total;
     GF(set_inf)(&running);
@@ -216,7 +221,7 @@ static void GF(unit_batched)(const GF(msm_job) *job, GF(batcher) *s, size_t nb, 
 static void *GF(msm_worker)(void *arg) {
     GF(msm_job) *job = arg;
     const size_t nb = (size_t)1 << (job->c - 1);
-    const int batched = batched_buckets(job->count / job->chunks, job->c);
+    const int batched = batched_buckets(job->count / job->chunks * (size_t)job->tables, job->c);
     GF(jac) *jacobian = NULL;
     GF(batcher) *s = NULL;
     if (batched) {
@@ -234,7 +239,7 @@ static void *GF(msm_worker)(void *arg) {
     if (batched ? (s == NULL || !s->buckets || !s->overflow || !s->full || !s->stamp) : jacobian == NULL) {
         __atomic_store_n(&job->failed, 1, __ATOMIC_RELAXED);
     } else {
-        const int units = job->windows * job->chunks;
+        const int units = job->stride * job->chunks;
         for (;;) {
             int unit = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
             if (unit >= units) break;
@@ -257,12 +262,15 @@ static void *GF(msm_worker)(void *arg) {
     return NULL;
 }
 
-/* out = sum of scalars[k]·rows[k] over count terms; scalars are 4-limb little-endian integers (any value
- * below 2^256); rows and scalars may lie at any address (they are copied, never cast), count < 2^32. Returns
- * 0, or -1 when memory ran out. Runs on up to `threads` threads (clamped to [1, MAX_THREADS]); `window` in
- * 2..16 fixes the window width (tests reach both bucket strategies with it), else it is chosen. */
-static int GF(msm)(GF(jac) *out, const unsigned char *rows, const unsigned char *scalars, size_t count,
-                   int threads, int window) {
+/* out = sum of scalars[k]·P_k over count terms, the P_k in `tables` tables of count rows each (one: the
+ * rows themselves; more: fixed_table's, with window width `window` and `stride` windows a table).
+ * Scalars are 4-limb little-endian integers (any value below 2^256); rows and scalars may lie at any
+ * address (they are copied, never cast), count < 2^32. Runs on up to `threads` threads (clamped to
+ * [1, MAX_THREADS]); `window` in 2..16 fixes the window width (tests reach both bucket strategies with
+ * it), else it is chosen; with tables, the scalars must have at most tables·stride windows. Returns 0, -1
+ * when memory ran out, -2 when a scalar is too wide for the tables. */
+static int GF(msm_tables)(GF(jac) *out, const unsigned char *rows, const unsigned char *scalars, size_t count,
+                          int threads, int window, int tables, int stride) {
     GF(set_inf)(out);
     threads = threads_clamp(threads);
     u64 *digits = malloc((count ? count : 1) * DIGIT_LIMBS * sizeof(u64));
@@ -278,7 +286,7 @@ static int GF(msm)(GF(jac) *out, const unsigned char *rows, const unsigned char 
         memcpy(s, scalars + 32 * k, 32);
         if (limbs_is_zero(s, 4)) continue;
         GF(aff) p;
-        memcpy(&p, rows + k * sizeof p, sizeof p);
+        memcpy(&p, rows + k * (size_t)(tables > 1 ? tables : 1) * sizeof p, sizeof p);
         if (GF(aff_is_inf)(&p)) continue;
         memcpy(digits + DIGIT_LIMBS * kept, s, 32);
         digits[DIGIT_LIMBS * kept + 4] = 0;
@@ -292,21 +300,30 @@ static int GF(msm)(GF(jac) *out, const unsigned char *rows, const unsigned char 
     const int bits = max_bits(digits, kept);
     const int c = window >= 2 && window <= 16 ? window : window_bits(kept, bits);
     const int windows = (bits + 2 + c - 1) / c;
+    if (tables > 1 && windows > tables * stride) {
+        free(digits);
+        free(index);
+        return -2;
+    }
+    if (tables <= 1) {
+        tables = 1;
+        stride = windows;
+    }
     u64 offset[DIGIT_LIMBS];
     digit_offset(offset, c, windows);
     for (size_t k = 0; k < kept; k++) add_offset(digits + DIGIT_LIMBS * k, offset);
     int chunks = 1;
-    while (windows * chunks < 2 * threads && (size_t)chunks * 256 < kept) chunks *= 2;
-    GF(msm_job) job = {rows, digits, index, kept, c, windows, chunks, 0, NULL, 0};
-    job.sums = malloc((size_t)windows * chunks * sizeof *job.sums);
+    while (stride * chunks < 2 * threads && (size_t)chunks * 256 < kept) chunks *= 2;
+    GF(msm_job) job = {rows, digits, index, kept, count, c, windows, tables, stride, chunks, 0, NULL, 0};
+    job.sums = malloc((size_t)stride * chunks * sizeof *job.sums);
     int status = 0;
     if (job.sums == NULL)
         status = -1;
     else
-        run_threads(GF(msm_worker), &job, threads, windows * chunks);
+        run_threads(GF(msm_worker), &job, threads, stride * chunks);
     if (status == 0 && job.failed) status = -1;
     if (status == 0) {
-        for (int w = windows - 1; w >= 0; w--) {
+        for (int w = stride - 1; w >= 0; w--) {
             for (int i = 0; i < c; i++) GF(dbl)(out, out);
             for (int ch = 0; ch < chunks; ch++) GF(add)(out, out, &job.sums[w * chunks + ch]);
         }
@@ -315,6 +332,87 @@ static int GF(msm)(GF(jac) *out, const unsigned char *rows, const unsigned char 
     free(digits);
     free(index);
     return status;
+}
+
+/* Fixed-base tables: row t·count + k of `table` is [2^(shift·t)]rows[k] for t < tables, in the rows' own
+ * form (Montgomery affine, zeros for infinity), so that an MSM over the same bases with window c and
+ * shift = c·stride sums every window of a table in one pass of buckets (msm_tables). Each chunk of rows
+ * doubles its points `shift` times in Jacobian form from the table before and returns them to affine with
+ * one inversion (Montgomery's trick). Returns 0, or -1 when memory ran out. */
+#define TABLE_CHUNK 256
+
+typedef struct {
+    unsigned char *table;
+    size_t count, next; /* next: the first row of the next chunk to take (atomic) */
+    int shift, tables, failed;
+} GF(table_job);
+
+static void *GF(table_worker)(void *arg) {
+    GF(table_job) *job = arg;
+    GF(jac) *jac = malloc(TABLE_CHUNK * sizeof *jac);
+    EF(t) *before = malloc(TABLE_CHUNK * sizeof *before);
+    if (jac == NULL || before == NULL) {
+        __atomic_store_n(&job->failed, 1, __ATOMIC_RELAXED);
+        free(jac);
+        free(before);
+        return NULL;
+    }
+    const size_t width = sizeof(GF(aff));
+    for (;;) {
+        size_t lo = __atomic_fetch_add(&job->next, TABLE_CHUNK, __ATOMIC_RELAXED);
+        if (lo >= job->count) break;
+        size_t n = job->count - lo < TABLE_CHUNK ? job->count - lo : TABLE_CHUNK;
+        for (int t = 1; t < job->tables; t++) {
+            const unsigned char *src = job->table + (lo * job->tables + t - 1) * width;
+            unsigned char *dst = job->table + (lo * job->tables + t) * width;
+            const size_t step = job->tables * width;
+            EF(t) acc = *EF(one)();
+            for (size_t j = 0; j < n; j++) {
+                GF(aff) p;
+                memcpy(&p, src + j * step, width);
+                if (GF(aff_is_inf)(&p)) {
+                    GF(set_inf)(&jac[j]);
+                    continue;
+                }
+                jac[j].x = p.x;
+                jac[j].y = p.y;
+                jac[j].z = *EF(one)();
+                for (int i = 0; i < job->shift; i++) GF(dbl)(&jac[j], &jac[j]);
+                before[j] = acc;
+                EF(mul)(&acc, &acc, &jac[j].z);
+            }
+            EF(t) inv;
+            EF(inv)(&inv, &acc);
+            for (size_t j = n; j-- > 0;) {
+                GF(aff) q;
+                if (GF(is_inf)(&jac[j])) {
+                    memset(&q, 0, sizeof q);
+                } else {
+                    EF(t) zi, zi2;
+                    EF(mul)(&zi, &inv, &before[j]); /* 1 / z_j */
+                    EF(mul)(&inv, &inv, &jac[j].z);
+                    EF(sqr)(&zi2, &zi);
+                    EF(mul)(&q.x, &jac[j].x, &zi2);
+                    EF(mul)(&zi2, &zi2, &zi);
+                    EF(mul)(&q.y, &jac[j].y, &zi2);
+                }
+                memcpy(dst + j * step, &q, width);
+            }
+        }
+    }
+    free(jac);
+    free(before);
+    return NULL;
+}
+
+static int GF(fixed_table)(unsigned char *table, const unsigned char *rows, size_t count, int shift, int tables,
+                           int threads) {
+    for (size_t k = 0; k < count; k++)
+        memcpy(table + k * (size_t)tables * sizeof(GF(aff)), rows + k * sizeof(GF(aff)), sizeof(GF(aff)));
+    GF(table_job) job = {table, count, 0, shift, tables, 0};
+    const size_t chunks = (count + TABLE_CHUNK - 1) / TABLE_CHUNK;
+    run_threads(GF(table_worker), &job, threads_clamp(threads), chunks > 1 << 30 ? 1 << 30 : (int)chunks);
+    return job.failed ? -1 : 0;
 }
 
 #undef EF
