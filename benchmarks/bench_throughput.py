@@ -19,7 +19,9 @@ Two circuits (``--circuit``, both by default):
 and the ratio is (a)'s median over (b)'s. Afterwards snarkjs verifies one proof of each way
 (``snarkjs groth16 verify``), and the table says whether it did.
 
-    python benchmarks/bench_throughput.py [--circuit merkle,sha256] [--inputs 12] [--repeat 2]
+``--config FILE`` starts the daemon with that config instead (its row then names the file).
+
+    python benchmarks/bench_throughput.py [--circuit merkle,sha256] [--inputs 12] [--repeat 2] [--config F]
 
 Prints a table and writes benchmarks/results/bench_throughput.json.
 """
@@ -149,6 +151,7 @@ def main() -> None:
     parser.add_argument("--paths", type=int, default=PATHS, help=f"merkle: paths (default {PATHS})")
     parser.add_argument("--depth", type=int, default=DEPTH, help=f"merkle: depth (default {DEPTH})")
     parser.add_argument("--bits", type=int, default=512, help="sha256: input bits (default 512)")
+    parser.add_argument("--config", type=Path, help="a daemon config file (TOML) instead of the defaults")
     args = parser.parse_args()
     names = [n.strip() for n in args.circuit.split(",") if n.strip()]
     if not names or set(names) - {"merkle", "sha256"}:
@@ -160,12 +163,15 @@ def main() -> None:
         print("no rapidsnark prover (../shared/peers/rapidsnark/prover or $RAPIDSNARK): no naive row")
     made = {"merkle": lambda: merkle(args.paths, args.depth), "sha256": lambda: sha256(args.bits)}
     circuits = [made[name]() for name in names]
-    ways = [NAIVE, DAEMON] if prover is not None else [DAEMON]
+    served = DAEMON if args.config is None else f"prooflane serve ({args.config.name})"
+    ways = [NAIVE, served] if prover is not None else [served]
     times: dict[tuple[str, str], list[float]] = {(c.name, way): [] for c in circuits for way in ways}
     verified: dict[tuple[str, str], bool] = {}
     with tempfile.TemporaryDirectory(prefix="bench-throughput-") as tmp:
         folder = Path(tmp)
-        daemon = DaemonProcess(folder / "data", profile=None, log_path=folder / "daemon.log")
+        daemon = DaemonProcess(
+            folder / "data", profile=None, config_file=args.config, log_path=folder / "daemon.log"
+        )
         daemon.start(timeout=600)
         try:
             with Client(daemon.url) as client:
@@ -214,7 +220,11 @@ def main() -> None:
     print_table(
         ["circuit", "way", "median s", "spread s", "proofs / h", "vs naive", "snarkjs verifies"], rows
     )
-    write_json("bench_throughput", {"inputs": args.inputs, "repeat": args.repeat, "results": results})
+    config = str(args.config) if args.config else None
+    write_json(
+        "bench_throughput",
+        {"inputs": args.inputs, "repeat": args.repeat, "config": config, "results": results},
+    )
 
 
 if __name__ == "__main__":
