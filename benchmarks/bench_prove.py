@@ -6,7 +6,9 @@ BLS12-381: a square chain of --constraints with a development key (made once, ca
 benchmarks/results/). For each:
 
 - whole processes, cold, as a user runs them, in turns (one of each per round, each round's order rotated):
-  `prooflane prove` (its own --json timings too), the same with ``PROOFLANE_NATIVE=0`` (the libraries'
+  `prooflane prove` (its own --json timings too), the same with the key's fixed-base tables stored
+  (``--msm-tables`` run once beforehand, its time reported: a later process maps them; every other
+  prooflane row runs with none stored), the same with ``PROOFLANE_NATIVE=0`` (the libraries'
   path, where the C extension is not built), `prooflane prove` with an empty memory of checked points (a
   key never seen before: every check runs), `snarkjs groth16 prove`, rapidsnark's standalone prover (BN254,
   when ../shared/peers/rapidsnark/prover or $RAPIDSNARK is an executable; its first run is reported apart as
@@ -199,7 +201,12 @@ def whole_processes(zkey: Path, wtns: Path, curve: Curve, repeat: int) -> dict[s
     round, so that other load on the machine falls on all of them alike), and of a fresh key load."""
     proof, public = RESULTS / "proof.json", RESULTS / "public.json"
     cli = [str(PROOFLANE), "prove", str(zkey), str(wtns), "--proof", str(proof), "--public", str(public)]
-    provers = {"cli": [*cli, "--json"], "cli_unseen": cli, "cli_libraries": cli}
+    provers = {
+        "cli": [*cli, "--json"],
+        "cli_tables": [*cli, "--json"],
+        "cli_unseen": cli,
+        "cli_libraries": cli,
+    }
     if SNARKJS.exists():
         provers["snarkjs"] = [str(SNARKJS), "groth16", "prove", str(zkey), str(wtns), str(proof), str(public)]
     rapidsnark = rapidsnark_binary()
@@ -209,6 +216,13 @@ def whole_processes(zkey: Path, wtns: Path, curve: Curve, repeat: int) -> dict[s
         provers["groth16py"] = [sys.executable, "-c", GROTH16PY, str(zkey), str(wtns)]
     out: dict[str, Any] = {}
     runs: dict[str, list[tuple[float, float, str]]] = {name: [] for name in provers}
+    stored = tempfile.TemporaryDirectory(prefix="prooflane-msm-tables-")  # the tables row's, built once here
+    plain = dict(os.environ, PROOFLANE_TABLES="")  # every other prooflane row: no stored tables
+    tables = dict(os.environ, PROOFLANE_TABLES=stored.name)
+    build_began = time.perf_counter()
+    run([*cli, "--msm-tables"], tables)
+    out["tables_build_s"] = time.perf_counter() - build_began
+    out["tables_disk_mib"] = sum(f.stat().st_size for f in Path(stored.name).iterdir()) / 2**20
     if "rapidsnark" in provers:  # its cold run, first
         runs["rapidsnark"].append(timed_process(provers["rapidsnark"]))
     order = list(provers)
@@ -217,11 +231,16 @@ def whole_processes(zkey: Path, wtns: Path, curve: Curve, repeat: int) -> dict[s
             cmd = provers[name]
             if name == "cli_unseen":  # a key never seen before: an empty memory of checked points
                 with tempfile.TemporaryDirectory(prefix="prooflane-point-checks-") as unseen:
-                    runs[name].append(timed_process(cmd, dict(os.environ, PROOFLANE_POINT_CHECKS=unseen)))
+                    runs[name].append(timed_process(cmd, dict(plain, PROOFLANE_POINT_CHECKS=unseen)))
             elif name == "cli_libraries":  # without the C extension: the libraries' path
-                runs[name].append(timed_process(cmd, dict(os.environ, PROOFLANE_NATIVE="0")))
+                runs[name].append(timed_process(cmd, dict(plain, PROOFLANE_NATIVE="0")))
+            elif name == "cli_tables":  # the key's fixed-base tables stored (by a daemon, or --msm-tables)
+                runs[name].append(timed_process(cmd, tables))
             else:
-                runs[name].append(timed_process(cmd))
+                runs[name].append(timed_process(cmd, plain if name == "cli" else None))
+    stored.cleanup()
+    used = json.loads(runs["cli_tables"][0][2])["msm_tables"]
+    assert used and not json.loads(runs["cli"][0][2])["msm_tables"], "the tables row must map tables, cli not"
     if "rapidsnark" in runs:
         (cold_wall, cold_cpu, _), *warm = runs["rapidsnark"]
         out.update(rapidsnark_cold_s=cold_wall, rapidsnark_cold_cpu_s=cold_cpu)
@@ -230,7 +249,12 @@ def whole_processes(zkey: Path, wtns: Path, curve: Curve, repeat: int) -> dict[s
         run([*provers["rapidsnark"][:3], str(rapid_proof), str(rapid_public)])
         out["rapidsnark_proof_verifies"] = verifies(zkey, rapid_proof, rapid_public)
     out["prooflane_proof_verifies"] = verifies(zkey, proof, public)  # whichever prooflane ran last
-    names = {"cli": "cli_cold", "cli_unseen": "cli_unseen_key", "rapidsnark": "rapidsnark_warm"}
+    names = {
+        "cli": "cli_cold",
+        "cli_tables": "cli_tables",
+        "cli_unseen": "cli_unseen_key",
+        "rapidsnark": "rapidsnark_warm",
+    }
     for name, results in runs.items():
         key = names.get(name, f"{name}_prove")
         out[f"{key}_s"] = statistics.median(r[0] for r in results)
@@ -293,6 +317,7 @@ def bench(
             name = peer.removesuffix("_prove_s").removesuffix("_warm_s")
             row[f"{name}_ratio"] = row[peer] / row["prove_2proc_s"]
             row[f"{name}_cold_ratio"] = row[peer] / row["cli_cold_s"]
+            row[f"{name}_tables_ratio"] = row[peer] / row["cli_tables_s"]
     if row.get("snarkjs_prove_s"):
         row["unseen_key_snarkjs_ratio"] = row["snarkjs_prove_s"] / row["cli_unseen_key_s"]
     row["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -305,6 +330,7 @@ COLD_COLUMNS = [
     ("fresh_key_load_s", "key load"),
     ("cli_cold_s", "prooflane prove"),
     ("cli_cold_cpu_s", "CPU-s"),
+    ("cli_tables_s", "tables stored"),
     ("cli_libraries_prove_s", "libraries"),
     ("cli_unseen_key_s", "unseen key"),
     ("cli_unseen_key_cpu_s", "CPU-s"),
@@ -318,6 +344,7 @@ COLD_COLUMNS = [
     ("snarkjs_cold_ratio", "x snarkjs"),
     ("unseen_key_snarkjs_ratio", "unseen x snarkjs"),
     ("rapidsnark_cold_ratio", "x rapidsnark"),
+    ("rapidsnark_tables_ratio", "tables x rapidsnark"),
     ("groth16py_cold_ratio", "x g16py"),
 ]
 WARM_COLUMNS = [

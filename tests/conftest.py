@@ -128,6 +128,8 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 os.environ.setdefault("PROOFLANE_TEST", "1")
 # Keys whose points passed the subgroup checks are remembered here, not in the user's cache folder.
 os.environ.setdefault("PROOFLANE_POINT_CHECKS", str(OUTPUT / "point-checks"))
+# Fixed-base tables a test stores go here too (tests that look at them set a folder of their own).
+os.environ.setdefault("PROOFLANE_TABLES", str(OUTPUT / "msm-tables"))
 
 
 LANES = {"e2e": "slow", "engine": "engine", "groth16/cuda": "engine"}

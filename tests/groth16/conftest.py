@@ -35,6 +35,13 @@ def library_only(monkeypatch: pytest.MonkeyPatch) -> None:
     _use(monkeypatch, libraries)
 
 
+@pytest.fixture
+def native(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Proving on the C extension (where it is not built the test fails under CI and is skipped
+    elsewhere), with a fresh cache of sections."""
+    _use(monkeypatch, c_extension)
+
+
 @pytest.fixture(params=["native", "libraries"])
 def arithmetic(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Each test that takes it runs twice: on the C extension, on both curves (where it is not built the

@@ -179,7 +179,7 @@ def test_a_prove_over_fixed_base_tables_equals_one_without(curve: Curve, arithme
     r1cs, witness = square_chain(curve, 300)
     key = setup(r1cs, seed=b"tables")
     release(key)
-    plain = prove(key, witness, randomness=(7, 8))
+    plain = prove(key, witness, randomness=(7, 8), tables=False)
     preload(key, tables=True)
     sections = {name: base_section(key.curve, key.digest, name, section_rows(key, name)) for name in BASES}
     built = [s.tables for s in sections.values()]

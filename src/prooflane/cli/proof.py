@@ -196,6 +196,14 @@ def prove_command(
             help="Threads of each MSM and the NTT (0: $PROOFLANE_THREADS, else every core it may use).",
         ),
     ] = 0,
+    msm_tables: Annotated[
+        bool,
+        typer.Option(
+            "--msm-tables",
+            help="Build the key's fixed-base tables where not stored yet (about 10x the bases, on disk; "
+            "10 s at 2^16), then prove with them. Without it, tables already stored are used.",
+        ),
+    ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the stages' timings as JSON on stdout.")
     ] = False,
@@ -204,6 +212,7 @@ def prove_command(
     public.json. Runs longer than a second show their stages on stderr."""
     from ..groth16 import arithmetics, prove, read_wtns, read_zkey
     from ..groth16.arithmetic import cpu_threads
+    from ..groth16.prover import tabulated
 
     stages = _Stages(PROGRESS_AFTER_S)
     with _bad_input(stages, key), stages:
@@ -218,7 +227,7 @@ def prove_command(
             )
         if len(wtns) != zkey.n_vars:
             raise FormatError(witness, f"{len(wtns)} values, but the key {key} expects {zkey.n_vars}")
-        result = prove(zkey, wtns, threads=threads, on_stage=stages)
+        result = prove(zkey, wtns, threads=threads, tables=msm_tables or None, on_stage=stages)
         stages("writing the proof")
         _write_json(proof, result.to_json())
         _write_json(public, result.public_json())
@@ -231,6 +240,7 @@ def prove_command(
             "domain": zkey.domain_size,
             "threads": threads,
             "arithmetic": arithmetics()[zkey.curve.name],
+            "msm_tables": list(tabulated(zkey)),
             "timings_s": {name: round(t, 4) for name, t in stages.times.items()} | {"total": round(total, 4)},
         }
         typer.echo(json.dumps(report, indent=1))

@@ -14,6 +14,7 @@ checks.
 
 from __future__ import annotations
 
+import functools
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -21,10 +22,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from . import _pointcheck
+from . import _pointcheck, _tablecache
 from ._sections import SectionCache
 from .adapters import library
-from .arithmetic import Section, arithmetic, cpu_threads
+from .arithmetic import Arithmetic, Section, arithmetic, cpu_threads
 from .arithmetic.libraries import matvec
 from .curves import Curve
 from .errors import FormatError, InvalidWitnessError, KeyMismatchError
@@ -58,6 +59,7 @@ __all__ = [
     "release_digest",
     "section_rows",
     "synthesize",
+    "tabulated",
 ]
 
 BASES = ("a", "b1", "b2", "c", "h")
@@ -205,17 +207,34 @@ def check_points(key: ProvingKey) -> None:
         _load(key.curve, key.digest, name, section_rows(key, name))
 
 
-def preload(key: ProvingKey, parts: tuple[str, ...] = BASES, *, tables: bool = False) -> None:
+def preload(key: ProvingKey, parts: tuple[str, ...] = BASES, *, tables: bool | None = False) -> None:
     """Load (check, and for the libraries build the point objects of) ``parts`` of ``key`` in this process
-    now (otherwise the first proof pays for it); ``tables``: also build their fixed-base tables (the C
-    extension: ``key_table_bytes`` more memory, each MSM of the section faster; see docs/groth16.md), kept
-    and dropped with the sections."""
+    now (otherwise the first proof pays for it). ``tables`` (the C extension's fixed-base tables:
+    ``key_table_bytes`` more memory, each MSM of the section faster; see docs/groth16.md): True maps the
+    stored ones or builds, stores and maps them (``_tablecache``), None maps them only where they are
+    stored already, False keeps the sections without. Kept and dropped with the sections."""
+    arith = arithmetic(key.curve)
     for name in parts:
         section = base_section(key.curve, key.digest, name, section_rows(key, name))
-        if tables and section.tables is None:
-            tabulated = arithmetic(key.curve).tabulate(section, cpu_threads())
-            if tabulated is not section:
-                _CACHE.replace(key.digest, name, section, tabulated)
+        if tables is False or section.tables is not None:
+            continue
+        shape = arith.table_shape(len(section.rows))
+        size = arith.table_bytes(section.group, len(section.rows))
+        if shape is None or size == 0:
+            continue
+        if tables:
+            build = functools.partial(_build_tables, arith)
+            found: Section | None = _tablecache.stored_tables(
+                section, key.digest, name, shape, size, build, arith.row_tables
+            )
+        else:
+            found = _tablecache.cached_tables(section, key.digest, name, shape, size, arith.row_tables)
+        if found is not None:
+            _CACHE.replace(key.digest, name, section, found)
+
+
+def _build_tables(arith: Arithmetic, section: Section) -> Section:
+    return arith.tabulate(section, cpu_threads())
 
 
 def key_table_bytes(
@@ -330,6 +349,12 @@ def assemble(state: ProvingState, b2_msm: G2) -> Proof:
 def loaded(key: ProvingKey, parts: tuple[str, ...] = BASES) -> bool:
     """Whether this process holds the sections ``parts`` of ``key``."""
     return all(_CACHE.holds(key.digest, name) for name in parts)
+
+
+def tabulated(key: ProvingKey) -> tuple[str, ...]:
+    """The sections of ``key`` this process holds with fixed-base tables (``preload``'s ``tables``)."""
+    held = (name for name in BASES if _CACHE.holds(key.digest, name))
+    return tuple(name for name in held if base_section(key.curve, key.digest, name, None).tables is not None)
 
 
 def proving_state(

@@ -24,17 +24,20 @@ def prove(
     *,
     threads: int | None = None,
     randomness: tuple[int, int] | None = None,
+    tables: bool | None = None,
     on_stage: Callable[[str], None] | None = None,
 ) -> Proof:
     """Synthesize (from the key's A and B) and prove, each call of the C extension on ``threads`` threads
-    (default ``cpu_threads()``: every core this process may use, or ``PROOFLANE_THREADS``). ``on_stage`` is
+    (default ``cpu_threads()``: every core this process may use, or ``PROOFLANE_THREADS``). ``tables``: the
+    fixed-base tables, as ``preload`` takes it (None: the stored ones, where a daemon with ``msm_tables``
+    or an earlier ``tables=True`` left them; True: built and stored first where missing). ``on_stage`` is
     called with each stage's name as it begins: "loading bases" (only when this process has not loaded
-    them yet), "synthesis", "MSMs", "assembly"."""
+    them yet, or builds tables), "synthesis", "MSMs", "assembly"."""
     stage = on_stage or _no_stage
     threads = threads or cpu_threads()
-    if not loaded(key):
+    if not loaded(key) or tables:
         stage("loading bases")
-        preload(key)
+        preload(key, tables=tables)
     stage("synthesis")
     synthesized = witness if isinstance(witness, Synthesized) else synthesize(key, witness)
     stage("MSMs")

@@ -9,6 +9,7 @@ only these methods and never asks which one runs.
 
 from __future__ import annotations
 
+import mmap
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -80,7 +81,7 @@ class Tables:
     window: int
     stride: int
     count: int
-    data: bytes
+    data: bytes | mmap.mmap  # a process's own, or mapped from the stored file (``_tablecache``)
 
 
 TABLE_WINDOW = 13
@@ -154,6 +155,15 @@ class Arithmetic(ABC):
     def table_bytes(self, group: int, rows: int) -> int:
         """Bytes ``tabulate`` adds to a section of ``rows`` rows of ``group`` (0 where it adds none)."""
         return 0
+
+    def table_shape(self, rows: int) -> tuple[int, int, int] | None:
+        """(window, stride, count) of the tables ``tabulate`` builds for ``rows`` rows, None where none."""
+        return None
+
+    def row_tables(self, section: Section, row: int) -> bytes:
+        """The tables of row ``row`` of ``section`` alone, bytes as ``tabulate`` lays them out (a check of
+        tables made elsewhere)."""
+        raise NotImplementedError(f"{self.name} builds no tables")
 
     @abstractmethod
     def msm(self, section: Section, scalars: FieldVector, threads: int) -> G1 | G2:

@@ -130,6 +130,14 @@ class ExtensionArithmetic(Arithmetic):
     def table_bytes(self, group: int, rows: int) -> int:
         return table_bytes(self.curve, group, rows)
 
+    def table_shape(self, rows: int) -> tuple[int, int, int]:
+        return table_shape(self.curve, rows)
+
+    def row_tables(self, section: Section, row: int) -> bytes:
+        window, stride, count = table_shape(self.curve, len(section.rows))
+        one = np.ascontiguousarray(section.rows[row : row + 1], dtype=np.uint8)
+        return bytes(self._c.fixed_table(self._id, section.group, one, window * stride, count, 1))
+
     def msm(self, section: Section, scalars: FieldVector, threads: int) -> G1 | G2:
         if section.tables is None:
             return self.msm_rows(section.rows, scalars, section.group, threads)
