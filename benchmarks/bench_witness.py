@@ -3,7 +3,8 @@ does), against snarkjs' calculator kept in a node process (the witness helper th
 against a fresh ``snarkjs wtns calculate`` per input (the shell loop a user would write).
 
 Each way computes the same ``--inputs`` random inputs, once to warm up and then ``--repeat`` rounds,
-alternating the order; each row is the median time per input and the spread (min-max of the rounds). The
+alternating the order; each row is the median time per input and the spread (min-max of the rounds), each
+way's witness in the form it makes it (the prover's field vector, read back from a .wtns for snarkjs). The
 witnesses are checked equal, wire for wire.
 
     python benchmarks/bench_witness.py [--bits 512] [--inputs 4] [--repeat 3]
@@ -23,34 +24,36 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from _common import print_table, write_json
 from bench_circom import ROOT, _inputs, compile_sha256
 from prooflane.groth16 import read_wtns
-from prooflane.groth16.field import to_ints
+from prooflane.groth16.field import FieldVector
 from prooflane.kinds.wasm_witness import compute_witness
 from prooflane.kinds.witness_helper import _HELPER
 
 SNARKJS = ROOT / "node_modules" / ".bin" / "snarkjs"
 
 
-def in_process(wasm: str, values: dict[str, Any], folder: Path) -> list[int]:
-    return list(compute_witness(wasm, values)[1])
+def in_process(wasm: str, values: dict[str, Any], folder: Path) -> FieldVector:
+    return compute_witness(wasm, values)[1]
 
 
-def node_helper(wasm: str, values: dict[str, Any], folder: Path) -> list[int]:
+def node_helper(wasm: str, values: dict[str, Any], folder: Path) -> FieldVector:
     out = folder / "helper.wtns"
     _HELPER.calculate(wasm, values, str(out))
-    return to_ints(read_wtns(out).values)
+    return read_wtns(out).values
 
 
-def snarkjs_cli(wasm: str, values: dict[str, Any], folder: Path) -> list[int]:
+def snarkjs_cli(wasm: str, values: dict[str, Any], folder: Path) -> FieldVector:
     import json
 
     (folder / "input.json").write_text(json.dumps(values))
     out = folder / "cli.wtns"
     argv = [str(SNARKJS), "wtns", "calculate", wasm, str(folder / "input.json"), str(out)]
     subprocess.run(argv, check=True, capture_output=True)
-    return to_ints(read_wtns(out).values)
+    return read_wtns(out).values
 
 
 def main() -> None:
@@ -62,7 +65,7 @@ def main() -> None:
     circuit = compile_sha256(args.bits)
     wasm = str(circuit["wasm"])
     inputs = [_inputs(args.bits, n) for n in range(args.inputs)]
-    ways: dict[str, Callable[[str, dict[str, Any], Path], list[int]]] = {
+    ways: dict[str, Callable[[str, dict[str, Any], Path], FieldVector]] = {
         "in process (wasmtime)": in_process,
         "node helper (snarkjs' calculator, kept)": node_helper,
         "snarkjs wtns calculate per input": snarkjs_cli,
@@ -72,7 +75,9 @@ def main() -> None:
         folder = Path(tmp)
         reference = [in_process(wasm, v, folder) for v in inputs]
         for name, way in ways.items():  # warm up, and the same witnesses every way
-            assert [way(wasm, v, folder) for v in inputs] == reference, name
+            assert all(
+                np.array_equal(way(wasm, v, folder), r) for v, r in zip(inputs, reference, strict=True)
+            ), name
         for round_ in range(args.repeat):
             order = list(ways) if round_ % 2 == 0 else list(reversed(ways))
             for name in order:

@@ -42,7 +42,6 @@ from prooflane.devices.keys import load_key
 from prooflane.groth16 import (
     Witness,
     curve_by_prime,
-    from_ints,
     preload,
     prove,
     prove_finish,
@@ -70,7 +69,7 @@ def circuit_for(name: str, paths: int, depth: int, bits: int) -> Circuit:
 def prove_input(zkey: Path, wasm: Path, values: dict[str, Any], threads: int) -> None:
     """One input as a plain prover does it: witness, synthesis, prove on ``threads`` threads, verify."""
     prime, wires = compute_witness(str(wasm), values)
-    witness = Witness(curve_by_prime(prime), from_ints(list(wires)))
+    witness = Witness(curve_by_prime(prime), wires)
     key = load_key(str(zkey))
     synthesized = synthesize(key, witness)
     if threads == 1:

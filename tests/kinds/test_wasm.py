@@ -65,3 +65,23 @@ def test_a_file_that_is_not_a_regular_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "short.wasm").write_bytes(b"\0as")
     with pytest.raises(ValueError, match="not a WebAssembly module"):
         inspect_wasm(str(tmp_path / "short.wasm"))
+
+
+@pytest.mark.parametrize("n32", [8, 2, 1])
+def test_a_generators_wires_become_the_provers_field_vector_unchanged(n32: int) -> None:
+    """Wires of ``n32`` 32-bit words each, least significant first, are the same numbers as a FieldVector."""
+    from prooflane.groth16.field import to_ints
+    from prooflane.kinds.wasm_witness import _field_vector
+
+    values = [0, 1, 2**31 + 5, (1 << (32 * n32)) - 1, 12345678901234567 % (1 << (32 * n32))]
+    raw = b"".join(v.to_bytes(4 * n32, "little") for v in values)
+    vector = _field_vector(raw, len(values), n32)
+    assert vector.shape == (len(values), 4) and vector.flags.c_contiguous
+    assert to_ints(vector) == values
+
+
+def test_a_field_wider_than_256_bits_is_refused() -> None:
+    from prooflane.kinds.wasm_witness import _field_vector
+
+    with pytest.raises(ValueError, match="more than 256 bits"):
+        _field_vector(b"\0" * 36, 1, 9)

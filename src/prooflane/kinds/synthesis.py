@@ -57,7 +57,7 @@ def synthesize_partition(task: SynthesisTask) -> tuple[Any, float]:
 def _computed(values: dict[str, Any], wasm: str | None) -> Any:
     """The witness of circuit inputs ``values`` by the generator ``wasm``: run in this process by wasmtime
     (:mod:`.wasm_witness`); a generator that is not circom 2's goes to snarkjs (node) as before."""
-    from ..groth16 import Witness, curve_by_prime, from_ints, read_wtns
+    from ..groth16 import Witness, curve_by_prime, read_wtns
     from .wasm_witness import NotCircom2, compute_witness
 
     if wasm is None:
@@ -72,7 +72,7 @@ def _computed(values: dict[str, Any], wasm: str | None) -> Any:
             shutil.rmtree(folder, ignore_errors=True)
     except ValueError as exc:
         raise ValueError(f"witness generation failed: {exc}") from None
-    return Witness(curve_by_prime(prime), from_ints(list(wires)))
+    return Witness(curve_by_prime(prime), wires)
 
 
 _MATRICES: OrderedDict[str, tuple[Fingerprint | None, Any]] = OrderedDict()

@@ -31,10 +31,13 @@ line, as the node helper's were: the input named where the protocol can name it.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from ..files import Fingerprint, fingerprint
+from ..groth16.field import FieldVector
 
 __all__ = ["CIRCOM2_EXPORTS", "NotCircom2", "WasmWitness", "compute_witness"]
 
@@ -146,9 +149,10 @@ class WasmWitness:
         self._loops: Any = wasmtime.Instance(self._store, loops, own).exports(self._store)
         self._buffer: Any = self._loops["buffer"]
 
-    def witness(self, values: dict[str, Any]) -> list[int]:
-        """Every wire's value for circuit inputs ``values`` (name -> a number or a nested list of them);
-        ``ValueError`` with one line naming the input, or the generator's own message, when it fails."""
+    def witness(self, values: dict[str, Any]) -> FieldVector:
+        """Every wire's value for circuit inputs ``values`` (name -> a number or a nested list of them), as
+        the prover takes them; ``ValueError`` with one line naming the input, or the generator's own
+        message, when it fails."""
         self._failure, self._messages = None, []
         try:
             self._call("init", 1)  # with its checks, as snarkjs runs it
@@ -178,7 +182,7 @@ class WasmWitness:
             self._room(wires * width)
             self._loops["get_witness"](self._store, wires, self.n32)
             raw = self._buffer.read(self._store, 0, wires * width)
-            return [int.from_bytes(raw[i : i + width], "little") for i in range(0, wires * width, width)]
+            return _field_vector(raw, wires, self.n32)
         except (self._wasmtime.WasmtimeError, _Failed) as exc:  # a trap: the generator failed (it said how)
             raise ValueError(self._failed(str(exc))) from None
 
@@ -232,6 +236,17 @@ class WasmWitness:
         self._messages.append("".join(chars))
 
 
+def _field_vector(raw: bytes, wires: int, n32: int) -> FieldVector:
+    """The generator's wires (``n32`` 32-bit words each, least significant first) as a FieldVector (four
+    64-bit limbs a wire, little-endian: the same bytes when ``n32`` is 8), with no Python int made."""
+    if n32 > 8:
+        raise ValueError(f"the generator's field takes {n32} 32-bit words: more than 256 bits")
+    words = np.frombuffer(raw, dtype="<u4").reshape(wires, n32)
+    if n32 < 8:
+        words = np.pad(words, ((0, 0), (0, 8 - n32)))
+    return np.ascontiguousarray(words).view("<u8").astype(np.uint64)
+
+
 def _flat(value: Any, name: str) -> list[Any]:
     """An input's values in order, nested lists flattened."""
     if isinstance(value, list | tuple):
@@ -258,7 +273,7 @@ def _number(item: Any, name: str, prime: int) -> int:
 _CACHE: OrderedDict[str, tuple[Fingerprint | None, WasmWitness]] = OrderedDict()
 
 
-def compute_witness(path: str, values: dict[str, Any]) -> tuple[int, Sequence[int]]:
+def compute_witness(path: str, values: dict[str, Any]) -> tuple[int, FieldVector]:
     """The field's prime and every wire's value of the generator at ``path`` for ``values`` (the generator
     compiled once per process and file)."""
     now = fingerprint(path)
