@@ -380,3 +380,20 @@ def test_corrupt_keys_and_witnesses_are_refused_or_prove(key: bytes, witness: by
     event(f"proved ({'valid' if valid else 'invalid'})")
     if key == KEY and witness == WITNESS:
         assert valid
+
+
+def test_synthesis_takes_coefficients_of_any_32_bytes_modulo_r() -> None:
+    # a coefficient of 2r or more once broke the Montgomery product's bound on BLS12-381 (one spare bit)
+    cm = extension_module()
+    for curve in (0, 1):
+        r = R.get(curve, BN128.r)
+        terms = [(0, 0, 0, 2**256 - 1), (1, 0, 0, 2 * r + 5), (0, 1, 0, r)]
+        witness = [1]
+        raw = [
+            b"".join(t[0].to_bytes(4, "little") for t in terms),
+            b"".join(t[1].to_bytes(8, "little") for t in terms),
+            b"".join(t[2].to_bytes(8, "little") for t in terms),
+            b"".join(t[3].to_bytes(32, "little") for t in terms),
+            (1).to_bytes(32, "little"),
+        ]
+        assert cm.synthesize(curve, *raw, 2) == _synthesis(curve, terms, witness, 2)

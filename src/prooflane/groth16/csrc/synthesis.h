@@ -64,6 +64,9 @@ static int synth_rows(const field_t *f, const synth_terms *t, const unsigned cha
     for (size_t k = 0; k < t->terms; k++) {
         /* to Montgomery form, then one Montgomery product with w: the plain product */
         fr_t v = fr_load(t->values + FR_BYTES * k), w = fr_load(witness + FR_BYTES * (size_t)synth_wire(t, k));
+        /* a value may be any 32 bytes: below r first (the Montgomery product takes its inputs below r; at
+         * most five subtractions, 2^256 / r) */
+        while (!f_below(v.v, f, 4)) limbs_sub(v.v, v.v, f->p, 4);
         f_to_mont(v.v, v.v, f, 4);
         fr_mul(&v, &v, &w, f);
         fr_t *slot = &acc[synth_matrix(t, k) * n_rows + (size_t)synth_row(t, k)];
