@@ -1,6 +1,8 @@
 """Witness time per input on circomlib's ``Sha256(BITS)``: in this process by wasmtime (what the daemon
 does), against snarkjs' calculator kept in a node process (the witness helper the daemon used before), and
-against a fresh ``snarkjs wtns calculate`` per input (the shell loop a user would write).
+against a fresh ``snarkjs wtns calculate`` per input (the shell loop a user would write), and the same in
+a fresh Python process per input (its start and the generator's compile included, as the command's are).
+The table's heading says how the generator multiplies (``WasmWitness.field_product``).
 
 Each way computes the same ``--inputs`` random inputs, once to warm up and then ``--repeat`` rounds,
 alternating the order; each row is the median time per input and the spread (min-max of the rounds), each
@@ -30,7 +32,7 @@ from _common import print_table, write_json
 from bench_circom import ROOT, _inputs, compile_sha256
 from prooflane.groth16 import read_wtns
 from prooflane.groth16.field import FieldVector
-from prooflane.kinds.wasm_witness import compute_witness
+from prooflane.kinds.wasm_witness import WasmWitness, compute_witness
 from prooflane.kinds.witness_helper import _HELPER
 
 SNARKJS = ROOT / "node_modules" / ".bin" / "snarkjs"
@@ -38,6 +40,25 @@ SNARKJS = ROOT / "node_modules" / ".bin" / "snarkjs"
 
 def in_process(wasm: str, values: dict[str, Any], folder: Path) -> FieldVector:
     return compute_witness(wasm, values)[1]
+
+
+_FRESH = (
+    "import json, sys, numpy; from prooflane.kinds.wasm_witness import WasmWitness, compute_witness; "
+    "numpy.save(sys.argv[3], compute_witness(sys.argv[1], json.load(open(sys.argv[2])))[1])"
+)
+
+
+def fresh_process(wasm: str, values: dict[str, Any], folder: Path) -> FieldVector:
+    """A new Python process per input: its start, prooflane's import and the generator's compile
+    included (the whole, as ``snarkjs wtns calculate`` is)."""
+    import json
+    import sys
+
+    (folder / "fresh.json").write_text(json.dumps(values))
+    out = folder / "fresh.npy"
+    subprocess.run([sys.executable, "-c", _FRESH, wasm, str(folder / "fresh.json"), str(out)], check=True)
+    vector: FieldVector = np.load(out)
+    return vector
 
 
 def node_helper(wasm: str, values: dict[str, Any], folder: Path) -> FieldVector:
@@ -67,6 +88,7 @@ def main() -> None:
     inputs = [_inputs(args.bits, n) for n in range(args.inputs)]
     ways: dict[str, Callable[[str, dict[str, Any], Path], FieldVector]] = {
         "in process (wasmtime)": in_process,
+        "a fresh Python process per input (wasmtime)": fresh_process,
         "node helper (snarkjs' calculator, kept)": node_helper,
         "snarkjs wtns calculate per input": snarkjs_cli,
     }
@@ -93,10 +115,13 @@ def main() -> None:
         rows.append([name, f"{median * 1000:.1f}", f"{min(got) * 1000:.1f}-{max(got) * 1000:.1f}",
                      f"{base / median:.2f}x"])  # fmt: skip
         results.append({"way": name, "median_secs_per_input": median, "secs_per_input": got})
+    product = WasmWitness(wasm).field_product
     print(f"Sha256({args.bits}): {circuit.get('constraints', '?')} constraints, {len(reference[0]):,} wires; "
-          f"{args.inputs} inputs x {args.repeat} rounds; load {os.getloadavg()[0]:.2f}")  # fmt: skip
+          f"{args.inputs} inputs x {args.repeat} rounds; load {os.getloadavg()[0]:.2f}; "
+          f"field product: {product}")  # fmt: skip
     print_table(["way", "median ms / input", "spread ms", "vs snarkjs CLI"], rows)
-    write_json("bench_witness", {"bits": args.bits, "inputs": args.inputs, "results": results})
+    write_json("bench_witness", {"bits": args.bits, "inputs": args.inputs, "field_product": product,
+                                 "results": results})  # fmt: skip
 
 
 if __name__ == "__main__":

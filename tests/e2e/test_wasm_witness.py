@@ -17,7 +17,7 @@ from prooflane.client import Client
 from prooflane.groth16 import read_r1cs, read_wtns, setup, write_zkey
 from prooflane.groth16.field import to_ints
 from prooflane.kinds.synthesis import _computed
-from prooflane.kinds.wasm_witness import compute_witness
+from prooflane.kinds.wasm_witness import WasmWitness, compute_witness
 from tests.support.daemons import TIMEOUT, start_daemon, wait_done
 
 pytestmark = pytest.mark.timeout(900)
@@ -50,14 +50,20 @@ CIRCUITS: dict[str, tuple[str, dict[str, Any]]] = {
         {"enabled": 0, "root": 0, "siblings": [0, 0, 0, 0], "oldKey": 0, "oldValue": 0, "isOld0": 0,
          "key": 0, "value": 0, "fnc": 0},
     ),
+    "powers": (  # products of large field elements, near the prime (BN254's r - 3)
+        "template P() { signal input x; signal output y[8]; y[0] <== x * x;\n"
+        "  for (var i = 1; i < 8; i++) { y[i] <== y[i - 1] * x; } }\ncomponent main = P();",
+        {"x": "21888242871839275222246405745257275088548364400416034343698204186575808495614"},
+    ),
 }  # fmt: skip
+BLS12381_R = 0x73EDA753299D7D483339D80809A1D80553BDA402FFFE5BFEFFFFFFFF00000001
 
 
-def compiled(folder: Path, name: str, source: str) -> Path:
+def compiled(folder: Path, name: str, source: str, prime: str = "bn128") -> Path:
     (folder / f"{name}.circom").write_text(f"pragma circom 2.0.0;\n{source}\n")
     if "circomlib/" in source:  # circom2 (circom as WebAssembly) reads only below the folder it runs in
         shutil.copytree(LIB, folder / "circomlib")
-    argv = [str(BIN / "circom2"), f"{name}.circom", "--wasm", "-o", "."]
+    argv = [str(BIN / "circom2"), f"{name}.circom", "--wasm", "--prime", prime, "-o", "."]
     done = subprocess.run(argv, capture_output=True, text=True, cwd=folder, timeout=600, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     return folder / f"{name}_js" / f"{name}.wasm"
@@ -77,6 +83,18 @@ def test_the_witness_equals_snarkjs_wire_for_wire(name: str, tmp_path: Path) -> 
     _, ours = compute_witness(str(wasm), values)
     assert to_ints(ours) == snarkjs_witness(tmp_path, wasm, values)
     assert len(_computed(values, str(wasm))) == len(ours)  # the synthesis path: the same witness
+    assert WasmWitness(str(wasm)).field_product == "64-bit limbs (wide arithmetic)"
+
+
+def test_a_bls12_381_generator_computes_the_same_witness_as_snarkjs(tmp_path: Path) -> None:
+    source, _ = CIRCUITS["powers"]
+    wasm = compiled(tmp_path, "powers", source, prime="bls12381")
+    values = {"x": str(BLS12381_R - 3)}
+    prime, ours = compute_witness(str(wasm), values)
+    assert prime == BLS12381_R
+    assert to_ints(ours) == snarkjs_witness(tmp_path, wasm, values)
+    assert to_ints(ours)[1:9] == [pow(BLS12381_R - 3, k, BLS12381_R) for k in range(2, 10)]
+    assert WasmWitness(str(wasm)).field_product == "64-bit limbs (wide arithmetic)"
 
 
 def test_a_failing_generator_says_why_in_one_line(tmp_path: Path) -> None:
