@@ -260,7 +260,10 @@ def _compiled(wasmtime: Any, path: str) -> tuple[Any, Any, str]:
     except (AttributeError, wasmtime.WasmtimeError):
         rewritten, why = None, f"this wasmtime ({wasmtime.__version__}) has no wide arithmetic"
     else:
-        rewritten, why = patched(original, wasmtime.wat2wasm)
+        try:
+            rewritten, why = patched(original, wasmtime.wat2wasm)
+        except wasmtime.WasmtimeError as exc:  # its text of the product not taken
+            rewritten, why = None, f"the rewritten product did not assemble: {str(exc).splitlines()[0]}"
     engine = wasmtime.Engine(config)
     if rewritten is not None:
         try:
