@@ -238,6 +238,12 @@ class CircuitInfo(_Frozen):
     constraints: int
     public_signals: int
     has_witness_generator: bool
+    witness_field_product: str | None = Field(
+        default=None,
+        description="How the witness generator multiplies field elements in the synthesis processes: "
+        "'64-bit limbs (wide arithmetic)' (its product rewritten, 1.5x its speed), or \"the generator's own "
+        '(32-bit limbs): <why>"; null without a generator.',
+    )
     priority: Priority
     memory_per_partition_bytes: int
     digest: str = Field(

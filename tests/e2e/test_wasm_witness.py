@@ -130,7 +130,9 @@ def test_a_daemon_without_node_proves_a_circuit_from_its_inputs(
     daemon = start_daemon(tmp_path_factory, "no-node")
     try:
         with Client(daemon.url) as client:
-            client.upload_circuit("mul", tmp_path / "mul.zkey", wasm=tmp_path / "mul_js" / "mul.wasm")
+            info = client.upload_circuit("mul", tmp_path / "mul.zkey", wasm=tmp_path / "mul_js" / "mul.wasm")
+            assert info.witness_field_product == "64-bit limbs (wide arithmetic)"
+            assert client.circuits()[0].witness_field_product == "64-bit limbs (wide arithmetic)"
             job_id = client.submit("circom", circuit="mul", witnesses=[{"a": 3, "b": 11}, {"a": 5, "b": 7}])
             found = client.proof(job_id, wait=TIMEOUT)
             assert found is not None, client.job(job_id)

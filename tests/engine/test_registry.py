@@ -144,6 +144,8 @@ async def test_a_generator_of_another_circuit_is_refused_naming_both_counts(
         assert not (tmp_path / "data" / "circuits" / "c").exists()
         info = await h.engine.register_circuit("c", circuit["zkey"], wasm_path=circuit["same"])
         assert info.has_witness_generator
+        # a module of circom 2's exports alone: nothing to rewrite, and it says so
+        assert info.witness_field_product == "the generator's own (32-bit limbs): no Fr_F1m_mul in it"
 
 
 async def test_a_crafted_generator_is_refused_off_the_pool_and_the_pool_stays_free(
@@ -168,6 +170,7 @@ async def test_a_generator_whose_counts_cannot_be_read_is_registered_unchecked(
     async with running(config(tmp_path, keys_dir)) as h:
         info = await h.engine.register_circuit("c", circuit["zkey"], wasm_path=circuit["bare"])
         assert info.has_witness_generator
+        assert info.witness_field_product == "snarkjs' in node (not a circom 2 generator)"
         assert "registered without checking that it is of the key's circuit" in caplog.text
 
 

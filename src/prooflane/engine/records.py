@@ -89,6 +89,9 @@ class CircuitEntry:
 
     record: CircuitRecord
     meta: CircuitMeta
+    field_product: str | None = (
+        None  # how its .wasm multiplies (``wasm_witness.field_product``), if it has one
+    )
 
 
 def live_view(job: JobRun) -> JobView:
@@ -123,6 +126,7 @@ def circuit_info(circuit: CircuitEntry) -> CircuitInfo:
         constraints=r.constraints,
         public_signals=r.public_signals,
         has_witness_generator=r.wasm is not None,
+        witness_field_product=circuit.field_product,
         priority=Priority(r.priority),
         memory_per_partition_bytes=r.memory_bytes,
     )

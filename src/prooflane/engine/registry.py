@@ -96,7 +96,7 @@ class CircuitRegistry:
         for record in records:
             meta_path = Path(record.zkey).with_suffix(".json")
             self._circuits[record.name] = CircuitEntry(
-                record, CircuitMeta(**json.loads(meta_path.read_text()))
+                record, CircuitMeta(**json.loads(meta_path.read_text())), _field_product(record.wasm)
             )
         # What registrations cut short by a crash left: files on their way in, and folders moved into place
         # but never journalled (the daemon killed while it inspected them).
@@ -279,8 +279,9 @@ class CircuitRegistry:
             name, str(zkey), wasm_kept, digest, prio.value, meta.curve, meta.constraints,
             meta.public_signals, meta.partition_bytes,
         )  # fmt: skip
+        product = await asyncio.to_thread(_field_product, wasm_kept)
         self._pipeline.journal.add_circuit(record)
-        self._circuits[name] = CircuitEntry(record, meta)
+        self._circuits[name] = CircuitEntry(record, meta, product)
         self.keys.accept(meta.key_path)
         return _info(self._circuits[name])
 
@@ -313,6 +314,22 @@ class CircuitRegistry:
 def _info(circuit: CircuitEntry) -> CircuitInfo:
     """A registered circuit as the API shows it, with its digest (what ``PUT /v1/circuits/{name}`` takes)."""
     return _described(circuit).model_copy(update={"digest": circuit.record.digest})
+
+
+def _field_product(wasm: str | None) -> str | None:
+    """How a circuit's generator will multiply (None without one; a circom 1 module, which node runs,
+    says so)."""
+    if wasm is None:
+        return None
+    from ..kinds.wasm import inspect_wasm
+    from ..kinds.wasm_witness import field_product
+
+    try:
+        if inspect_wasm(wasm) is None:
+            return "snarkjs' in node (not a circom 2 generator)"
+        return field_product(wasm)
+    except (OSError, ValueError) as exc:
+        return f"unknown: {exc}"
 
 
 def _priority(priority: str) -> Priority:

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .wasm import _leb, _skip_limits
+
 __all__ = ["PRIMES", "montgomery_wat", "patched"]
 
 PRIMES = {
@@ -107,19 +109,6 @@ class _Malformed(Exception):
     """The module is not laid out as this reader expects (it then stays as it is)."""
 
 
-def _leb(data: bytes, at: int) -> tuple[int, int]:
-    """The unsigned LEB128 number at ``at`` and the offset after it."""
-    number = shift = 0
-    while True:
-        if at >= len(data) or shift > 35:
-            raise _Malformed("a number runs past its end")
-        byte = data[at]
-        number |= (byte & 0x7F) << shift
-        at, shift = at + 1, shift + 7
-        if not byte & 0x80:
-            return number, at
-
-
 def _u32(number: int) -> bytes:
     out = bytearray()
     while True:
@@ -185,11 +174,7 @@ def _imported_functions(module: bytes, sections: list[tuple[int, int, int]]) -> 
                 functions += 1
                 _, at = _leb(module, at)
             elif kind in (1, 2):  # a table (its element type, then limits) or a memory (limits)
-                at += kind == 1
-                flags, at = _leb(module, at)
-                _, at = _leb(module, at)
-                if flags & 1:
-                    _, at = _leb(module, at)
+                at = _skip_limits(module, at + (kind == 1))
             elif kind == 3:  # a global: its value type and mutability
                 at += 2
             else:

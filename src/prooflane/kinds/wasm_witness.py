@@ -34,6 +34,7 @@ line, as the node helper's were: the input named where the protocol can name it.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -44,7 +45,9 @@ from ..files import Fingerprint, fingerprint
 from ..groth16.field import FieldVector
 from .wasm_field import PRIMES, patched
 
-__all__ = ["CIRCOM2_EXPORTS", "NotCircom2", "WasmWitness", "compute_witness"]
+log = logging.getLogger("prooflane.synthesis")
+
+__all__ = ["CIRCOM2_EXPORTS", "NotCircom2", "WasmWitness", "compute_witness", "field_product"]
 
 CIRCOM2_EXPORTS = frozenset({
     "getFieldNumLen32", "getRawPrime", "readSharedRWMemory", "writeSharedRWMemory", "init",
@@ -127,11 +130,11 @@ def _i32(word: int) -> int:
 class WasmWitness:
     """One circom 2 witness generator, compiled and instantiated; :meth:`witness` runs it."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, rewrite: bool = True) -> None:
         import wasmtime
 
         self._wasmtime = wasmtime
-        engine, module, self.field_product = _compiled(wasmtime, path)
+        engine, module, self.field_product, curve = _compiled(wasmtime, path, rewrite)
         missing = sorted(CIRCOM2_EXPORTS - {e.name for e in module.exports})
         if missing:
             raise NotCircom2(f"witness generator {path}: not a circom 2 generator (no {', '.join(missing)})")
@@ -144,8 +147,9 @@ class WasmWitness:
         self.n32: int = self._call("getFieldNumLen32")
         self._call("getRawPrime")
         self.prime = self._read()
-        if self.field_product.startswith("64-bit") and self.prime not in PRIMES.values():
-            raise ValueError(f"witness generator {path}: its prime is not the field found in it")
+        if curve is not None and self.prime != PRIMES[curve]:  # another field than the one found in it
+            self.__init__(path, rewrite=False)  # type: ignore[misc]
+            return
         loops = wasmtime.Module(engine, _LOOPS)
         own = [self._exports[i.name or ""] for i in loops.imports]
         self._loops: Any = wasmtime.Instance(self._store, loops, own).exports(self._store)
@@ -242,9 +246,10 @@ class WasmWitness:
         self._messages.append("".join(chars))
 
 
-def _compiled(wasmtime: Any, path: str) -> tuple[Any, Any, str]:
+def _compiled(wasmtime: Any, path: str, rewrite: bool) -> tuple[Any, Any, str, str | None]:
     """The engine and module of the generator at ``path``, its field product on 64-bit limbs where
-    ``wasm_field`` can rewrite it (wasmtime's wide arithmetic), and how it multiplies."""
+    ``wasm_field`` can rewrite it (wasmtime's wide arithmetic), how it multiplies, and the curve whose
+    field the rewritten product is of (None: not rewritten)."""
     try:
         with open(path, "rb") as f:
             original = f.read()
@@ -255,19 +260,15 @@ def _compiled(wasmtime: Any, path: str) -> tuple[Any, Any, str]:
     # without a home to keep it in, each compiles.
     with contextlib.suppress(wasmtime.WasmtimeError):
         config.cache = True
-    try:
-        config.wasm_wide_arithmetic = True
-    except (AttributeError, wasmtime.WasmtimeError):
-        rewritten, why = None, f"this wasmtime ({wasmtime.__version__}) has no wide arithmetic"
-    else:
-        try:
-            rewritten, why = patched(original, wasmtime.wat2wasm)
-        except wasmtime.WasmtimeError as exc:  # its text of the product not taken
-            rewritten, why = None, f"the rewritten product did not assemble: {str(exc).splitlines()[0]}"
+    config.wasm_wide_arithmetic = True
     engine = wasmtime.Engine(config)
+    rewritten, why = (
+        _rewritten(wasmtime, original) if rewrite else (None, "its field is not the one found in it")
+    )
     if rewritten is not None:
         try:
-            return engine, wasmtime.Module(engine, rewritten), "64-bit limbs (wide arithmetic)"
+            module = wasmtime.Module(engine, rewritten)
+            return engine, module, REWRITTEN, why
         except wasmtime.WasmtimeError as exc:
             why = f"rewritten, it did not compile: {str(exc).splitlines()[0]}"
     try:
@@ -275,7 +276,28 @@ def _compiled(wasmtime: Any, path: str) -> tuple[Any, Any, str]:
     except wasmtime.WasmtimeError as exc:
         raise ValueError(f"witness generator {path}: not a WebAssembly module wasmtime can run: "
                          f"{str(exc).splitlines()[0]}") from None  # fmt: skip
-    return engine, module, f"the generator's own (32-bit limbs): {why}"
+    return engine, module, f"the generator's own (32-bit limbs): {why}", None
+
+
+REWRITTEN = "64-bit limbs (wide arithmetic)"
+"""``field_product`` of a generator whose product ``wasm_field`` rewrote."""
+
+
+def _rewritten(wasmtime: Any, original: bytes) -> tuple[bytes, str] | tuple[None, str]:
+    try:
+        return patched(original, wasmtime.wat2wasm)
+    except wasmtime.WasmtimeError as exc:  # its text of the product not taken
+        return None, f"the rewritten product did not assemble: {str(exc).splitlines()[0]}"
+
+
+def field_product(path: str) -> str:
+    """How the generator at ``path`` will multiply field elements once compiled (``WasmWitness``'s
+    ``field_product``), decided as it decides, without compiling it: what a registered circuit shows."""
+    import wasmtime
+
+    with open(path, "rb") as f:
+        rewritten, why = _rewritten(wasmtime, f.read())
+    return REWRITTEN if rewritten is not None else f"the generator's own (32-bit limbs): {why}"
 
 
 def _field_vector(raw: bytes, wires: int, n32: int) -> FieldVector:
@@ -320,7 +342,11 @@ def compute_witness(path: str, values: dict[str, Any]) -> tuple[int, FieldVector
     compiled once per process and file)."""
     now = fingerprint(path)
     found = _CACHE.pop(path, None)
-    generator = found[1] if found is not None and found[0] == now else WasmWitness(path)
+    if found is not None and found[0] == now:
+        generator = found[1]
+    else:
+        generator = WasmWitness(path)
+        log.info("witness generator %s compiled: field product %s", path, generator.field_product)
     _CACHE[path] = (now, generator)
     while len(_CACHE) > _KEPT:
         _CACHE.popitem(last=False)
