@@ -4,10 +4,12 @@ EdDSA-Poseidon verifier and SMT verifier; and a generator's failures are one lin
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -145,3 +147,16 @@ def test_a_daemon_without_node_proves_a_circuit_from_its_inputs(
             )
     finally:
         daemon.stop()
+
+
+def test_a_generator_let_go_is_freed(tmp_path: Path) -> None:
+    """Its runtime's handlers once held the generator, and through wasmtime's registry of host functions it
+    was never collected: 35 MB of SHA-256's each time a process compiled a generator again."""
+    source, values = CIRCUITS["mul"]
+    wasm = str(compiled(tmp_path, "mul", source))
+    generator = WasmWitness(wasm)
+    assert to_ints(generator.witness(values))[:2] == [1, 33]
+    gone = weakref.ref(generator)
+    del generator
+    gc.collect()
+    assert gone() is None

@@ -139,8 +139,8 @@ class WasmWitness:
         if missing:
             raise NotCircom2(f"witness generator {path}: not a circom 2 generator (no {', '.join(missing)})")
         self._store = wasmtime.Store(engine)
-        self._failure: int | None = None
-        self._messages: list[str] = []
+        self._said = _Said()  # what the handlers note: not this object, which would make a cycle through
+        # the store that the collector never frees (35 MB a generator)
         imports = [self._import(item.module, item.name or "", item.type) for item in module.imports]
         instance = wasmtime.Instance(self._store, module, imports)
         self._exports = instance.exports(self._store)
@@ -163,7 +163,7 @@ class WasmWitness:
         """Every wire's value for circuit inputs ``values`` (name -> a number or a nested list of them), as
         the prover takes them; ``ValueError`` with one line naming the input, or the generator's own
         message, when it fails."""
-        self._failure, self._messages = None, []
+        self._said.failure, self._said.messages = None, []
         try:
             self._call("init", 1)  # with its checks, as snarkjs runs it
             given = 0
@@ -197,9 +197,9 @@ class WasmWitness:
             raise ValueError(self._failed(str(exc))) from None
 
     def _failed(self, trap: str) -> str:
-        said = " ".join(m.strip() for m in self._messages if m.strip())
-        if self._failure is not None:
-            what = _FAILURES.get(self._failure, f"error code {self._failure}")
+        said = " ".join(m.strip() for m in self._said.messages if m.strip())
+        if self._said.failure is not None:
+            what = _FAILURES.get(self._said.failure, f"error code {self._said.failure}")
             return f"{what}. {said}".strip() if said else what
         return said or f"the generator trapped: {trap.splitlines()[0]}"
 
@@ -225,25 +225,32 @@ class WasmWitness:
             return wasmtime.Memory(self._store, kind)
         if not isinstance(kind, wasmtime.FuncType):
             raise ValueError(f"the witness generator imports {module}.{name}, which is not a function")
-        handler: Callable[..., Any]
         if name == "exceptionHandler":
-            handler = self._on_failure
-        elif name == "printErrorMessage":
-            handler = self._on_message
-        else:
-            results = [0] * len(kind.results)
-            handler = lambda *_: results[0] if len(results) == 1 else None  # noqa: E731
+            return wasmtime.Func(self._store, kind, self._said.on_failure)
+        if name == "printErrorMessage":
+            return wasmtime.Func(self._store, kind, self._said.on_message, access_caller=True)
+        results = [0] * len(kind.results)
+        handler: Callable[..., Any] = lambda *_: results[0] if len(results) == 1 else None  # noqa: E731
         return wasmtime.Func(self._store, kind, handler)
 
-    def _on_failure(self, code: int) -> None:
-        self._failure = code
+
+class _Said:
+    """What the generator's runtime imports were told: a failure's code and the messages it printed."""
+
+    def __init__(self) -> None:
+        self.failure: int | None = None
+        self.messages: list[str] = []
+
+    def on_failure(self, code: int) -> None:
+        self.failure = code
         raise _Failed(code)  # traps the call in progress
 
-    def _on_message(self) -> None:
+    def on_message(self, caller: Any) -> None:
+        read = caller["getMessageChar"]
         chars = []
-        while (c := self._call("getMessageChar")) != 0:
+        while (c := read(caller)) != 0:
             chars.append(chr(c))
-        self._messages.append("".join(chars))
+        self.messages.append("".join(chars))
 
 
 def _compiled(wasmtime: Any, path: str, rewrite: bool) -> tuple[Any, Any, str, str | None]:
