@@ -130,6 +130,8 @@ os.environ.setdefault("PROOFLANE_TEST", "1")
 os.environ.setdefault("PROOFLANE_POINT_CHECKS", str(OUTPUT / "point-checks"))
 # Fixed-base tables a test stores go here too (tests that look at them set a folder of their own).
 os.environ.setdefault("PROOFLANE_TABLES", str(OUTPUT / "msm-tables"))
+# And the witness generators they compile.
+os.environ.setdefault("PROOFLANE_WASM_CACHE", str(OUTPUT / "wasm"))
 
 
 LANES = {"e2e": "slow", "engine": "engine", "groth16/cuda": "engine"}

@@ -160,3 +160,30 @@ def test_a_generator_let_go_is_freed(tmp_path: Path) -> None:
     del generator
     gc.collect()
     assert gone() is None
+
+
+def test_a_compiled_generator_is_kept_and_mapped_by_the_next_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, values = CIRCUITS["mul"]
+    wasm = str(compiled(tmp_path, "mul", source))
+    kept = tmp_path / "compiled"
+    monkeypatch.setenv("PROOFLANE_WASM_CACHE", str(kept))
+    first = to_ints(WasmWitness(wasm).witness(values))
+    (stored,) = kept.glob("*.cwasm")
+    assert first[:2] == [1, 33] and stored.stat().st_size > 0
+    script = (
+        "import sys, wasmtime; from prooflane.kinds.wasm_witness import WasmWitness; "
+        "calls = []; real = wasmtime.Module.__init__; "
+        "wasmtime.Module.__init__ = lambda self, *a, **k: (calls.append(a), real(self, *a, **k))[1]; "
+        "w = WasmWitness(sys.argv[1]); print(len(calls), w.witness({'a': 3, 'b': 11})[1][0])"
+    )
+    again = subprocess.run([sys.executable, "-c", script, wasm], capture_output=True, text=True, check=True)
+    assert again.stdout.split() == ["1", "33"]  # only the small module of its own loops was compiled
+    stored.write_bytes(b"not compiled code")  # a file wasmtime refuses is compiled again and replaced
+    assert to_ints(WasmWitness(wasm).witness(values)) == first
+    assert stored.read_bytes()[:4] != b"not "
+    monkeypatch.setenv("PROOFLANE_WASM_CACHE", "")  # none kept
+    stored.unlink()
+    assert to_ints(WasmWitness(wasm).witness(values)) == first
+    assert list(kept.glob("*.cwasm")) == []

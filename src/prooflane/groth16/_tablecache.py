@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .arithmetic import Section, Tables
+from .caches import cache_folder, prune_least_recent
 
 __all__ = ["DEFAULT_MAX_BYTES", "ENV", "MAX_BYTES_ENV", "cached_tables", "folder", "stored_tables"]
 
@@ -50,11 +51,7 @@ Recompute = Callable[[Section, int], bytes]
 
 def folder() -> Path | None:
     """The folder of stored tables, or None when ``$PROOFLANE_TABLES`` is set empty."""
-    configured = os.environ.get(ENV)
-    if configured is not None:
-        return Path(configured) if configured else None
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "prooflane" / "msm-tables"
+    return cache_folder(ENV, "msm-tables")
 
 
 def _path(where: Path, digest: str, name: str, window: int, stride: int, count: int) -> Path:
@@ -149,17 +146,4 @@ def _prune(where: Path, keep: Path) -> None:
         limit = int(os.environ.get(MAX_BYTES_ENV) or DEFAULT_MAX_BYTES)
     except ValueError:
         limit = DEFAULT_MAX_BYTES
-    files = []
-    for path in where.glob("*.tables"):
-        with contextlib.suppress(OSError):
-            stat = path.stat()
-            files.append((stat.st_mtime, stat.st_size, path))
-    total = sum(size for _, size, _ in files)
-    for _, size, path in sorted(files):
-        if total <= limit:
-            break
-        if path != keep:
-            with contextlib.suppress(OSError):
-                path.unlink()
-                path.with_name(path.name + ".lock").unlink(missing_ok=True)
-            total -= size
+    prune_least_recent(where, "*.tables", limit, keep)
