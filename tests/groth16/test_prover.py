@@ -106,6 +106,25 @@ def test_wire_zero_must_be_one() -> None:
         synthesize(r1cs, Witness(BN128, values))
 
 
+@pytest.mark.parametrize("curve", CURVES)
+def test_a_key_with_a_point_off_the_curve_is_refused_every_time(curve: Curve) -> None:
+    # the key's points are converted once a process: a bad one must not be remembered as good, nor
+    # a good key's points lent to a bad one that differs from it in one point
+    r1cs, witness = square_chain(curve, 4)
+    key = setup(r1cs, seed=b"vk cache")
+    proof, vk = prove(key, witness), key.verification_key
+    off_ic = dataclasses.replace(vk, ic=(vk.ic[0], (vk.ic[1][0], vk.ic[1][1] + 1), *vk.ic[2:]))
+    g2 = vk.delta2
+    off_delta = dataclasses.replace(vk, delta2=(g2[0], g2[1], g2[2], g2[3] + 1))
+    for _ in range(2):
+        assert verify(vk, proof.public, proof)
+        assert not verify(off_ic, proof.public, proof)
+        assert not verify(off_delta, proof.public, proof)
+    other = setup(r1cs, seed=b"vk cache 2").verification_key  # a valid key, not this proof's
+    assert not verify(other, proof.public, proof)
+    assert verify(vk, proof.public, proof)
+
+
 def test_verify_refuses_a_count_or_curve_mismatch() -> None:
     key = setup(square_chain(BN128, 2)[0], seed=b"mm")
     proof = prove(key, square_chain(BN128, 2)[1])
