@@ -217,6 +217,23 @@ def test_the_coset_values_equal_the_library_fft_s(curve: Curve) -> None:
 
 
 @pytest.mark.parametrize("curve", CURVES)
+def test_the_coset_values_take_any_32_bytes_modulo_r(curve: Curve) -> None:
+    # values of r and beyond (up to 2^256 - 1, over 2r on both curves) mean their residues, in a, b and c
+    rng, ext, lib, r = random.Random(9), c_extension(curve), libraries(curve), curve.r
+    n = 64
+    residues = [[rng.randrange(r) for _ in range(n)] for _ in range(3)]
+    given = [[x + r * rng.randrange((2**256 - 1 - x) // r + 1) for x in v] for v in residues]
+    given[0][0] = given[1][1] = given[2][2] = 2**256 - 1
+    residues[0][0] = residues[1][1] = residues[2][2] = (2**256 - 1) % r
+    assert all(x >= 2 * r for x in (given[0][0], given[1][1], given[2][2]))
+    as_rows = [np.array([[x >> (64 * j) & (2**64 - 1) for j in range(4)] for x in v], "<u8") for v in given]
+    a, b, c = (from_ints(v) for v in residues)
+    want = to_ints(lib.coset_h(a, b, c, n, 1))
+    for threads in (1, 2, 4):
+        assert to_ints(ext.coset_h(as_rows[0], as_rows[1], as_rows[2], n, threads)) == want
+
+
+@pytest.mark.parametrize("curve", CURVES)
 def test_synthesis_equals_the_python_one(curve: Curve, monkeypatch: pytest.MonkeyPatch) -> None:
     r1cs, witness = square_chain(curve, 40)
     key = setup(r1cs, seed=b"native synthesis")

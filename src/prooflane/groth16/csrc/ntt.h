@@ -1,6 +1,13 @@
 /* The quotient's values on the coset: h = a·b - c on the odd coset w_2n·<w_n>, from the values of a, b
- * and c on <w_n> (an inverse NTT, the coset shift and an NTT per vector, radix 2, threads per stage), with
- * snarkjs' roots. Values cross as 32-byte little-endian rows at any address (copied, never cast). */
+ * and c on <w_n>, with snarkjs' roots. Per vector, in place and without a permutation: an inverse NTT by
+ * decimation in frequency (natural order in, bit-reversed out), the coset shift and 1/n as one product by a
+ * table kept in that bit-reversed order, then an NTT by decimation in time (bit-reversed in, natural out).
+ * Radix 2, threads per stage; a butterfly whose twiddle is 1 multiplies by nothing.
+ *
+ * The values stay as they came (not in Montgomery form): a Montgomery product with a constant in
+ * Montgomery form is the plain product, so the transforms and the shift keep them plain. Only a is taken
+ * into Montgomery form, so that the pointwise a·b (a Montgomery product) is plain too, and h is plain.
+ * Values cross as 32-byte little-endian rows at any address (copied, never cast). */
 #ifndef PROOFLANE_NTT_H
 #define PROOFLANE_NTT_H
 
@@ -25,9 +32,9 @@ typedef struct {
     const field_t *f;
     size_t n, m;                  /* domain size; rows given per vector (m <= n) */
     int log_n, threads;
-    const unsigned char *in[3];   /* a, b, c: m canonical 32-byte values each */
-    fr_t *scratch, *out[3], *tw;  /* tw: w^k for k < n/2 */
-    fr_t w, shift_scaled, shift;  /* w_n; n^-1 (the inverse transform's factor); w_2n */
+    const unsigned char *in[3];   /* a, b, c: m 32-byte values each */
+    fr_t *out[3], *tw, *shift_at; /* tw: w^k for k < n/2; shift_at[i]: w_2n^bitrev(i) / n */
+    fr_t w, inv_n, shift;         /* w_n; n^-1; w_2n (Montgomery form) */
     unsigned char *h;             /* the result, n canonical 32-byte values */
     pthread_barrier_t barrier;
     int next_thread;
@@ -47,33 +54,61 @@ static void powers(fr_t *out, const fr_t *start, const fr_t *step, size_t lo, si
     }
 }
 
-/* A forward NTT of x (bit-reversed order in, natural order out) by thread t of T: the stages within a
- * thread's block alone, then the wider stages split by butterflies with a barrier after each. */
-static void ntt_stages(coset_job *job, fr_t *x, int t) {
+/* The inverse transform's butterfly at (x[i], x[i + half]), twiddle w^-k: (u + v, (u - v)·w^-k), with
+ * w^-k = -w^(n/2 - k) for 0 < k < n/2, so (v - u)·tw[n/2 - k]. */
+INLINE void dif_butterfly(fr_t *x, size_t i, size_t half, size_t k, const coset_job *job) {
     const field_t *f = job->f;
+    fr_t u = x[i], v = x[i + half];
+    f_add(x[i].v, u.v, v.v, f, 4);
+    if (k == 0) {
+        f_sub(x[i + half].v, u.v, v.v, f, 4);
+    } else {
+        f_sub(v.v, v.v, u.v, f, 4);
+        fr_mul(&x[i + half], &v, &job->tw[job->n / 2 - k], f);
+    }
+}
+
+/* The forward transform's butterfly at (x[i], x[i + half]), twiddle w^k: (u + v·w^k, u - v·w^k). */
+INLINE void dit_butterfly(fr_t *x, size_t i, size_t half, size_t k, const coset_job *job) {
+    const field_t *f = job->f;
+    fr_t u = x[i], v = x[i + half];
+    if (k) fr_mul(&v, &v, &job->tw[k], f);
+    f_add(x[i].v, u.v, v.v, f, 4);
+    f_sub(x[i + half].v, u.v, v.v, f, 4);
+}
+
+/* Stage len's butterflies within x[base .. base + block) (a block holds whole groups of len). */
+#define BLOCK_STAGE(butterfly)                                                     \
+    do {                                                                           \
+        const size_t half = len / 2, step = n / len;                               \
+        for (size_t s = base; s < base + block; s += len)                          \
+            for (size_t j = 0; j < half; j++) butterfly(x, s + j, half, j * step, job); \
+    } while (0)
+
+/* Stage len's butterflies b of thread t's share (the stages wider than a thread's block). */
+#define SHARED_STAGE(butterfly)                                                    \
+    do {                                                                           \
+        const size_t half = len / 2, step = n / len, per = n / 2 / T;              \
+        for (size_t b = (size_t)t * per; b < (size_t)(t + 1) * per; b++)           \
+            butterfly(x, (b / half) * len + b % half, half, (b % half) * step, job); \
+        pthread_barrier_wait(&job->barrier);                                       \
+    } while (0)
+
+/* x (natural order) becomes n·(its inverse NTT) in bit-reversed order, by thread t of T: the stages wider
+ * than a thread's block first, split by butterflies with a barrier after each, then those within the
+ * thread's block (no barrier: the block is the thread's until the forward transform's wide stages). */
+static void dif_stages(coset_job *job, fr_t *x, int t) {
     const size_t n = job->n, T = (size_t)job->threads, block = n / T, base = (size_t)t * block;
-    for (size_t len = 2; len <= block; len <<= 1) {
-        const size_t half = len / 2, step = n / len;
-        for (size_t s = base; s < base + block; s += len)
-            for (size_t j = 0; j < half; j++) {
-                fr_t u = x[s + j], v;
-                fr_mul(&v, &x[s + j + half], &job->tw[j * step], f);
-                f_add(x[s + j].v, u.v, v.v, f, 4);
-                f_sub(x[s + j + half].v, u.v, v.v, f, 4);
-            }
-    }
+    for (size_t len = n; len > block; len >>= 1) SHARED_STAGE(dif_butterfly);
+    for (size_t len = block; len >= 2; len >>= 1) BLOCK_STAGE(dif_butterfly);
+}
+
+/* x (bit-reversed order) becomes its NTT in natural order: the reverse of dif_stages' split. */
+static void dit_stages(coset_job *job, fr_t *x, int t) {
+    const size_t n = job->n, T = (size_t)job->threads, block = n / T, base = (size_t)t * block;
+    for (size_t len = 2; len <= block; len <<= 1) BLOCK_STAGE(dit_butterfly);
     pthread_barrier_wait(&job->barrier);
-    for (size_t len = 2 * block; len <= n; len <<= 1) {
-        const size_t half = len / 2, step = n / len, per = n / 2 / T;
-        for (size_t b = (size_t)t * per; b < (size_t)(t + 1) * per; b++) {
-            const size_t s = (b / half) * len, j = b % half;
-            fr_t u = x[s + j], v;
-            fr_mul(&v, &x[s + j + half], &job->tw[j * step], f);
-            f_add(x[s + j].v, u.v, v.v, f, 4);
-            f_sub(x[s + j + half].v, u.v, v.v, f, 4);
-        }
-        pthread_barrier_wait(&job->barrier);
-    }
+    for (size_t len = 2 * block; len <= n; len <<= 1) SHARED_STAGE(dit_butterfly);
 }
 
 static void *coset_worker(void *arg) {
@@ -85,38 +120,38 @@ static void *coset_worker(void *arg) {
     fr_t one;
     memcpy(one.v, f->one, 32);
     if (n > 1) powers(job->tw + (n / 2) * t / T, &one, &job->w, (n / 2) * t / T, (n / 2) * (t + 1) / T, f);
-    for (int v = 0; v < 3; v++) {
-        /* values on <w_n>, bit-reversed, in Montgomery form */
-        for (size_t i = lo; i < hi; i++) {
-            fr_t x = {{0, 0, 0, 0}};
-            if (i < job->m) {
-                x = fr_load(job->in[v] + FR_BYTES * i);
-                f_to_mont(x.v, x.v, f, 4);
-            }
-            job->scratch[bit_reverse((uint32_t)i, job->log_n)] = x;
-        }
-        pthread_barrier_wait(&job->barrier);
-        ntt_stages(job, job->scratch, t); /* NTT(values): n·coefficient[-k mod n] at k */
-        /* coefficient j times n^-1·w_2n^j, bit-reversed for the next NTT */
-        fr_t scale;
+    {
+        fr_t acc; /* w_2n^j / n for j in [lo, hi), each at its bit-reversed place */
         u64 e[4] = {lo, 0, 0, 0};
-        f_pow(scale.v, job->shift.v, e, f, 4);
-        fr_mul(&scale, &scale, &job->shift_scaled, f);
+        f_pow(acc.v, job->shift.v, e, f, 4);
+        fr_mul(&acc, &acc, &job->inv_n, f);
         for (size_t j = lo; j < hi; j++) {
-            fr_t x;
-            fr_mul(&x, &job->scratch[(n - j) % n], &scale, f);
-            job->out[v][bit_reverse((uint32_t)j, job->log_n)] = x;
-            fr_mul(&scale, &scale, &job->shift, f);
+            job->shift_at[bit_reverse((uint32_t)j, job->log_n)] = acc;
+            fr_mul(&acc, &acc, &job->shift, f);
         }
-        pthread_barrier_wait(&job->barrier);
-        ntt_stages(job, job->out[v], t); /* values on the coset */
+    }
+    for (int v = 0; v < 3; v++) {
+        fr_t *x = job->out[v];
+        for (size_t i = lo; i < hi; i++) {
+            fr_t y = {{0, 0, 0, 0}};
+            if (i < job->m) {
+                y = fr_load(job->in[v] + FR_BYTES * i);
+                /* any 32 bytes: below r first (the Montgomery product takes its inputs below r) */
+                while (!f_below(y.v, f, 4)) limbs_sub(y.v, y.v, f->p, 4);
+                if (v == 0) f_to_mont(y.v, y.v, f, 4);
+            }
+            x[i] = y;
+        }
+        pthread_barrier_wait(&job->barrier); /* the tables and the values, all threads' */
+        dif_stages(job, x, t);
+        for (size_t i = lo; i < hi; i++) fr_mul(&x[i], &x[i], &job->shift_at[i], f);
+        dit_stages(job, x, t); /* values on the coset, natural order */
     }
     for (size_t i = lo; i < hi; i++) {
-        fr_t x;
-        fr_mul(&x, &job->out[0][i], &job->out[1][i], f);
-        f_sub(x.v, x.v, job->out[2][i].v, f, 4);
-        f_from_mont(x.v, x.v, f, 4);
-        fr_store(job->h + FR_BYTES * i, &x);
+        fr_t y;
+        fr_mul(&y, &job->out[0][i], &job->out[1][i], f);
+        f_sub(y.v, y.v, job->out[2][i].v, f, 4);
+        fr_store(job->h + FR_BYTES * i, &y);
     }
     return NULL;
 }
@@ -148,16 +183,16 @@ static int ntt_coset_h(const field_t *f, const unsigned char *const in[3], size_
     for (int v = 0; v < 3; v++) job.in[v] = in[v];
     job.w = fr_load(roots);
     job.shift = fr_load(roots + FR_BYTES);
-    job.shift_scaled = fr_load(roots + 2 * FR_BYTES);
+    job.inv_n = fr_load(roots + 2 * FR_BYTES);
     f_to_mont(job.w.v, job.w.v, f, 4);
     f_to_mont(job.shift.v, job.shift.v, f, 4);
-    f_to_mont(job.shift_scaled.v, job.shift_scaled.v, f, 4);
+    f_to_mont(job.inv_n.v, job.inv_n.v, f, 4);
     job.h = h;
-    job.scratch = malloc(n * sizeof(fr_t));
+    job.shift_at = malloc(n * sizeof(fr_t));
     job.tw = malloc((n / 2 + 1) * sizeof(fr_t));
     for (int v = 0; v < 3; v++) job.out[v] = malloc(n * sizeof(fr_t));
     int status = -1;
-    if (job.scratch && job.tw && job.out[0] && job.out[1] && job.out[2]) {
+    if (job.shift_at && job.tw && job.out[0] && job.out[1] && job.out[2]) {
         /* Threads first, held at the gate: the barrier's count is the largest power of two of those that
          * started (this one included), so a thread the system refuses leaves none waiting for it. */
         pthread_t ids[MAX_THREADS];
@@ -181,7 +216,7 @@ static int ntt_coset_h(const field_t *f, const unsigned char *const in[3], size_
         pthread_mutex_destroy(&job.gate);
         status = 0;
     }
-    free(job.scratch);
+    free(job.shift_at);
     free(job.tw);
     for (int v = 0; v < 3; v++) free(job.out[v]);
     return status;
