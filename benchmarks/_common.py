@@ -142,3 +142,23 @@ def tree_pss(processes: list[psutil.Process]) -> int:
         with contextlib.suppress(psutil.Error, AttributeError):
             total += p.memory_full_info().pss
     return total
+
+
+_TABLES_SAID = re.compile(
+    r"msm tables of (\S+): (built in [0-9.]+ s|found stored|not used \(.*\)|the build failed .*)"
+)
+
+
+def wait_for_tables(log_path: Path, keys: Sequence[str], timeout: float = 900.0) -> dict[str, str]:
+    """Wait until a daemon's log (``log_path``) says of each key in ``keys`` (``circom:<name>``, a kind's
+    key name) whether its fixed-base tables are stored (``msm_tables = "auto"``: built in the background
+    once the key is first proven); returns what it said of each, "not said" for a key it never mentioned
+    within ``timeout`` seconds (a daemon with ``msm_tables = false``, say)."""
+    deadline, said = time.monotonic() + timeout, {}
+    while time.monotonic() < deadline:
+        text = log_path.read_text(errors="replace") if log_path.exists() else ""
+        said = {m.group(1): m.group(2) for m in _TABLES_SAID.finditer(text)}
+        if all(k in said for k in keys):
+            break
+        time.sleep(0.2)
+    return {k: said.get(k, "not said") for k in keys}

@@ -12,8 +12,10 @@ Two circuits (``--circuit``, both by default):
 (a) the naive pipeline a circom user would write: per input, ``snarkjs wtns calculate`` then rapidsnark's
     ``prover``, two inputs at a time (one per core); skipped, and said so, without rapidsnark's prover;
 (b) one ``prooflane serve`` with its default config: the circuits registered by upload, a warm-up job of
-    two inputs each, then one job of all the inputs as JSON (its witnesses computed in the daemon); from the
-    submit to the last proof.
+    two inputs each, then a wait until the daemon says its key's fixed-base tables are stored (the default
+    ``msm_tables = "auto"`` builds them in the background after a key's first partition: the table's
+    "msm tables" line says what it found) and a job of four inputs so that every worker maps them; then one
+    job of all the inputs as JSON (its witnesses computed in the daemon); from the submit to the last proof.
 
 ``--repeat`` rounds alternate the order; each row gives the median seconds, the spread and proofs per hour,
 and the ratio is (a)'s median over (b)'s. Afterwards snarkjs verifies one proof of each way
@@ -42,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import print_table, write_json
+from _common import print_table, wait_for_tables, write_json
 from bench_circom import _inputs as sha256_input
 from bench_circom import compile_sha256
 from bench_prove import rapidsnark_binary
@@ -167,6 +169,7 @@ def main() -> None:
     ways = [NAIVE, served] if prover is not None else [served]
     times: dict[tuple[str, str], list[float]] = {(c.name, way): [] for c in circuits for way in ways}
     verified: dict[tuple[str, str], bool] = {}
+    tables: dict[str, str] = {}  # circuit -> what the daemon said of its key's tables
     with tempfile.TemporaryDirectory(prefix="bench-throughput-") as tmp:
         folder = Path(tmp)
         daemon = DaemonProcess(
@@ -180,6 +183,12 @@ def main() -> None:
                 for circuit in circuits:
                     inputs = circuit.inputs(args.inputs)
                     daemon_run(client, circuit, circuit.inputs(2), folder)  # warm-up: keys, generators
+                    # msm_tables = "auto": the key's tables, built in the background after its first
+                    # partition; the steady state is measured (each worker maps them at its next partition)
+                    said = wait_for_tables(folder / "daemon.log", [f"circom:{circuit.name}"])
+                    tables[circuit.name] = said[f"circom:{circuit.name}"]
+                    print(f"{circuit.name}: msm tables {tables[circuit.name]}")
+                    daemon_run(client, circuit, circuit.inputs(4), folder)  # every worker maps them
                     if prover is not None:
                         naive(circuit, circuit.inputs(1), prover, folder)  # warm-up: caches, node
                     for round_ in range(args.repeat):
@@ -223,7 +232,13 @@ def main() -> None:
     config = str(args.config) if args.config else None
     write_json(
         "bench_throughput",
-        {"inputs": args.inputs, "repeat": args.repeat, "config": config, "results": results},
+        {
+            "inputs": args.inputs,
+            "repeat": args.repeat,
+            "config": config,
+            "msm_tables": tables,
+            "results": results,
+        },
     )
 
 

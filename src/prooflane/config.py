@@ -93,8 +93,10 @@ class Config:
     worker_niceness: int = 5
     # Threads of each MSM and NTT call in a worker; 0: the cores shared among the workers (docs/engine.md).
     threads_per_call: int = 0
-    # Workers keep fixed-base tables of their keys' bases: faster MSMs for several times a key's memory.
-    msm_tables: bool = False
+    # Fixed-base tables of the keys' bases (faster MSMs for about ten times a key's bases of memory): "auto"
+    # builds a key's in the background once it is proven and uses them where they fit; true builds them when
+    # a worker first loads a key; false never (docs/config.md).
+    msm_tables: bool | str = "auto"
     core_budget: int = 0
     memory_budget_bytes: int = 0
     memory_margin_bytes: int = 2 * _GIB
@@ -158,7 +160,9 @@ class Config:
         _check(self.log_file_bytes == 0 or self.log_file_bytes >= 4096, "log_file_bytes",
                "expected 0 (no log file) or at least 4096")  # fmt: skip
         _check(self.log_file_backups >= 1, "log_file_backups", "expected at least 1")
-        _check(not (self.msm_tables and self.ray.address), "msm_tables",
+        _check(isinstance(self.msm_tables, bool) or self.msm_tables == "auto", "msm_tables",
+               f"expected true, false or \"auto\", got {self.msm_tables!r}")  # fmt: skip
+        _check(not (self.msm_tables is True and self.ray.address), "msm_tables",
                "the tables are kept by local worker processes, not on a Ray cluster")  # fmt: skip
         for root in self.allowed_roots:
             _check(Path(root).is_absolute(), "allowed_roots", f"{str(root)!r}: expected an absolute folder")
@@ -320,6 +324,8 @@ def coerce_value(source: str, key: str, annotation: Any, value: Any) -> Any:
         ok, value = isinstance(value, str), Path(str(value)).expanduser()
     elif kind == "bool":
         ok = isinstance(value, bool)
+    elif kind == "bool | str":
+        ok = isinstance(value, bool | str)
     elif kind == "int":
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif kind in ("float", "float | None"):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -26,13 +27,15 @@ from prooflane.groth16 import (
     Proof,
     VerificationKey,
     read_r1cs,
+    read_zkey,
     setup,
     verify,
     write_wtns,
     write_zkey,
 )
+from prooflane.groth16.prover import BASES, tables_folder
 from prooflane.groth16.witness import Witness
-from prooflane.kinds import prepare_builtin
+from prooflane.kinds import inspect_zkey, prepare_builtin
 from prooflane.models import JobRequest, JobState, PartitionState
 from tests.support.groth16_samples import MUL_CIRCOM
 
@@ -122,6 +125,12 @@ class Watcher:
     def close(self) -> None:
         self._task.cancel()
         assert self.violations == []
+
+
+def _tables_folder() -> Path:
+    found = tables_folder()
+    assert found is not None
+    return found
 
 
 async def prove_all(engine: Engine, requests: list[JobRequest]) -> list[str]:
@@ -260,6 +269,68 @@ async def test_workers_with_fixed_base_tables_prove_and_reserve_the_tables(
         kind = next(k for k in engine.kinds() if k.name == "window-post")
         assert kind.proving_key_bytes == post.worker_key_bytes(True)
         watch.close()
+        assert_clean(engine)
+
+
+async def test_by_default_a_key_s_tables_are_built_in_the_background_and_used_once_stored(
+    tmp_path: Path, keys_dir: Path, circom_files: dict[str, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    """``msm_tables = "auto"`` (the default): a key's first job proves without its tables while one process
+    builds and stores them; the worker's next partition takes its allocation again with their bytes and maps
+    them, and its proofs verify. A key of its own (a seed no other test uses), so nothing is stored yet."""
+    caplog.set_level(logging.INFO, logger="prooflane.engine")
+    zkey = tmp_path / "fresh.zkey"
+    write_zkey(zkey, setup(storage_circuit("winning-post", "tiny", BN128).r1cs, seed=os.urandom(16)))
+    witnesses: list[str | dict[str, Any]] = [str(circom_files["w0"]), str(circom_files["w1"])]
+    async with Engine(config(tmp_path, keys_dir, workers_per_device=1)) as engine:
+        assert engine.config.msm_tables == "auto"
+        await engine.register_circuit("fresh", zkey)
+        meta = inspect_zkey("circom:fresh", str(zkey))
+        first = await prove_all(engine, [JobRequest(kind="circom", circuit="fresh", witnesses=witnesses)])
+        assert await verified_count(engine, first[0], "circom", "fresh") == 2
+        async with asyncio.timeout(WAIT):
+            while "msm tables of circom:fresh: built in" not in caplog.text:  # noqa: ASYNC110 (a log line)
+                await asyncio.sleep(0.05)
+        digest = read_zkey(zkey).digest
+        assert sorted(p.name.split(".")[1] for p in _tables_folder().glob(f"{digest}.*.tables")) == sorted(
+            BASES
+        )
+        second = await prove_all(engine, [JobRequest(kind="circom", circuit="fresh", witnesses=witnesses)])
+        assert await verified_count(engine, second[0], "circom", "fresh") == 2
+        held = {a.name: a.bytes for a in engine.snapshot().allocations}
+        assert held == {"key+tables:circom:fresh@cpu:0/w0": meta.key_alloc_bytes + meta.table_alloc_bytes}
+        assert_clean(engine)
+
+
+@pytest.mark.parametrize("why", ["budget", "no folder"])
+async def test_tables_that_would_not_fit_or_could_not_be_stored_are_never_used(
+    tmp_path: Path,
+    keys_dir: Path,
+    sector: Path,
+    why: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``auto`` keeps a key's tables only where every worker's copy fits in a quarter of the budget, and
+    where they can be stored: otherwise the log says why once, and the key proves as before."""
+    caplog.set_level(logging.INFO, logger="prooflane.engine")
+    post = prepare_builtin("window-post", "tiny", "bn128", str(keys_dir))
+    budget = 0
+    if why == "budget":  # room for the partition and the key, not for the tables
+        budget = post.partition_bytes + post.key_alloc_bytes + post.table_alloc_bytes
+    else:
+        monkeypatch.setenv("PROOFLANE_TABLES", "")
+    cfg = config(tmp_path, keys_dir, workers_per_device=1, memory_budget_bytes=budget)
+    async with Engine(cfg) as engine:
+        ids = await prove_all(engine, [JobRequest(kind="window-post", sector=str(sector)) for _ in range(2)])
+        assert [await verified_count(engine, i, "window-post") for i in ids] == [1, 1]
+        said = [m for r in caplog.records if (m := r.getMessage()).startswith("msm tables of window-post")]
+        assert len(said) == 1 and "not used" in said[0], said
+        assert ("quarter of the memory budget" if why == "budget" else "PROOFLANE_TABLES") in said[0]
+        held = {a.name: a.bytes for a in engine.snapshot().allocations}
+        assert held == {f"key:{post.key_name}@cpu:0/w0": post.key_alloc_bytes}
+        kind = next(k for k in engine.kinds() if k.name == "window-post")
+        assert kind.proving_key_bytes == post.key_alloc_bytes
         assert_clean(engine)
 
 

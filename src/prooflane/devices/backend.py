@@ -160,6 +160,12 @@ class DeviceWorker(ABC):
     async def drop_key(self, key_path: str) -> None:
         """Forget a proving key (its memory was evicted from the budget)."""
 
+    async def map_tables(self, key_path: str) -> bool:
+        """Prove the key over the fixed-base tables stored for it (``msm_tables = "auto"``, once they are
+        built); whether it does now. A worker that keeps no tables (in the daemon's process, on Ray, on a
+        cuda device) answers False and proves as before."""
+        return False
+
     async def device_need(self, key_path: str) -> tuple[int, int] | None:
         """(device bytes of the key's resident bases, device bytes one device section needs beside them),
         for a device whose memory is budgeted (``memory_bytes`` set); None for any other."""

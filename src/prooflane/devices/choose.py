@@ -28,5 +28,5 @@ def backend_for(config: Config) -> DeviceBackend:
         niceness=resolved.worker_niceness,
         cores=resolved.core_budget,
         threads=resolved.threads_per_call,
-        tables=resolved.msm_tables,
+        tables=resolved.msm_tables is True,  # "auto": each key's stored tables, when the daemon says
     )

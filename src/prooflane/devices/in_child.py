@@ -121,7 +121,10 @@ class _Side:
     sections this side uses, without the coefficient matrices: only synthesis reads those)."""
 
     bases: tuple[str, ...] = ()
-    tables = False  # build the bases' fixed-base tables too (the config's ``msm_tables``)
+    tables = False  # build the bases' fixed-base tables too (the config's ``msm_tables = true``)
+
+    def __init__(self) -> None:
+        self._mapped: set[str] = set()  # keys proven over their stored tables (``map_tables``)
 
     def ping(self) -> int:
         return os.getpid()
@@ -129,11 +132,23 @@ class _Side:
     def load(self, key_path: str) -> None:
         self._key(key_path)
 
+    def map_tables(self, key_path: str) -> bool:
+        """Prove the key over its stored fixed-base tables from now on (``msm_tables = "auto"``, once the
+        daemon had them built); whether every section of this side that has tables is over them now."""
+        from ..groth16.prover import key_table_bytes, tabulated
+
+        self._mapped.add(key_path)
+        key = self._key(key_path)
+        over, shape = set(tabulated(key)), (key.curve, key.n_vars, key.n_public, key.domain_size)
+        return all(name in over for name in self.bases if key_table_bytes(*shape, (name,)))
+
     def drop(self, key_path: str) -> None:
+        self._mapped.discard(key_path)
         drop_key(key_path)
 
     def _key(self, key_path: str) -> Any:
-        return load_key(key_path, self.bases, matrices=False, tables=self.tables)
+        tables = self.tables or (None if key_path in self._mapped else False)  # None: the stored ones only
+        return load_key(key_path, self.bases, matrices=False, tables=tables)
 
 
 class ProverSide(_Side):
@@ -143,6 +158,7 @@ class ProverSide(_Side):
     bases: tuple[str, ...] = DEVICE_SECTION_BASES
 
     def __init__(self) -> None:
+        super().__init__()
         self._staged: tuple[Any, Any] | None = None  # (key, synthesized) for the next ``start``
         self._cuda: CudaDevice | None = None  # the GPU, on a cuda device
 
@@ -187,6 +203,7 @@ class FinalizerSide(_Side):
     bases = FINALIZE_BASES
 
     def __init__(self) -> None:
+        super().__init__()
         # label -> (witness, its G2 MSM), made during the device section; at most one partition ahead
         self._early: dict[str, tuple[Any, Any]] = {}
 

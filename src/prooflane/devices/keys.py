@@ -21,10 +21,12 @@ _KEYS: dict[str, Any] = {}  # key path -> ProvingKey, in this process
 _READ: dict[str, Fingerprint | None] = {}  # key path -> its file as it was when read
 
 
-def load_key(path: str, parts: tuple[str, ...] = (), *, matrices: bool = True, tables: bool = False) -> Any:
+def load_key(
+    path: str, parts: tuple[str, ...] = (), *, matrices: bool = True, tables: bool | None = False
+) -> Any:
     """The proving key at ``path``, read once per process; the library points of its base sections
     ``parts`` (of "a", "b1", "b2", "c", "h") are built now when not built yet, and with ``tables`` their
-    fixed-base tables (``groth16.preload``).
+    fixed-base tables (``groth16.preload``: True builds them where not stored, None maps the stored ones).
 
     ``matrices=False`` (device processes, which prove and never synthesize) keeps the key without its
     coefficient matrices, most of a key's bytes; the first read in a process decides.

@@ -247,6 +247,15 @@ class ProcessWorker(DeviceWorker):
             )
         return finished
 
+    async def map_tables(self, key_path: str) -> bool:
+        mapped = await asyncio.gather(
+            self._call(self.prover, "map_tables", key_path),
+            self._call(self.finalizer, "map_tables", key_path),
+        )
+        for process in (self.prover, self.finalizer):
+            self._loaded[process].add(key_path)  # mapping them loaded the key
+        return all(mapped)
+
     async def drop_key(self, key_path: str) -> None:
         for loaded in self._loaded.values():
             loaded.discard(key_path)

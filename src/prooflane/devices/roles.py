@@ -17,3 +17,4 @@ class Role(StrEnum):
     PROVER = "prooflane-prove"  # a worker's device section: stage, then prove_start under the device lock
     FINALIZER = "prooflane-final"  # a worker's finalizer: the G2 MSM, prove_finish, verification
     SYNTHESIS = "prooflane-synth"  # a process of the CPU-side pool: synthesis, key preparation
+    TABLES = "prooflane-tables"  # a key's fixed-base tables built in the background (msm_tables = "auto")

@@ -44,6 +44,7 @@ from . import logbook
 from .pipeline import Pipeline
 from .records import JobRun, PartitionRun
 from .registry import CircuitRegistry, UploadParts, receive_file
+from .tables import counted_up_front
 
 __all__ = ["Admission", "check_witnesses"]
 
@@ -375,11 +376,11 @@ class Admission:
 
     def _check_fits(self, kind: str, meta: CircuitMeta) -> None:
         budget = self._pipeline.budget
-        need = meta.partition_bytes + meta.worker_key_bytes(self._pipeline.config.msm_tables)
+        need = meta.partition_bytes + meta.worker_key_bytes(counted_up_front(self._pipeline.config))
         if not budget.could_ever_fit(need):
             raise TooLarge(
                 f"a {kind} partition needs {need} bytes (its reservation plus a loaded proving key and its "
-                "tables, if msm_tables), more "
+                "tables, if msm_tables = true), more "
                 f"than the whole memory budget of {budget.total} bytes: raise memory_budget_bytes "
                 "or use a smaller profile"
             )

@@ -44,6 +44,7 @@ from . import logbook
 from .keyfiles import KeyFiles
 from .pipeline import Pipeline
 from .records import PartitionRun
+from .tables import counted_up_front
 
 __all__ = ["DeviceLoop"]
 
@@ -68,6 +69,7 @@ class DeviceLoop:
         self.device_budgets: dict[str, MemoryBudget] = {}  # device -> its memory (devices that have some)
         self._device_keys: dict[tuple[DeviceWorker, str], CachedAllocation] = {}  # resident bases
         self._admitting: dict[str, asyncio.Lock] = {}  # device -> one admission at a time (no deadlock)
+        self._mapped: set[tuple[DeviceWorker, str]] = set()  # (worker, key path) told to map its tables
 
     async def supervise(self, worker_id: str, device: Device, registered: asyncio.Event) -> None:
         """Keep one worker slot filled: start a worker, run it, replace it when it dies."""
@@ -329,22 +331,55 @@ class DeviceLoop:
         return part.token == token and part in self._held.get(worker, ())
 
     async def _key_for(self, worker: DeviceWorker, meta: CircuitMeta) -> CachedAllocation:
-        """The worker's cached allocation for ``meta``'s proving key, taking budget for it when new."""
+        """The worker's cached allocation for ``meta``'s proving key, taking budget for it when new; with
+        ``msm_tables = "auto"``, taken again with the key's tables once they are stored (``tables``)."""
         slot = (worker, meta.key_path)
         allocation = self._keys.get(slot)
-        if allocation is not None and allocation.live:
-            return allocation
-        # A cpu worker of a daemon with msm_tables keeps the key's fixed-base tables too, named so.
-        tables = self._pipeline.config.msm_tables and worker.device.kind == "cpu"
-        name = f"key{'+tables' if tables else ''}:{meta.key_name}@{worker.worker_id}"
-        evict = functools.partial(self._forget_key, worker, meta.key_path)
-        allocation = await self._pipeline.budget.cache(name, meta.worker_key_bytes(tables), evict)
-        self._keys[slot] = allocation
+        cpu = worker.device.kind == "cpu"
+        if cpu:
+            self._pipeline.tables.want(meta)
+        if allocation is None or not allocation.live:
+            # A cpu worker of a daemon with msm_tables = true keeps the key's tables from the start.
+            up_front = counted_up_front(self._pipeline.config) and cpu
+            allocation = await self._pipeline.budget.cache(
+                self._key_name(worker, meta, up_front), meta.worker_key_bytes(up_front),
+                functools.partial(self._forget_key, worker, meta.key_path),
+            )  # fmt: skip
+            self._keys[slot] = allocation
+        if cpu and slot not in self._mapped and self._pipeline.tables.stored(meta):
+            allocation = await self._map_tables(worker, meta, allocation)
         return allocation
+
+    async def _map_tables(
+        self, worker: DeviceWorker, meta: CircuitMeta, plain: CachedAllocation
+    ) -> CachedAllocation:
+        """The worker's key over its stored tables, its allocation taken again with their bytes, when those
+        fit now (never waited for: else ``plain``, and tried again at the worker's next partition)."""
+        slot, budget = (worker, meta.key_path), self._pipeline.budget
+        evict = functools.partial(self._forget_key, worker, meta.key_path)
+        plain.release()  # its bytes count as free for the larger one (in use or not: one key, one owner)
+        need = meta.worker_key_bytes(True)
+        # in free bytes only: the tables never evict another key
+        fits = budget.total - budget.reserved - budget.cached >= need
+        tabled = budget.try_cache(self._key_name(worker, meta, True), need, evict) if fits else None
+        if tabled is not None:
+            self._keys[slot] = tabled
+            self._mapped.add(slot)
+            if await worker.map_tables(meta.key_path):
+                return tabled
+            tabled.release()  # the worker keeps none (the files went, or it keeps no tables): as before
+        again = await budget.cache(self._key_name(worker, meta, False), meta.key_alloc_bytes, evict)
+        self._keys[slot] = again
+        return again
+
+    @staticmethod
+    def _key_name(worker: DeviceWorker, meta: CircuitMeta, tables: bool) -> str:
+        return f"key{'+tables' if tables else ''}:{meta.key_name}@{worker.worker_id}"
 
     def _forget_key(self, worker: DeviceWorker, key_path: str) -> None:
         """A budget evicted the worker's key (host or device memory): it leaves both, and the worker drops
-        it (its processes' copies and its resident bases alike)."""
+        it (its processes' copies, its tables and its resident bases alike)."""
+        self._mapped.discard((worker, key_path))
         for held in (
             self._keys.pop((worker, key_path), None),
             self._device_keys.pop((worker, key_path), None),
@@ -420,6 +455,7 @@ class DeviceLoop:
         for keys in (self._keys, self._device_keys):
             for slot in [s for s in keys if s[0] is worker]:
                 keys.pop(slot).release()
+        self._mapped = {slot for slot in self._mapped if slot[0] is not worker}
         if registered:
             self._report_death(worker, reason)
         self._retry_held(worker, reason)

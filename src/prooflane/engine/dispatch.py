@@ -24,6 +24,7 @@ from ..states import JobState, PartitionState
 from ..store import Store
 from .pipeline import Pipeline
 from .records import PartitionRun
+from .tables import counted_up_front
 
 __all__ = ["Dispatcher"]
 
@@ -118,7 +119,7 @@ class Dispatcher:
 
     def _headroom(self) -> int:
         """Bytes reservations leave free so a worker can always load a proving key it needs."""
-        jobs, tables = self._pipeline.jobs.values(), self._pipeline.config.msm_tables
+        jobs, tables = self._pipeline.jobs.values(), counted_up_front(self._pipeline.config)
         return max((j.meta.worker_key_bytes(tables) for j in jobs if not j.state.terminal), default=0)
 
     async def _synthesize(self, part: PartitionRun) -> None:

@@ -32,6 +32,7 @@ from ..status.tracker import StatusTracker
 from ..store import JournalUnwritable, Store
 from . import logbook
 from .records import JobRun, PartitionRun
+from .tables import KeyTables
 
 __all__ = ["Pipeline"]
 
@@ -50,6 +51,7 @@ class Pipeline:
         self.watch: Callable[[ev.Event], None] | None = None  # called after each event (the health log)
         self.kick = asyncio.Event()  # set whenever the dispatcher may be able to start more work
         self.budget = MemoryBudget(config.memory_budget_bytes, emit=self.post, clock=clock)
+        self.tables = KeyTables(self)  # which keys' fixed-base tables are stored (msm_tables = "auto")
         self.pending: WorkQueue[PartitionRun] = WorkQueue()
         self.ready: WorkQueue[PartitionRun] = WorkQueue()
         self.jobs: dict[str, JobRun] = {}  # live and recently ended jobs

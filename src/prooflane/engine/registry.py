@@ -20,7 +20,7 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +132,7 @@ class CircuitRegistry:
 
     def kinds(self) -> list[KindInfo]:
         """Every proof kind (the built-in ones, then ``circom``)."""
-        return _kind_infos(self._metas, self._pipeline.config.msm_tables)
+        return _kind_infos(self._metas, self._pipeline.tables.may_use)
 
     def verification_key(self, kind: str, circuit: str | None = None) -> dict[str, Any]:
         """The snarkjs verification_key.json of ``kind`` (for ``circom``, of ``circuit``); 404 if unknown."""
@@ -347,9 +347,9 @@ def _field(prime: int) -> str:
         return f"the field of prime {prime}"
 
 
-def _kind_infos(metas: dict[str, CircuitMeta], tables: bool) -> list[KindInfo]:
-    """``GET /v1/kinds``: the built-in kinds (``metas``: their prepared circuits; ``tables``: workers keep
-    fixed-base tables), then ``circom``."""
+def _kind_infos(metas: dict[str, CircuitMeta], tables: Callable[[CircuitMeta], bool]) -> list[KindInfo]:
+    """``GET /v1/kinds``: the built-in kinds (``metas``: their prepared circuits; ``tables``: whether a
+    cpu worker may keep a key's fixed-base tables), then ``circom``."""
     out = [
         KindInfo(
             name=spec.name,
@@ -358,7 +358,7 @@ def _kind_infos(metas: dict[str, CircuitMeta], tables: bool) -> list[KindInfo]:
             curve=metas[spec.name].curve,
             constraints_per_partition=metas[spec.name].constraints,
             memory_per_partition_bytes=metas[spec.name].partition_bytes,
-            proving_key_bytes=metas[spec.name].worker_key_bytes(tables),
+            proving_key_bytes=metas[spec.name].worker_key_bytes(tables(metas[spec.name])),
             description=spec.description,
         )
         for spec in BUILTIN_KINDS

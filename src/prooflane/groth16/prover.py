@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import secrets
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -59,6 +60,7 @@ __all__ = [
     "release_digest",
     "section_rows",
     "synthesize",
+    "tables_folder",
     "tabulated",
 ]
 
@@ -235,6 +237,12 @@ def preload(key: ProvingKey, parts: tuple[str, ...] = BASES, *, tables: bool | N
 
 def _build_tables(arith: Arithmetic, section: Section) -> Section:
     return arith.tabulate(section, cpu_threads())
+
+
+def tables_folder() -> Path | None:
+    """Where fixed-base tables are stored (``$PROOFLANE_TABLES``, docs/config.md), or None where they are
+    not (the variable set empty: each process keeps its own in memory)."""
+    return _tablecache.folder()
 
 
 def key_table_bytes(
