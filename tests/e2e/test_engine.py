@@ -302,7 +302,7 @@ async def test_by_default_a_key_s_tables_are_built_in_the_background_and_used_on
         assert_clean(engine)
 
 
-@pytest.mark.parametrize("why", ["budget", "no folder"])
+@pytest.mark.parametrize("why", ["budget", "no folder", "unwritable folder"])
 async def test_tables_that_would_not_fit_or_could_not_be_stored_are_never_used(
     tmp_path: Path,
     keys_dir: Path,
@@ -318,15 +318,19 @@ async def test_tables_that_would_not_fit_or_could_not_be_stored_are_never_used(
     budget = 0
     if why == "budget":  # room for the partition and the key, not for the tables
         budget = post.partition_bytes + post.key_alloc_bytes + post.table_alloc_bytes
-    else:
+    elif why == "no folder":
         monkeypatch.setenv("PROOFLANE_TABLES", "")
+    else:  # a path under a file: no process can store tables there, root included
+        (tmp_path / "a-file").write_text("")
+        monkeypatch.setenv("PROOFLANE_TABLES", str(tmp_path / "a-file" / "tables"))
     cfg = config(tmp_path, keys_dir, workers_per_device=1, memory_budget_bytes=budget)
     async with Engine(cfg) as engine:
         ids = await prove_all(engine, [JobRequest(kind="window-post", sector=str(sector)) for _ in range(2)])
         assert [await verified_count(engine, i, "window-post") for i in ids] == [1, 1]
         said = [m for r in caplog.records if (m := r.getMessage()).startswith("msm tables of window-post")]
         assert len(said) == 1 and "not used" in said[0], said
-        assert ("quarter of the memory budget" if why == "budget" else "PROOFLANE_TABLES") in said[0]
+        expected = {"budget": "quarter of the memory budget", "no folder": "PROOFLANE_TABLES is set empty"}
+        assert expected.get(why, f"cannot be stored in {tmp_path / 'a-file' / 'tables'}") in said[0]
         held = {a.name: a.bytes for a in engine.snapshot().allocations}
         assert held == {f"key:{post.key_name}@cpu:0/w0": post.key_alloc_bytes}
         kind = next(k for k in engine.kinds() if k.name == "window-post")

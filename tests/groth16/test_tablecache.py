@@ -68,7 +68,7 @@ def test_tables_are_built_once_stored_and_mapped_by_a_later_process(
     assert all(f.name.startswith(key.digest) for f in files)
     release(key)  # as a fresh process: the default maps what is stored, builds nothing
     mapped = prove(key, witness, randomness=(3, 4))
-    assert len(builds) == len(BASES) and tabulated(key) == BASES
+    assert len(builds) == len(BASES) and tabulated(key) == tabulated(key, stored=True) == BASES
     assert all(isinstance(base_section(curve, key.digest, n, None).tables.data, mmap.mmap) for n in BASES)  # type: ignore[union-attr]
     assert plain == built == mapped and verify(key.verification_key, mapped.public, mapped)
 
@@ -101,7 +101,8 @@ def test_an_empty_folder_setting_keeps_the_tables_in_memory(
     monkeypatch.setenv(cache.ENV, "")
     key = _key()
     preload(key, tables=True)
-    assert tabulated(key) == BASES
+    assert tabulated(key) == BASES and tabulated(key, stored=True) == ()
+    assert cache.not_storable() == f"${cache.ENV} is set empty: no tables are stored"
     assert all(isinstance(base_section(BN128, key.digest, n, None).tables.data, bytes) for n in BASES)  # type: ignore[union-attr]
     release(key)
     preload(key, tables=None)  # nothing stored: nothing to map
@@ -116,7 +117,8 @@ def test_a_folder_that_cannot_be_written_builds_in_memory(
     monkeypatch.setenv(cache.ENV, str(blocker / "msm-tables"))
     key = _key()
     preload(key, tables=True)
-    assert tabulated(key) == BASES
+    assert tabulated(key) == BASES and tabulated(key, stored=True) == ()
+    assert cache.not_storable() == f"they cannot be stored in {blocker / 'msm-tables'} (Not a directory)"
 
 
 def test_storing_beyond_the_limit_removes_the_least_recently_used(

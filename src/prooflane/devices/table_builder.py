@@ -6,7 +6,9 @@ it takes what the workers leave idle), on every core; it ends with the daemon. I
 stored for the key, or builds and stores them (``groth16.preload(..., tables=True)``, under the store's
 lock: a worker or another daemon building them at once waits for one build), and prints one JSON line:
 ``{"sections": [...], "bytes": N, "built": bool, "secs": s}``. A failure exits non-zero with one line on
-standard error.
+standard error, a folder where the tables could not be stored among them: the workers map only stored
+tables, so tables this process would keep in memory alone are of no use to them (it looks before it
+builds, and once more after).
 """
 
 from __future__ import annotations
@@ -33,19 +35,27 @@ def main(argv: list[str]) -> int:
         return 2
     exit_with(int(argv[1]), niceness=NICENESS, name=Role.TABLES)
     from ..groth16 import preload, read_zkey
-    from ..groth16.prover import BASES, key_table_bytes, tabulated
+    from ..groth16.prover import BASES, key_table_bytes, tables_not_storable, tabulated
 
     started = time.perf_counter()
     try:
         key = read_zkey(argv[0])
         preload(key, BASES, tables=None)  # the stored ones, when they are
-        built = set(tabulated(key)) != set(_tabled(key))
+        built = set(tabulated(key, stored=True)) != set(_tabled(key))
         if built:
+            if (why := tables_not_storable()) is not None:
+                print(why, file=sys.stderr)
+                return 1
             preload(key, BASES, tables=True)
     except Exception as exc:  # one line for the daemon's log, whatever went wrong
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    sections = list(tabulated(key))
+    sections = list(tabulated(key, stored=True))
+    if set(sections) != set(_tabled(key)):  # built, but a write failed (a full disk, say)
+        missing = ", ".join(sorted(set(_tabled(key)) - set(sections)))
+        print(f"built, but not stored ({missing}): {tables_not_storable() or 'the write failed'}",
+              file=sys.stderr)  # fmt: skip
+        return 1
     nbytes = key_table_bytes(key.curve, key.n_vars, key.n_public, key.domain_size, tuple(sections))
     secs = round(time.perf_counter() - started, 3)
     print(json.dumps({"sections": sections, "bytes": nbytes, "built": built, "secs": secs}), flush=True)

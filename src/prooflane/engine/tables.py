@@ -7,8 +7,9 @@ memory for every key of every daemon. So, with ``auto``:
 
 - the first time a cpu worker takes a partition of a key, the key is looked at once: its tables are used
   only when every cpu worker's copy (each counted, as key rows are) fits in a quarter of the memory
-  budget, and a partition, the key and its tables fit in half of it; and only where tables are stored on
-  disk (``$PROOFLANE_TABLES`` not set empty). Otherwise the log says why, and the key proves without;
+  budget, and a partition, the key and its tables fit in half of it; and only where tables can be stored
+  on disk (``$PROOFLANE_TABLES`` not set empty, its folder writable: workers map only stored tables).
+  Otherwise the log says why, and the key proves without;
 - an eligible key's tables are built by one process of their own (:mod:`prooflane.devices.table_builder`,
   nice 19: the workers' idle time), or found already stored (a restart, another daemon, ``prooflane prove
   --msm-tables``) in a few milliseconds; the key proves without them meanwhile;
@@ -34,7 +35,7 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from ..config import Config
-from ..groth16.prover import tables_folder
+from ..groth16.prover import tables_folder, tables_not_storable
 from ..kinds import CircuitMeta
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ class KeyTables:
         """A cpu worker is about to prove the key: look at it, the first time, and start its build."""
         if not self.auto or meta.key_path in self._state:
             return
-        why = self._not_used(meta)
+        why = self._not_used(meta) or tables_not_storable()
         if why is not None:
             self._state[meta.key_path] = _State.UNUSED
             log.info("msm tables of %s: not used (%s)", meta.key_name, why,

@@ -29,13 +29,23 @@ import mmap
 import os
 import re
 import secrets
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .arithmetic import Section, Tables
 from .caches import cache_folder, prune_least_recent
 
-__all__ = ["DEFAULT_MAX_BYTES", "ENV", "MAX_BYTES_ENV", "cached_tables", "folder", "stored_tables"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "ENV",
+    "MAX_BYTES_ENV",
+    "cached_tables",
+    "folder",
+    "is_stored",
+    "not_storable",
+    "stored_tables",
+]
 
 ENV = "PROOFLANE_TABLES"
 MAX_BYTES_ENV = "PROOFLANE_TABLES_MAX_BYTES"
@@ -52,6 +62,26 @@ Recompute = Callable[[Section, int], bytes]
 def folder() -> Path | None:
     """The folder of stored tables, or None when ``$PROOFLANE_TABLES`` is set empty."""
     return cache_folder(ENV, "msm-tables")
+
+
+def not_storable() -> str | None:
+    """Why tables built now could not be stored (the folder set empty, or one this process cannot create
+    or write a file in); None where they can. It creates the folder and a file in it, removed at once."""
+    where = folder()
+    if where is None:
+        return f"${ENV} is set empty: no tables are stored"
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=where, prefix=".writable."):
+            pass
+    except OSError as exc:
+        return f"they cannot be stored in {where} ({exc.strerror or exc})"
+    return None
+
+
+def is_stored(section: Section) -> bool:
+    """Whether ``section``'s tables are mapped from a stored file (not a process's own, in memory)."""
+    return section.tables is not None and isinstance(section.tables.data, mmap.mmap)
 
 
 def _path(where: Path, digest: str, name: str, window: int, stride: int, count: int) -> Path:

@@ -61,6 +61,7 @@ __all__ = [
     "section_rows",
     "synthesize",
     "tables_folder",
+    "tables_not_storable",
     "tabulated",
 ]
 
@@ -245,6 +246,12 @@ def tables_folder() -> Path | None:
     return _tablecache.folder()
 
 
+def tables_not_storable() -> str | None:
+    """Why fixed-base tables built now could not be stored for other processes to map (``$PROOFLANE_TABLES``
+    set empty, or a folder this process cannot write); None where they can."""
+    return _tablecache.not_storable()
+
+
 def key_table_bytes(
     curve: Curve, wires: int, public: int, domain: int, parts: tuple[str, ...] = BASES
 ) -> int:
@@ -359,10 +366,14 @@ def loaded(key: ProvingKey, parts: tuple[str, ...] = BASES) -> bool:
     return all(_CACHE.holds(key.digest, name) for name in parts)
 
 
-def tabulated(key: ProvingKey) -> tuple[str, ...]:
-    """The sections of ``key`` this process holds with fixed-base tables (``preload``'s ``tables``)."""
+def tabulated(key: ProvingKey, *, stored: bool = False) -> tuple[str, ...]:
+    """The sections of ``key`` this process holds with fixed-base tables (``preload``'s ``tables``); with
+    ``stored``, only those whose tables are mapped from the stored files (not built in memory)."""
     held = (name for name in BASES if _CACHE.holds(key.digest, name))
-    return tuple(name for name in held if base_section(key.curve, key.digest, name, None).tables is not None)
+    sections = ((name, base_section(key.curve, key.digest, name, None)) for name in held)
+    return tuple(
+        name for name, s in sections if s.tables is not None and (not stored or _tablecache.is_stored(s))
+    )
 
 
 def proving_state(
