@@ -40,8 +40,9 @@ def main(argv: list[str]) -> int:
     started = time.perf_counter()
     try:
         key = read_zkey(argv[0])
+        wanted = set(_tabled(key))
         preload(key, BASES, tables=None)  # the stored ones, when they are
-        built = set(tabulated(key, stored=True)) != set(_tabled(key))
+        built = set(tabulated(key, stored=True)) != wanted
         if built:
             if (why := tables_not_storable()) is not None:
                 print(why, file=sys.stderr)
@@ -51,8 +52,8 @@ def main(argv: list[str]) -> int:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     sections = list(tabulated(key, stored=True))
-    if set(sections) != set(_tabled(key)):  # built, but a write failed (a full disk, say)
-        missing = ", ".join(sorted(set(_tabled(key)) - set(sections)))
+    if set(sections) != wanted:  # built, but a write failed (a full disk, say)
+        missing = ", ".join(sorted(wanted - set(sections)))
         print(f"built, but not stored ({missing}): {tables_not_storable() or 'the write failed'}",
               file=sys.stderr)  # fmt: skip
         return 1

@@ -103,7 +103,7 @@ class KeyTables:
         if tables == 0:
             return "this curve's arithmetic keeps none"
         if tables_folder() is None:
-            return "$PROOFLANE_TABLES is set empty: no tables are stored"
+            return tables_not_storable()  # says so, touching no folder
         if self._workers * tables > total // BUDGET_SHARE:
             return (
                 f"{self._workers} cpu workers x {_mib(tables)} of tables is more than a quarter of the "
