@@ -338,6 +338,49 @@ async def test_tables_that_would_not_fit_or_could_not_be_stored_are_never_used(
         assert_clean(engine)
 
 
+@pytest.mark.parametrize(
+    ("builder", "said"),
+    [
+        ("import os, signal; os.kill(os.getpid(), signal.SIGTERM)", "the build was stopped by SIGTERM"),
+        ("import sys; sys.exit('ValueError: a torn key')", "the build failed (ValueError: a torn key)"),
+    ],
+    ids=["stopped", "failed"],
+)
+async def test_a_builder_stopped_by_a_signal_is_no_failure_and_a_failed_one_is_named(
+    tmp_path: Path,
+    keys_dir: Path,
+    sector: Path,
+    builder: str,
+    said: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A builder ended by SIGTERM (``kill -TERM -PGID`` of the daemon's group can reach it before it leaves
+    the signal to the daemon) is logged at INFO, with no warning; one that fails is a warning naming what
+    it said. Either way the key proves without its tables, and its build is not tried again."""
+    import prooflane.engine.tables as tables
+
+    monkeypatch.setattr(tables, "BUILDER", ("-c", builder))
+    caplog.set_level(logging.INFO, logger="prooflane.engine")
+    post = prepare_builtin("window-post", "tiny", "bn128", str(keys_dir))
+    async with Engine(config(tmp_path, keys_dir, workers_per_device=1)) as engine:
+        first = await prove_all(engine, [JobRequest(kind="window-post", sector=str(sector))])
+        async with asyncio.timeout(WAIT):
+            while f"msm tables of {post.key_name}: the b" not in caplog.text:  # noqa: ASYNC110 (a log line)
+                await asyncio.sleep(0.05)
+        second = await prove_all(engine, [JobRequest(kind="window-post", sector=str(sector))])
+        assert [await verified_count(engine, i, "window-post") for i in first + second] == [1, 1]
+        lines = [r for r in caplog.records if r.getMessage().startswith(f"msm tables of {post.key_name}")]
+        assert [r.getMessage().split(": ", 1)[1].split(";")[0] for r in lines[1:]] == [said]
+        assert [r.levelno for r in lines] == [
+            logging.INFO,
+            logging.INFO if "stopped" in said else logging.WARNING,
+        ]
+        held = {a.name: a.bytes for a in engine.snapshot().allocations}
+        assert held == {f"key:{post.key_name}@cpu:0/w0": post.key_alloc_bytes}
+        assert_clean(engine)
+
+
 async def test_job_larger_than_the_budget_is_refused_at_submit(
     tmp_path: Path, keys_dir: Path, sector: Path
 ) -> None:

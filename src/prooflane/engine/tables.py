@@ -29,6 +29,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from enum import Enum
@@ -48,6 +49,8 @@ log = logging.getLogger("prooflane.engine")
 AUTO = "auto"
 BUDGET_SHARE = 4
 """Every cpu worker's tables of a key within 1/BUDGET_SHARE of the memory budget (``auto``)."""
+BUILDER = ("-m", "prooflane.devices.table_builder")
+"""The builder's command after the interpreter: it is given the key's path and the daemon's pid."""
 
 
 def counted_up_front(config: Config) -> bool:
@@ -121,7 +124,7 @@ class KeyTables:
                  _mib(meta.table_alloc_bytes), extra={"key": meta.key_name})  # fmt: skip
         try:
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "prooflane.devices.table_builder", meta.key_path, str(os.getpid()),
+                sys.executable, *BUILDER, meta.key_path, str(os.getpid()),
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
             )  # fmt: skip
@@ -136,6 +139,11 @@ class KeyTables:
                     process.kill()
                 await process.wait()
         took = time.monotonic() - started
+        if (stop := _stopped_by(process.returncode)) is not None:  # a stop of the daemon's process group
+            self._state[meta.key_path] = _State.UNUSED
+            log.info("msm tables of %s: the build was stopped by %s; the key proves without them",
+                     meta.key_name, stop, extra={"key": meta.key_name, "reason": stop})  # fmt: skip
+            return
         try:
             report = json.loads(out.decode().strip().splitlines()[-1]) if process.returncode == 0 else None
         except (ValueError, IndexError):
@@ -158,6 +166,14 @@ class KeyTables:
         self._state[meta.key_path] = _State.UNUSED
         log.warning("msm tables of %s: the build failed (%s); the key proves without them", meta.key_name,
                     reason, extra={"key": meta.key_name, "reason": reason})  # fmt: skip
+
+
+def _stopped_by(returncode: int | None) -> str | None:
+    """The signal's name when a builder ended by SIGTERM or SIGINT: a stop asked for (``kill -TERM -PGID``
+    can reach it before it leaves them to the daemon), not a failure."""
+    if returncode is not None and -returncode in (signal.SIGTERM, signal.SIGINT):
+        return signal.Signals(-returncode).name
+    return None
 
 
 def _mib(nbytes: int) -> str:
