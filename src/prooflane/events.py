@@ -46,6 +46,7 @@ from typing import Any, NewType, TypeAlias
 
 __all__ = [
     "EVENT_TYPES",
+    "TABLES_STATES",
     "AllocationCached",
     "AllocationEvicted",
     "AllocationUsed",
@@ -72,6 +73,7 @@ __all__ = [
     "SynthesisFinished",
     "SynthesisPoolSized",
     "SynthesisStarted",
+    "TablesChanged",
     "WorkerDied",
     "WorkerLost",
     "WorkerRegistered",
@@ -368,6 +370,24 @@ class AllocationEvicted(EventBase):
     device: str | None = None  # the budget: None the host's, else a device's ("cuda:0")
 
 
+# --- fixed-base tables -----------------------------------------------------------------------------
+
+TABLES_STATES = ("building", "stored", "unused")
+"""What a key's fixed-base tables can be (``msm_tables = "auto"``): being looked for or built, stored for
+the workers to map, or not used (why: ``reason``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TablesChanged(EventBase):
+    """What is known of a key's fixed-base tables changed (``msm_tables = "auto"``): ``state`` one of
+    ``TABLES_STATES``; ``nbytes`` a worker's copy when stored; ``reason`` why they are unused."""
+
+    key: str
+    state: str
+    nbytes: int = 0
+    reason: str = ""
+
+
 Event: TypeAlias = (
     JobSubmitted
     | JobDone
@@ -394,6 +414,7 @@ Event: TypeAlias = (
     | AllocationCached
     | AllocationUsed
     | AllocationEvicted
+    | TablesChanged
 )
 """Any event the tracker accepts."""
 

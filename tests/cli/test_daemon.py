@@ -374,3 +374,23 @@ def test_status_names_the_arithmetic_and_warns_of_the_libraries(
     assert "arithmetic: bn128 c-extension, bls12381 libraries: PROOFLANE_NATIVE=0" in text
     assert "warning: bls12381 proves on the libraries, the slower arithmetic (PROOFLANE_NATIVE=0)" in text
     assert check.exit_code == 0 and check.stdout.startswith("ok:")  # slower, but it can do its work
+
+
+def test_status_says_what_became_of_each_key_s_tables_whole(
+    engine_config: Callable[..., Config], sector: Path, keys_dir: Path
+) -> None:
+    """A budget with room for a partition and the key, not for the key's tables: the summary says they are
+    not used for the key proven, with the whole reason ``/status`` gives."""
+    from prooflane.kinds import prepare_builtin
+
+    post = prepare_builtin("winning-post", "tiny", "bn128", str(keys_dir))
+    budget = post.partition_bytes + post.key_alloc_bytes + post.table_alloc_bytes
+    with served(engine_config(memory_budget_bytes=budget), sector=sector) as daemon:
+        assert daemon.done(daemon.submit("winning-post", job_id="t-1")) is JobState.DONE
+        result = runner.invoke(app, ["status", "--url", daemon.url], env={"COLUMNS": "60"})
+        tables = runner.invoke(app, ["status", "--json", "--url", daemon.url])
+    assert result.exit_code == 0, result.output
+    [told] = json.loads(tables.stdout)["tables"]
+    assert told["state"] == "unused" and "quarter of the memory budget" in told["reason"]
+    text = " ".join(result.stdout.split())  # folded lines joined: every word is there
+    assert f"msm tables of {told['key']}: not used ({told['reason']})" in text

@@ -63,6 +63,18 @@ READ_KEYS = """() => {
   };
 }"""
 
+# Each key's tables as shown, and the snapshot the page rendered them from, in one turn of its event loop.
+READ_TABLES = """() => ({
+  tables: window.prooflane.snapshot.tables,
+  rows: Array.from(document.querySelectorAll('[data-testid="table"]')).map((row) => {
+    const key = row.querySelector('[data-testid="table-key"]');
+    const said = row.querySelector('[data-testid="table-state"]');
+    return { key: key.textContent, title: key.title, state: row.dataset.state, text: said.textContent,
+             keyFits: key.scrollWidth <= key.clientWidth, textWide: said.scrollWidth <= said.clientWidth,
+             textFits: said.scrollHeight <= said.clientHeight + 1 };
+  }),
+})"""
+
 # Every panel's place and size on the page.
 PANELS = """() => Array.from(document.querySelectorAll("main > section")).map((s) => {
   const r = s.getBoundingClientRect();
@@ -179,6 +191,34 @@ def test_cached_key_names_are_whole_in_whole_rows_at_1280(
     row_height = keys["rows"][0]["row"]
     assert keys["box"] == pytest.approx(4 * row_height, abs=1)  # four whole entries, then a scroll bar
     page.locator(".keys-box").screenshot(path=str(output_dir / "cached-keys-1280.png"))
+    page.close()
+    assert errors == []
+
+
+def test_each_key_s_tables_are_shown_whole_as_the_snapshot_says(
+    daemon: Daemon, browser: Browser, output_dir: Path
+) -> None:
+    """With a 40 MiB budget no key's tables fit a quarter of it: every key proven is listed in the cached
+    keys' box, under the keys, "msm tables: not used" with the whole reason ``/status`` gives, its name and
+    the reason never cut."""
+    daemon.submit(["window-post", "winning-post"], first_seed=50)
+    errors: list[str] = []
+    page = _open(browser, daemon.url, 1280, errors)
+    page.wait_for_function(
+        "window.prooflane.snapshot.tables.length >= 2 && "
+        "document.querySelectorAll('[data-testid=\"table\"]').length >= 2",
+        timeout=TIMEOUT * 1000,
+    )
+    read = page.evaluate(READ_TABLES)
+    assert [r["key"] for r in read["rows"]] == [t["key"] for t in read["tables"]]
+    for row, table in zip(read["rows"], read["tables"], strict=True):
+        assert table["state"] == row["state"] == "unused", table
+        assert "quarter of the memory budget" in table["reason"], table
+        assert row["text"] == f"msm tables: not used, {table['reason']}", row
+        assert row["title"] == row["key"] and row["keyFits"], row
+        assert row["textFits"] and row["textWide"], row  # wrapped onto lines of its own, never clipped
+    page.locator('[data-testid="tables"]').scroll_into_view_if_needed()
+    page.locator(".keys-box").screenshot(path=str(output_dir / "msm-tables-1280.png"))
     page.close()
     assert errors == []
 

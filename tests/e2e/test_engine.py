@@ -299,6 +299,10 @@ async def test_by_default_a_key_s_tables_are_built_in_the_background_and_used_on
         assert await verified_count(engine, second[0], "circom", "fresh") == 2
         held = {a.name: a.bytes for a in engine.snapshot().allocations}
         assert held == {"key+tables:circom:fresh@cpu:0/w0": meta.key_alloc_bytes + meta.table_alloc_bytes}
+        told = next(r for r in caplog.records if "msm tables of circom:fresh: built in" in r.getMessage())
+        assert [(t.key, t.state, t.bytes, t.reason) for t in engine.snapshot().tables] == [
+            ("circom:fresh", "stored", told.bytes, "")  # type: ignore[attr-defined]
+        ]
         assert_clean(engine)
 
 
@@ -333,6 +337,10 @@ async def test_tables_that_would_not_fit_or_could_not_be_stored_are_never_used(
         assert expected.get(why, f"cannot be stored in {tmp_path / 'a-file' / 'tables'}") in said[0]
         held = {a.name: a.bytes for a in engine.snapshot().allocations}
         assert held == {f"key:{post.key_name}@cpu:0/w0": post.key_alloc_bytes}
+        reason = said[0].split("not used (", 1)[1].rsplit(")", 1)[0]
+        assert [(t.key, t.state, t.reason) for t in engine.snapshot().tables] == [
+            (post.key_name, "unused", reason)
+        ]
         kind = next(k for k in engine.kinds() if k.name == "window-post")
         assert kind.proving_key_bytes == post.key_alloc_bytes
         assert_clean(engine)
@@ -378,6 +386,14 @@ async def test_a_builder_stopped_by_a_signal_is_no_failure_and_a_failed_one_is_n
         ]
         held = {a.name: a.bytes for a in engine.snapshot().allocations}
         assert held == {f"key:{post.key_name}@cpu:0/w0": post.key_alloc_bytes}
+        shown = (
+            "the build was stopped by SIGTERM"
+            if "stopped" in said
+            else "the build failed: ValueError: a torn key"
+        )
+        assert [(t.key, t.state, t.reason) for t in engine.snapshot().tables] == [
+            (post.key_name, "unused", shown)
+        ]
         assert_clean(engine)
 
 

@@ -77,6 +77,7 @@ class TrackerMachine(RuleBasedStateMachine):
         self.dead_tokens: list[ev.LeaseToken] = []
         self.reservations: dict[str, int] = {}
         self.allocations: set[str] = set()
+        self.tables: dict[str, tuple[str, int, str]] = {}  # key -> (state, bytes, reason)
         self.stale = 0
         self.budget = 0
         self.next_job = 0
@@ -407,6 +408,14 @@ class TrackerMachine(RuleBasedStateMachine):
             self.allocations.discard(name)
             self.send(ev.AllocationEvicted(at=self.now, name=name))
 
+    def key_tables(self, data: st.DataObject) -> None:
+        key = data.draw(st.sampled_from(["circom:a", "window-post@tiny/bn128"]))
+        state = data.draw(st.sampled_from(ev.TABLES_STATES))
+        said = {"building": (0, ""), "stored": (4096, ""), "unused": (0, "the build failed: a full disk")}
+        nbytes, reason = said[state]
+        self.tables[key] = (state, nbytes, reason)
+        self.send(ev.TablesChanged(at=self.now, key=key, state=state, nbytes=nbytes, reason=reason))
+
     # --- the three families of rules that are not progress: each one rule, so progress stays likely -----
 
     @rule(data=st.data())
@@ -441,7 +450,7 @@ class TrackerMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def memory(self, data: st.DataObject) -> None:
         """Reservations taken, shrunk, released; proving keys cached, used, evicted."""
-        options = [self.reserve, self.key_cache, self.sizes]
+        options = [self.reserve, self.key_cache, self.sizes, self.key_tables]
         if self.reservations:
             options.append(self.give_back)
         data.draw(st.sampled_from(options))(data)
@@ -531,6 +540,9 @@ class TrackerMachine(RuleBasedStateMachine):
         assert snapshot.illegal_events == 0
         assert snapshot.memory.reserved_bytes == sum(self.reservations.values())
         assert snapshot.memory.total_bytes == self.budget
+        assert [(t.key, t.state, t.bytes, t.reason) for t in snapshot.tables] == [
+            (key, *self.tables[key]) for key in sorted(self.tables)
+        ]
         shown = {p.job_id: p for p in snapshot.pipelines}
         for job_id, job in self.jobs.items():
             gone = job.ended_at is not None and self.now - job.ended_at >= RETENTION

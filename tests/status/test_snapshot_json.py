@@ -21,7 +21,7 @@ from tests.support.clock import ManualClock
 DATA = Path(__file__).parent / "data"
 
 ADDED: dict[str, tuple[str, ...]] = {
-    "": ("health", "live_jobs", "recent_failures", "machine", "arithmetic", "journal_check"),
+    "": ("health", "live_jobs", "recent_failures", "machine", "arithmetic", "journal_check", "tables"),
     "memory": ("used_bytes", "tree_rss_bytes"),
     "workers": ("last_error", "restarts", "node", "last_restart_secs_ago", "stuck"),
     "devices": ("workers_down", "node", "memory"),

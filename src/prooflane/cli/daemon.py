@@ -149,6 +149,11 @@ def _print_summary(out: Console, url: str, s: dict[str, Any]) -> None:
         f"completed {counters['total_completed']}  failed {counters['total_failed']}  "
         f"cancelled {counters['total_cancelled']}"
     )
+    for t in s.get("tables") or []:  # a key's fixed-base tables, each on a line, the reason whole
+        said = {"stored": f"stored ({_mib(t['bytes'])} a worker)", "unused": f"not used ({t['reason']})"}
+        out.print(
+            f"msm tables of {t['key']}: {said.get(t['state'], t['state'])}", markup=False, overflow="fold"
+        )
     devices = "  ".join(f"{d['device']} {d['busy_fraction_1m']:.0%}" for d in s["devices"])
     out.print(f"device busy (last minute): {devices or 'no devices'}")
     workers = table("worker", "device", "state", "job", "partition", "finalizing", "busy s", title="workers",

@@ -7,7 +7,7 @@ export const TRACKER_EVENTS = [
   "synthesis_started", "synthesis_finished", "synthesis_failed", "synthesis_pool_sized", "lease_granted",
   "device_section_finished", "finalize_finished", "partition_failed", "partition_retried", "worker_registered",
   "worker_died", "worker_lost", "budget_set", "reservation_made", "reservation_shrunk", "reservation_released",
-  "allocation_cached", "allocation_used", "allocation_evicted",
+  "allocation_cached", "allocation_used", "allocation_evicted", "tables_changed",
 ];
 
 /** The feeds' own events: "resync" (the daemon dropped events for this page: nothing to replay, the next

@@ -37,6 +37,7 @@ export function renderMemory(s) {
   setText(byTestId("memory-rss"), fmtBytes(m.process_rss_bytes));
   setText(byTestId("memory-cached"), fmtBytes(cached));
   renderAllocations(s.allocations || []);
+  renderTables(s.tables || []);
 }
 
 // Each key takes two lines of its own: its whole name, then its size and idle time, so a name is never
@@ -58,4 +59,29 @@ function renderAllocations(list) {
     setText(idle, a.evictable === false ? "in use" : `idle ${fmtSecs(a.last_used_secs_ago ?? 0)}`);
     setAttr(row, "data-evictable", a.evictable !== false);
   });
+}
+
+// Under the cached keys, each key's fixed-base tables (msm_tables = "auto"): its whole name, then their state,
+// with a worker's copy when stored or the whole reason when not used, wrapped rather than cut.
+function renderTables(list) {
+  const box = byTestId("tables");
+  box.hidden = list.length === 0;
+  syncKeyed(box, list, (t) => t.key, () => h("li", { "data-testid": "table" }, [
+    h("div", { class: "key-name mono", "data-testid": "table-key" }),
+    h("div", { class: "key-meta", "data-testid": "table-state" }),
+  ]), (row, t) => {
+    const name = $(".key-name", row);
+    setText(name, t.key);
+    setAttr(name, "title", t.key);
+    setAttr(row, "data-state", t.state);
+    setText($(".key-meta", row), tablesText(t));
+  });
+}
+
+/** "msm tables: stored, 238 MiB a worker", "msm tables: building, ..." or "msm tables: not used, <reason>". */
+export function tablesText(t) {
+  if (t.state === "stored") return `msm tables: stored, ${fmtBytes(Number(t.bytes) || 0)} a worker`;
+  if (t.state === "unused") return `msm tables: not used, ${t.reason || "no reason given"}`;
+  if (t.state === "building") return "msm tables: building, the key proves without them meanwhile";
+  return `msm tables: ${t.state}`;
 }

@@ -35,6 +35,7 @@ import time
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from .. import events as ev
 from ..config import Config
 from ..groth16.prover import tables_folder, tables_not_storable
 from ..kinds import CircuitMeta
@@ -62,7 +63,7 @@ def counted_up_front(config: Config) -> bool:
 class _State(Enum):
     BUILDING = "building"
     STORED = "stored"
-    UNUSED = "unused"  # not eligible, or the build failed: the key proves without tables
+    UNUSED = "unused"  # not eligible, or the build failed or was stopped: the key proves without tables
 
 
 class KeyTables:
@@ -94,12 +95,20 @@ class KeyTables:
             return
         why = self._not_used(meta) or tables_not_storable()
         if why is not None:
-            self._state[meta.key_path] = _State.UNUSED
+            self._set(meta, _State.UNUSED, reason=why)
             log.info("msm tables of %s: not used (%s)", meta.key_name, why,
                      extra={"key": meta.key_name, "reason": why})  # fmt: skip
             return
-        self._state[meta.key_path] = _State.BUILDING
+        self._set(meta, _State.BUILDING)
         self._pipeline.spawn(self._build(meta), f"tables of {meta.key_name}")
+
+    def _set(self, meta: CircuitMeta, state: _State, *, nbytes: int = 0, reason: str = "") -> None:
+        """The one way a key's state changes: here and in the live view (``/status``'s ``tables``) at once."""
+        self._state[meta.key_path] = state
+        self._pipeline.post(
+            ev.TablesChanged(at=self._pipeline.clock(), key=meta.key_name, state=state.value, nbytes=nbytes,
+                             reason=reason)
+        )  # fmt: skip
 
     def _not_used(self, meta: CircuitMeta) -> str | None:
         tables, total = meta.table_alloc_bytes, self._pipeline.budget.total
@@ -140,7 +149,7 @@ class KeyTables:
                 await process.wait()
         took = time.monotonic() - started
         if (stop := _stopped_by(process.returncode)) is not None:  # a stop of the daemon's process group
-            self._state[meta.key_path] = _State.UNUSED
+            self._set(meta, _State.UNUSED, reason=f"the build was stopped by {stop}")
             log.info("msm tables of %s: the build was stopped by %s; the key proves without them",
                      meta.key_name, stop, extra={"key": meta.key_name, "reason": stop})  # fmt: skip
             return
@@ -152,7 +161,7 @@ class KeyTables:
             said = err.decode(errors="replace").strip().splitlines()
             self._failed(meta, said[-1] if said else f"exit status {process.returncode}")
             return
-        self._state[meta.key_path] = _State.STORED
+        self._set(meta, _State.STORED, nbytes=int(report["bytes"]))
         how = f"built in {took:.1f} s" if report["built"] else "found stored"
         log.info(
             "msm tables of %s: %s (%s); cpu workers map them from their next partition", meta.key_name, how,
@@ -163,7 +172,7 @@ class KeyTables:
         self._pipeline.kick.set()
 
     def _failed(self, meta: CircuitMeta, reason: str) -> None:
-        self._state[meta.key_path] = _State.UNUSED
+        self._set(meta, _State.UNUSED, reason=f"the build failed: {reason}")
         log.warning("msm tables of %s: the build failed (%s); the key proves without them", meta.key_name,
                     reason, extra={"key": meta.key_name, "reason": reason})  # fmt: skip
 

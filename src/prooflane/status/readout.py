@@ -117,6 +117,7 @@ def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
         workers=tuple(_worker(r, w, now) for w in r.workers.values()),
         devices=tuple(_device(r, d, now) for d in devices),
         allocations=r.memory.allocations(now),
+        tables=tuple(r.tables[key] for key in sorted(r.tables)),
         counters=_counters(r),
         history=_history(r, now, devices, now - head.uptime_secs),
         recent_jobs=tuple(_recent_job(j, now) for j in reversed(r.recent_jobs)),

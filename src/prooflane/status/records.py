@@ -17,7 +17,14 @@ from .. import events as ev
 from ..config import Config
 from ..states import JobState, PartitionState, WorkerState
 from .rss import this_machine
-from .snapshot import AllocationStatus, MachineStatus, PartitionStatus, PipelineEntry, RecentPartition
+from .snapshot import (
+    AllocationStatus,
+    MachineStatus,
+    PartitionStatus,
+    PipelineEntry,
+    RecentPartition,
+    TablesStatus,
+)
 from .timing import CompletionRate, DeviceBusy, MinuteHistory, PhaseHistogram
 
 __all__ = [
@@ -32,6 +39,7 @@ __all__ = [
     "StaleEvent",
     "TrackerConfig",
     "Worker",
+    "tables_status",
 ]
 
 
@@ -140,6 +148,11 @@ class Partition:
     def name(self) -> str:
         """``job_id/index``, for messages."""
         return f"{self.job.job_id}/{self.index}"
+
+    def expect(self, state: PartitionState) -> None:
+        """Raise IllegalEvent unless the partition is in ``state``."""
+        if self.state is not state:
+            raise IllegalEvent(f"partition {self.name}: expected {state.value}, got {self.state.value}")
 
     def recent(self) -> RecentPartition:
         """Its phase times, for the history of partitions done."""
@@ -252,6 +265,7 @@ class Records:
     pruned: Counter[JobState] = field(default_factory=Counter)  # terminal jobs that left the live view
     busy_total: dict[str, float] = field(default_factory=dict)  # worker -> closed device-section seconds
     retries: int = 0
+    tables: dict[str, TablesStatus] = field(default_factory=dict)  # key name -> its tables, never removed
     phases: dict[str, PhaseHistogram] = field(
         default_factory=lambda: {name: PhaseHistogram() for name in ("synth", "prove", "finalize")}
     )
@@ -401,6 +415,21 @@ class MemoryLedger:
         if name not in self._allocations:
             raise StaleEvent(f"allocation {name} is not cached")
         return self._allocations[name]
+
+
+def tables_status(event: ev.TablesChanged) -> TablesStatus:
+    """The key's tables as the event says they are, or IllegalEvent: a state of ``TABLES_STATES``, bytes
+    only when stored and a reason only when unused."""
+    _check_bytes(f"tables of {event.key}", event.nbytes)
+    if event.state not in ev.TABLES_STATES:
+        raise IllegalEvent(
+            f"tables of {event.key}: expected a state of {ev.TABLES_STATES}, got {event.state!r}"
+        )
+    if (event.nbytes > 0) != (event.state == "stored") or bool(event.reason) != (event.state == "unused"):
+        raise IllegalEvent(
+            f"tables of {event.key}: expected bytes when stored and a reason when unused, got {event}"
+        )
+    return TablesStatus(event.key, event.state, event.nbytes, event.reason)
 
 
 def _check_bytes(name: str, nbytes: int) -> None:

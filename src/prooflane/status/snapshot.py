@@ -42,6 +42,7 @@ __all__ = [
     "RecentPartition",
     "StatusSnapshot",
     "SynthesisStatus",
+    "TablesStatus",
     "WorkerState",
     "WorkerStatus",
     "partitions_json",
@@ -308,6 +309,19 @@ class AllocationStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class TablesStatus:
+    """What is known of a key's fixed-base tables (``msm_tables = "auto"``): ``state`` "building",
+    "stored" (``bytes``: each cpu worker's copy, taken as ``key+tables:<key>@<worker>`` from its next
+    partition of the key) or "unused" (``reason``: not eligible, not storable, or the build failed or was
+    stopped; the key proves without them)."""
+
+    key: str
+    state: str
+    bytes: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class MachineStatus:
     """The machine the daemon runs on: its names, its memory and cores (a fleet adds up machines, not
     daemons: two daemons on one machine share its memory). ``machine_id``: ``/etc/machine-id`` where there is
@@ -478,6 +492,7 @@ class StatusSnapshot:
     workers: tuple[WorkerStatus, ...]
     devices: tuple[DeviceStatus, ...]
     allocations: tuple[AllocationStatus, ...]
+    tables: tuple[TablesStatus, ...]  # by key name
     counters: CountersStatus
     history: HistoryStatus
     recent_jobs: tuple[RecentJob, ...]

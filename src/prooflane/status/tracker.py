@@ -44,7 +44,7 @@ from ..states import (
     WorkerState,
     check_partition_move,
 )
-from . import readout
+from . import readout, records
 from .feed import EventFeed, Subscription
 from .invariants import InvariantCheck
 from .readout import SnapshotHead, TrackerTotals
@@ -242,6 +242,9 @@ class StatusTracker:
             ):
                 self._r.ledger_for(event).apply(event)
                 return {}
+            case ev.TablesChanged():
+                self._r.tables[event.key] = records.tables_status(event)
+                return {}
             case _:
                 assert_never(event)
 
@@ -365,7 +368,7 @@ class StatusTracker:
     ) -> dict[str, Any]:
         partition = self._partition(job_id, index, attempt)
         if new is P.FAILED:
-            _expect(partition, P.SYNTHESIZING)
+            partition.expect(P.SYNTHESIZING)
         self._move(partition, new)
         if reason is not None:
             partition.reason = reason
@@ -373,7 +376,7 @@ class StatusTracker:
 
     def _synthesis_finished(self, event: ev.SynthesisFinished) -> dict[str, Any]:
         partition = self._partition(event.job_id, event.partition, event.attempt)
-        _expect(partition, P.SYNTHESIZING)
+        partition.expect(P.SYNTHESIZING)
         self._move(partition, P.SYNTHESIZED)
         partition.synth_ms = event.synth_ms
         self._r.phases["synth"].observe(event.synth_ms / 1000)
@@ -592,8 +595,3 @@ class StatusTracker:
             self._owner_thread = ident
         elif ident != self._owner_thread and self.strict:
             raise IllegalTransition("StatusTracker.apply called from a second thread: post to the event loop")
-
-
-def _expect(partition: Partition, state: PartitionState) -> None:
-    if partition.state is not state:
-        raise IllegalEvent(f"partition {partition.name}: expected {state.value}, got {partition.state.value}")
