@@ -150,3 +150,14 @@ def test_arithmetic_is_an_info_gauge_per_curve_and_libraries_leave_up_at_one() -
         (("arithmetic", "libraries"), ("curve", "bls12381"), ("reason", "PROOFLANE_NATIVE=0")): 1,
     }
     assert samples[("prooflane_up", ())] == 1  # the slower path is a warning, never down
+
+
+def test_each_key_s_tables_are_a_gauge_of_a_worker_s_copy_with_their_state_and_reason() -> None:
+    tracker = StatusTracker(TrackerConfig(sample_rss=False), clock=ManualClock(1.0))
+    tracker.apply(ev.TablesChanged(at=1.0, key="circom:merkle", state="stored", nbytes=238 << 20))
+    tracker.apply(ev.TablesChanged(at=1.0, key="porep-c2@tiny/bn128", state="unused", reason='a "full" disk'))
+    samples = metric_samples(render(tracker))
+    assert {k[1]: v for k, v in samples.items() if k[0] == "prooflane_msm_tables_bytes"} == {
+        (("key", "circom:merkle"), ("reason", ""), ("state", "stored")): 238 << 20,
+        (("key", "porep-c2@tiny/bn128"), ("reason", 'a "full" disk'), ("state", "unused")): 0,
+    }

@@ -44,6 +44,9 @@ def render_totals(t: TrackerTotals) -> str:
     _family(out, "prooflane_arithmetic", "gauge",
             "The arithmetic that proves each curve here, always 1: c-extension, or libraries (the slower"
             " path; reason says why).", _arithmetic(t.arithmetic))  # fmt: skip
+    _family(out, "prooflane_msm_tables_bytes", "gauge",
+            "Each key's fixed-base tables (msm_tables auto): a worker's copy when stored, else 0; state"
+            " building, stored or unused (reason says why).", _tables(t))  # fmt: skip
     _family(out, "prooflane_worker_busy_seconds_total", "counter",
             "Seconds each worker spent holding a current lease (its device section).",
             [("prooflane_worker_busy_seconds_total", (("worker", w),), s)
@@ -109,6 +112,13 @@ def _arithmetic(arithmetic: Mapping[str, str]) -> list[Sample]:
         labels = (("curve", curve), ("arithmetic", name.strip()), ("reason", reason.strip()))
         samples.append(("prooflane_arithmetic", labels, 1))
     return samples
+
+
+def _tables(t: TrackerTotals) -> list[Sample]:
+    return [
+        ("prooflane_msm_tables_bytes", (("key", x.key), ("state", x.state), ("reason", x.reason)), x.bytes)
+        for x in t.tables
+    ]
 
 
 def _histograms(out: list[str], t: TrackerTotals) -> None:

@@ -36,6 +36,7 @@ from .snapshot import (
     RecentPartition,
     StatusSnapshot,
     SynthesisStatus,
+    TablesStatus,
     WorkerStatus,
     partitions_json,
     pipeline_rank,
@@ -90,6 +91,7 @@ class TrackerTotals:
     # device -> its memory (cuda devices with a budget): total, resident keys' and in-use bytes
     device_memory: Mapping[str, DeviceMemoryStatus] = field(default_factory=lambda: MappingProxyType({}))
     arithmetic: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # curve -> as /status
+    tables: tuple[TablesStatus, ...] = ()  # each key's fixed-base tables, by key name, as /status
 
 
 def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
@@ -117,7 +119,7 @@ def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
         workers=tuple(_worker(r, w, now) for w in r.workers.values()),
         devices=tuple(_device(r, d, now) for d in devices),
         allocations=r.memory.allocations(now),
-        tables=tuple(r.tables[key] for key in sorted(r.tables)),
+        tables=_tables(r),
         counters=_counters(r),
         history=_history(r, now, devices, now - head.uptime_secs),
         recent_jobs=tuple(_recent_job(j, now) for j in reversed(r.recent_jobs)),
@@ -169,6 +171,10 @@ def arithmetic_warnings(arithmetic: Mapping[str, str]) -> tuple[str, ...]:
     )
 
 
+def _tables(r: Records) -> tuple[TablesStatus, ...]:
+    return tuple(r.tables[key] for key in sorted(r.tables))
+
+
 def totals(
     r: Records, now: float, invariant_violations: int, health_reasons: Iterable[str] = ()
 ) -> TrackerTotals:
@@ -204,6 +210,7 @@ def totals(
         journal_disagreed=r.journal_disagreed,
         device_memory=MappingProxyType({d: _device_memory(m) for d, m in r.device_memory.items()}),
         arithmetic=r.arithmetic,
+        tables=_tables(r),
     )
 
 
