@@ -79,6 +79,7 @@ __all__ = [
     "WorkerRegistered",
     "event_name",
     "event_to_dict",
+    "key_allocation",
 ]
 
 LeaseToken = NewType("LeaseToken", int)
@@ -371,6 +372,13 @@ class AllocationEvicted(EventBase):
 
 
 # --- fixed-base tables -----------------------------------------------------------------------------
+
+
+def key_allocation(key: str, worker: str, *, tables: bool = False) -> str:
+    """The name of a worker's cached key: ``key:<key>@<worker>``, or ``key+tables:<key>@<worker>`` with the
+    key's fixed-base tables (as ``/status``'s ``allocations`` and the dashboard show it)."""
+    return f"key{'+tables' if tables else ''}:{key}@{worker}"
+
 
 TABLES_STATES = ("building", "stored", "unused")
 """What a key's fixed-base tables can be (``msm_tables = "auto"``): being looked for or built, stored for

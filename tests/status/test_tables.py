@@ -45,3 +45,20 @@ def test_an_event_that_does_not_add_up_is_illegal_and_changes_nothing(
     with pytest.raises(IllegalTransition, match="tables of k"):
         t.apply(ev.TablesChanged(at=clock.now, key="k", state=state, nbytes=nbytes, reason=reason))
     assert [(x.key, x.state) for x in t.snapshot().tables] == [("k", "building")]
+
+
+def test_a_worker_holding_tables_that_status_says_are_not_stored_breaks_an_invariant() -> None:
+    t, clock = _tracker()
+    key, worker = "window-post@tiny/bn128", "cpu:0/w0"
+    t.apply(ev.TablesChanged(at=clock.now, key=key, state="building"))
+    t.apply(ev.AllocationCached(at=clock.now, name=ev.key_allocation(key, worker), nbytes=10))
+    t.apply(
+        ev.AllocationCached(at=clock.now, name=ev.key_allocation("circom:a", worker, tables=True), nbytes=9)
+    )
+    assert t.invariants() == []  # the key alone; and tables of a key not listed (msm_tables = true)
+    held = ev.key_allocation(key, worker, tables=True)
+    t.apply(ev.AllocationCached(at=clock.now, name=held, nbytes=30))
+    assert t.invariants() == [f"allocation {held} holds the tables of {key}, which are building, not stored"]
+    assert t.snapshot().invariants_ok is False
+    t.apply(ev.TablesChanged(at=clock.now, key=key, state="stored", nbytes=20))
+    assert t.invariants() == []

@@ -374,7 +374,7 @@ class DeviceLoop:
 
     @staticmethod
     def _key_name(worker: DeviceWorker, meta: CircuitMeta, tables: bool) -> str:
-        return f"key{'+tables' if tables else ''}:{meta.key_name}@{worker.worker_id}"
+        return ev.key_allocation(meta.key_name, worker.worker_id, tables=tables)
 
     def _forget_key(self, worker: DeviceWorker, key_path: str) -> None:
         """A budget evicted the worker's key (host or device memory): it leaves both, and the worker drops

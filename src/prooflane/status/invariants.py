@@ -13,6 +13,8 @@ from the records, trusting no count the fold keeps:
 - no partition outside proving/finalizing holds a lease;
 - active synthesis equals the partitions synthesizing, and every per-state count equals a recount;
 - reserved memory equals the sum of live reservations (the host's, and each device's);
+- a worker holds a key's fixed-base tables (``key+tables:<key>@<worker>``) only where ``tables`` says that
+  key's tables are stored;
 - every terminal job has an end time and is counted exactly once (the counters equal the terminal jobs, those
   gone from the live view included), and has no live partition.
 
@@ -109,11 +111,25 @@ def _broken(records: Records, facts_of: Callable[[Job], JobFacts]) -> list[str]:
             problems.append(
                 f"{where}reserved {ledger.reserved_bytes} bytes != sum of live reservations {live}"
             )
+    problems.extend(_table_problems(records))
     for outcome in (JobState.DONE, JobState.FAILED, JobState.CANCELLED):
         jobs = sum(n for (_, o), n in records.jobs_total.items() if o == outcome.value)
         if jobs != terminal[outcome]:
             problems.append(f"{jobs} jobs counted {outcome.value} but {terminal[outcome]} ended so")
     return problems
+
+
+def _table_problems(records: Records) -> list[str]:
+    """A worker holds a key's tables only where ``tables`` says they are stored (the cached keys and the
+    tables' state, both on the page, must agree)."""
+    held = records.memory.allocation_names()
+    return [
+        f"allocation {name} holds the tables of {t.key}, which are {t.state}, not stored"
+        for t in records.tables.values()
+        if t.state != "stored"
+        for name in held
+        if name.startswith(ev.key_allocation(t.key, "", tables=True))
+    ]
 
 
 def _worker_problems(records: Records) -> list[str]:

@@ -395,6 +395,10 @@ class MemoryLedger:
             case _:
                 assert_never(event)
 
+    def allocation_names(self) -> list[str]:
+        """The names of the cached allocations."""
+        return list(self._allocations)
+
     def live_reservation_bytes(self) -> int:
         """The sum of the live reservations, counted afresh (``reserved_bytes`` must equal it)."""
         return sum(self._reservations.values())
