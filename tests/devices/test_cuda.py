@@ -11,7 +11,7 @@ import pytest
 
 import prooflane.groth16.cuda as gpu_path
 from prooflane.config import Config, visible_gpus
-from prooflane.devices import DeviceFault, check_devices, in_child
+from prooflane.devices import DeviceFault, check_devices, frames, in_child
 from prooflane.devices.cuda import device_index, device_problem, is_cuda_error, on_device
 from prooflane.devices.in_child import ProverSide, serve
 from prooflane.errors import ConfigError
@@ -78,10 +78,10 @@ def test_a_prover_answers_a_device_fault_with_a_reply_of_its_own(monkeypatch: py
     here, there = multiprocessing.Pipe()
     server = threading.Thread(target=serve, args=(there, _Faulty()))
     server.start()
-    here.send(("start",))
-    assert here.recv() == ("fault", "CUDA error: the context is lost")
-    here.send(("device", "cpu", 0))
-    assert here.recv() == ("ok", None)
+    frames.send(here, ("start",))
+    assert frames.receive(here) == ("fault", "CUDA error: the context is lost")
+    frames.send(here, ("device", "cpu", 0))
+    assert frames.receive(here) == ("ok", None)
     here.close()  # serve returns at end of file
     server.join(10)
     assert not server.is_alive()

@@ -20,6 +20,7 @@ from multiprocessing.context import ForkServerContext
 from typing import Any
 
 from ..errors import WorkerDied
+from . import frames
 from .backend import DeviceFault, RemoteError
 from .cores import CoreBudget
 from .in_child import below_this_process
@@ -196,8 +197,8 @@ class ChildProcess:
 
 
 def _round_trip(conn: Connection, message: tuple[Any, ...]) -> Any:
-    conn.send(message)
-    return conn.recv()
+    frames.send(conn, message)
+    return frames.receive(conn)
 
 
 EXIT_STATUS_WAIT_SECS = 1.0

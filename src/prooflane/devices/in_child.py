@@ -20,6 +20,7 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from ..groth16.arithmetic import THREADS_ENV
+from . import frames
 from .backend import DeviceFault, Finished
 from .cuda import CudaDevice
 from .keys import drop_key, give_back_free_memory, load_key, loaded_key
@@ -224,7 +225,7 @@ def serve(conn: Connection, side: _Side) -> None:
     ignore_interrupts()
     while True:
         try:
-            op, *args = conn.recv()
+            op, *args = frames.receive(conn)
         except (EOFError, OSError):
             return
         try:
@@ -235,7 +236,7 @@ def serve(conn: Connection, side: _Side) -> None:
             reply = ("fault", str(exc))
         except Exception as exc:
             reply = ("error", f"{type(exc).__name__}: {exc}")
-        conn.send(reply)
+        frames.send(conn, reply)
         del args, reply  # a partition's vectors are not kept while the process waits for the next request
         if op in _HEAVY:
             give_back_free_memory()
