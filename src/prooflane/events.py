@@ -42,6 +42,7 @@ import itertools
 import re
 import typing
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, NewType, TypeAlias
 
 __all__ = [
@@ -74,6 +75,7 @@ __all__ = [
     "SynthesisPoolSized",
     "SynthesisStarted",
     "TablesChanged",
+    "TablesState",
     "WorkerDied",
     "WorkerLost",
     "WorkerRegistered",
@@ -380,9 +382,16 @@ def key_allocation(key: str, worker: str, *, tables: bool = False) -> str:
     return f"key{'+tables' if tables else ''}:{key}@{worker}"
 
 
-TABLES_STATES = ("building", "stored", "unused")
-"""What a key's fixed-base tables can be (``msm_tables = "auto"``): being looked for or built, stored for
-the workers to map, or not used (why: ``reason``)."""
+class TablesState(StrEnum):
+    """What a key's fixed-base tables can be (``msm_tables = "auto"``)."""
+
+    BUILDING = "building"  # being looked for or built
+    STORED = "stored"  # stored for the workers to map
+    UNUSED = "unused"  # not eligible, or the build failed or was stopped (why: ``reason``)
+
+
+TABLES_STATES = tuple(TablesState)
+"""Every :class:`TablesState`, the states a ``TablesChanged`` may name."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -32,7 +32,6 @@ import os
 import signal
 import sys
 import time
-from enum import Enum
 from typing import TYPE_CHECKING
 
 from .. import events as ev
@@ -60,12 +59,6 @@ def counted_up_front(config: Config) -> bool:
     return config.msm_tables is True
 
 
-class _State(Enum):
-    BUILDING = "building"
-    STORED = "stored"
-    UNUSED = "unused"  # not eligible, or the build failed or was stopped: the key proves without tables
-
-
 class KeyTables:
     """Which keys' tables are stored (``auto``), each looked at once and built at most once a daemon."""
 
@@ -74,20 +67,19 @@ class KeyTables:
         cfg = pipeline.config
         self.auto = cfg.msm_tables == AUTO and not cfg.ray.address
         self._workers = sum(1 for d in cfg.devices if d.startswith("cpu")) * cfg.workers_per_device
-        self._state: dict[str, _State] = {}  # key path -> what is known of its tables
+        self._state: dict[str, ev.TablesState] = {}  # key path -> what is known of its tables
 
     def may_use(self, meta: CircuitMeta) -> bool:
         """Whether a cpu worker may keep the key's tables: ``msm_tables = true``, or ``auto`` and the key
         eligible (what ``GET /v1/kinds`` counts in ``proving_key_bytes``)."""
         if counted_up_front(self._pipeline.config):
             return True
-        return (
-            self.auto and self._state.get(meta.key_path) is not _State.UNUSED and self._not_used(meta) is None
-        )
+        known = self._state.get(meta.key_path)
+        return self.auto and known is not ev.TablesState.UNUSED and self._not_used(meta) is None
 
     def stored(self, meta: CircuitMeta) -> bool:
         """Whether the key's tables are stored for the workers to map (``auto``)."""
-        return self._state.get(meta.key_path) is _State.STORED
+        return self._state.get(meta.key_path) is ev.TablesState.STORED
 
     def want(self, meta: CircuitMeta) -> None:
         """A cpu worker is about to prove the key: look at it, the first time, and start its build."""
@@ -95,14 +87,14 @@ class KeyTables:
             return
         why = self._not_used(meta) or tables_not_storable()
         if why is not None:
-            self._set(meta, _State.UNUSED, reason=why)
+            self._set(meta, ev.TablesState.UNUSED, reason=why)
             log.info("msm tables of %s: not used (%s)", meta.key_name, why,
                      extra={"key": meta.key_name, "reason": why})  # fmt: skip
             return
-        self._set(meta, _State.BUILDING)
+        self._set(meta, ev.TablesState.BUILDING)
         self._pipeline.spawn(self._build(meta), f"tables of {meta.key_name}")
 
-    def _set(self, meta: CircuitMeta, state: _State, *, nbytes: int = 0, reason: str = "") -> None:
+    def _set(self, meta: CircuitMeta, state: ev.TablesState, *, nbytes: int = 0, reason: str = "") -> None:
         """The one way a key's state changes: here and in the live view (``/status``'s ``tables``) at once."""
         self._state[meta.key_path] = state
         self._pipeline.post(
@@ -149,7 +141,7 @@ class KeyTables:
                 await process.wait()
         took = time.monotonic() - started
         if (stop := _stopped_by(process.returncode)) is not None:  # a stop of the daemon's process group
-            self._set(meta, _State.UNUSED, reason=f"the build was stopped by {stop}")
+            self._set(meta, ev.TablesState.UNUSED, reason=f"the build was stopped by {stop}")
             log.info("msm tables of %s: the build was stopped by %s; the key proves without them",
                      meta.key_name, stop, extra={"key": meta.key_name, "reason": stop})  # fmt: skip
             return
@@ -161,7 +153,7 @@ class KeyTables:
             said = err.decode(errors="replace").strip().splitlines()
             self._failed(meta, said[-1] if said else f"exit status {process.returncode}")
             return
-        self._set(meta, _State.STORED, nbytes=int(report["bytes"]))
+        self._set(meta, ev.TablesState.STORED, nbytes=int(report["bytes"]))
         how = f"built in {took:.1f} s" if report["built"] else "found stored"
         log.info(
             "msm tables of %s: %s (%s); cpu workers map them from their next partition", meta.key_name, how,
@@ -172,7 +164,7 @@ class KeyTables:
         self._pipeline.kick.set()
 
     def _failed(self, meta: CircuitMeta, reason: str) -> None:
-        self._set(meta, _State.UNUSED, reason=f"the build failed: {reason}")
+        self._set(meta, ev.TablesState.UNUSED, reason=f"the build failed: {reason}")
         log.warning("msm tables of %s: the build failed (%s); the key proves without them", meta.key_name,
                     reason, extra={"key": meta.key_name, "reason": reason})  # fmt: skip
 

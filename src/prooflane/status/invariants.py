@@ -126,7 +126,7 @@ def _table_problems(records: Records) -> list[str]:
     return [
         f"allocation {name} holds the tables of {t.key}, which are {t.state}, not stored"
         for t in records.tables.values()
-        if t.state != "stored"
+        if t.state != ev.TablesState.STORED
         for name in held
         if name.startswith(ev.key_allocation(t.key, "", tables=True))
     ]

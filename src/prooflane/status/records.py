@@ -429,7 +429,8 @@ def tables_status(event: ev.TablesChanged) -> TablesStatus:
         raise IllegalEvent(
             f"tables of {event.key}: expected a state of {ev.TABLES_STATES}, got {event.state!r}"
         )
-    if (event.nbytes > 0) != (event.state == "stored") or bool(event.reason) != (event.state == "unused"):
+    stored, unused = event.state == ev.TablesState.STORED, event.state == ev.TablesState.UNUSED
+    if (event.nbytes > 0) != stored or bool(event.reason) != unused:
         raise IllegalEvent(
             f"tables of {event.key}: expected bytes when stored and a reason when unused, got {event}"
         )
