@@ -236,6 +236,12 @@ class DeviceBackend(ABC):
         Raises what ``call`` raised, or :class:`PoolProcessDied` when the process running it died.
         """
 
+    async def synthesize(self, call: Callable[[Any], tuple[Any, float]], task: Any) -> tuple[Any, float]:
+        """``call(task)``, a partition's synthesis, as :meth:`run` does it: (the synthesized partition,
+        milliseconds). The engine hands what comes back to a worker's ``prove`` as it is; a backend may
+        give it in a form of its own that its workers open (the process backend's :mod:`.parcel`)."""
+        return await self.run(call, task)
+
     @abstractmethod
     def new_worker(self, worker_id: str, device: Device) -> DeviceWorker:
         """A new, not yet started worker of ``device``."""

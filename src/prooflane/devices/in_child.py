@@ -24,6 +24,7 @@ from . import frames
 from .backend import DeviceFault, Finished
 from .cuda import CudaDevice
 from .keys import drop_key, give_back_free_memory, load_key, loaded_key
+from .parcel import Parcel, opened
 from .roles import Role
 from .steps import DEVICE_SECTION_BASES, FINALIZE_BASES, device_section, early_b2, finalize
 
@@ -182,7 +183,7 @@ class ProverSide(_Side):
         key = self._key(key_path)
         if self._cuda is not None:
             self._cuda.upload(key)  # once per key: the bases stay resident until dropped
-        self._staged = (key, synthesized)
+        self._staged = (key, opened(synthesized))
 
     def start(self) -> tuple[dict[str, Any], float]:
         if self._staged is None:
@@ -209,6 +210,9 @@ class FinalizerSide(_Side):
         self._early: dict[str, tuple[Any, Any]] = {}
 
     def b2(self, key_path: str, label: str, witness: Any) -> None:
+        """``witness``: the partition's, or its whole :class:`~.parcel.Parcel`."""
+        if isinstance(witness, Parcel):
+            witness = witness.open().witness
         self._early = {label: (witness, early_b2(self._key(key_path), witness))}
 
     def finish(self, key_path: str, fields: dict[str, Any], label: str) -> Finished:

@@ -34,23 +34,28 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import multiprocessing
+import shutil
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from multiprocessing.context import ForkServerContext
 from typing import Any, TypeVar
 
 from ..errors import WorkerDied
+from ..shm import shared_folder
 from .backend import Device, DeviceBackend, DeviceWorker, Finished, RemoteError, WorkerInfo
 from .child import ChildProcess
 from .cores import CoreBudget
 from .cuda import device_index
 from .in_child import finalizer_main, prover_main
+from .parcel import Parcel, park
 from .pool import SynthesisPool
 
 __all__ = ["ProcessBackend", "ProcessWorker", "mp_context"]
 
 T = TypeVar("T")
+log = logging.getLogger("prooflane.engine")
 
 
 def mp_context() -> ForkServerContext:
@@ -89,17 +94,37 @@ class ProcessBackend(DeviceBackend):
         self._pool = SynthesisPool(
             self._ctx, pool_size, niceness, self.budget, self._starter, threads=threads
         )
+        self.parcels: str | None = None  # the folder of synthesized partitions in shared memory
+        self._parcel_problem = ""  # why parcels last travelled inline (logged once a cause)
 
     async def start(self) -> None:
+        self.parcels = shared_folder()
         self._pool.start()
 
     async def stop(self) -> None:
         self._pool.stop()
         self._io.shutdown(wait=False, cancel_futures=True)
         self._starter.shutdown(wait=False, cancel_futures=True)
+        if self.parcels is not None:
+            shutil.rmtree(self.parcels, ignore_errors=True)
 
     async def run(self, call: Callable[..., T], *args: Any) -> T:
         return await self._pool.run(call, *args)
+
+    async def synthesize(self, call: Callable[[Any], tuple[Any, float]], task: Any) -> tuple[Any, float]:
+        """As :meth:`DeviceBackend.synthesize`, the partition coming back as a :class:`~.parcel.Parcel` in
+        shared memory (inline, logged once a cause, where the folder cannot hold it)."""
+        if self.parcels is None:
+            return await self._pool.run(call, task)
+        parcel, ms = await self._pool.run(_parked, self.parcels, call, task)
+        parcel.claim()
+        if parcel.problem and parcel.problem != self._parcel_problem:
+            log.warning(
+                "synthesized partitions go through pipes: %s cannot hold them (%s)",
+                self.parcels, parcel.problem,
+            )  # fmt: skip
+        self._parcel_problem = parcel.problem
+        return parcel, ms
 
     def new_worker(self, worker_id: str, device: Device) -> ProcessWorker:
         return ProcessWorker(
@@ -215,7 +240,9 @@ class ProcessWorker(DeviceWorker):
         only assembly and verification. Requests to the finalizer are served in order, so this one is done
         before the partition's ``finish``; its failure (the finalizer died or cannot load the key) is met
         again by that ``finish``."""
-        task = asyncio.create_task(self._b2(key_path, synthesized.witness, label), name=f"b2 {label}")
+        # A parcel goes as it is (the finalizer maps its witness); a partition in memory sends its witness.
+        witness = synthesized if isinstance(synthesized, Parcel) else synthesized.witness
+        task = asyncio.create_task(self._b2(key_path, witness, label), name=f"b2 {label}")
         self._pending.add(task)  # the loop keeps only a weak reference to a task
         task.add_done_callback(self._settled)
 
@@ -293,3 +320,9 @@ class ProcessWorker(DeviceWorker):
     def _end(self) -> None:
         self.prover.kill()
         self.finalizer.kill()
+
+
+def _parked(folder: str, call: Callable[[Any], tuple[Any, float]], task: Any) -> tuple[Parcel, float]:
+    """In a pool process: ``call(task)``, its partition parked in ``folder``."""
+    synthesized, ms = call(task)
+    return park(synthesized, folder), ms

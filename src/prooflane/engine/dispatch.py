@@ -129,7 +129,7 @@ class Dispatcher:
             pipeline.config.synthesis_key_cache_bytes,
         )  # fmt: skip
         try:
-            synthesized, ms = await self._backend.run(synthesize_partition, task)
+            synthesized, ms = await self._backend.synthesize(synthesize_partition, task)
         except PoolProcessDied as exc:
             pipeline.retry(part, str(exc), blame=not isinstance(exc, PoolReplaced))
             return

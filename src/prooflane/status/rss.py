@@ -17,6 +17,7 @@ from pathlib import Path
 
 import psutil
 
+from ..shm import parked_bytes
 from .snapshot import MachineStatus
 
 __all__ = ["TREE_SAMPLE_SECS", "ProcessMemory", "RssSample", "this_machine"]
@@ -51,8 +52,10 @@ class ProcessMemory:
         return RssSample(own, kept[2])
 
     def _descendants(self) -> int:
-        """The RSS of every descendant process, summed (one that ends while it is read counts nothing)."""
-        total = 0
+        """The RSS of every descendant process, summed (one that ends while it is read counts nothing), and
+        the daemon's synthesized partitions in shared memory (:mod:`prooflane.shm`), which are in no
+        process's RSS while they wait for a worker."""
+        total = parked_bytes(self._process.pid)
         for child in self._process.children(recursive=True):
             try:
                 total += child.memory_info().rss
