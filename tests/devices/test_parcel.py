@@ -151,3 +151,20 @@ async def test_a_backend_whose_folder_cannot_hold_parcels_logs_once_and_still_pr
         await backend.stop()
     said = [r.getMessage() for r in caplog.records if "go through pipes" in r.getMessage()]
     assert len(said) == 1 and str(tmp_path / "full") in said[0]
+
+
+@pytest.mark.anyio
+async def test_a_backend_without_a_folder_for_parcels_says_so_at_start_and_still_proves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr("prooflane.devices.process.shared_folder", lambda: None)
+    _, task = _partition(tmp_path)
+    backend = ProcessBackend(pool_size=1, workers=1)
+    await backend.start()
+    try:
+        synthesized, _ms = await backend.synthesize(synthesize_partition, task)
+        assert isinstance(synthesized, Synthesized)  # through the pool's pipe, as before
+    finally:
+        await backend.stop()
+    said = [r.getMessage() for r in caplog.records if "go through pipes" in r.getMessage()]
+    assert said == ["synthesized partitions go through pipes: /dev/shm cannot hold a folder of them"]

@@ -43,7 +43,7 @@ from multiprocessing.context import ForkServerContext
 from typing import Any, TypeVar
 
 from ..errors import WorkerDied
-from ..shm import shared_folder
+from ..shm import SHARED_ROOT, shared_folder
 from .backend import Device, DeviceBackend, DeviceWorker, Finished, RemoteError, WorkerInfo
 from .child import ChildProcess
 from .cores import CoreBudget
@@ -99,6 +99,10 @@ class ProcessBackend(DeviceBackend):
 
     async def start(self) -> None:
         self.parcels = shared_folder()
+        if self.parcels is None:
+            log.warning(
+                "synthesized partitions go through pipes: %s cannot hold a folder of them", SHARED_ROOT
+            )
         self._pool.start()
 
     async def stop(self) -> None:
