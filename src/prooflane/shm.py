@@ -14,6 +14,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import psutil
+
 __all__ = ["SHARED_ROOT", "parked_bytes", "shared_folder", "sweep"]
 
 SHARED_ROOT = Path("/dev/shm")
@@ -48,17 +50,7 @@ def sweep(root: Path = SHARED_ROOT) -> list[Path]:
     removed = []
     for folder in root.glob(f"{_PREFIX}*"):
         pid = folder.name[len(_PREFIX) :].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process, so not ours to judge
-    return True
