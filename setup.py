@@ -21,6 +21,7 @@ HEADERS = (
     "inverse.h",
     "towers.h",
     "curve.h",
+    "glv.h",
     "msm.h",
     "threads.h",
     "groups.h",

@@ -202,6 +202,60 @@ def test_the_msm_is_the_group_law_outside_g2() -> None:
     assert r_times != (0, 0, 0, 0) and ref.mul(plain[0], BN128.r, q) is not None
 
 
+# csrc/glv.h's λ: the cube root of unity mod r that φ(x, y) = (βx, y) multiplies by on the subgroup.
+GLV_LAMBDA = {
+    "bn128": 0x30644E72E131A029048B6E193FD84104CC37A73FEC2BC5E9B8CA0B2D36636F23,
+    "bls12381": 0xAC45A4010001A40200000000FFFFFFFF,
+}
+
+
+@pytest.mark.parametrize("curve", CURVES)
+@pytest.mark.parametrize("group", GROUPS)
+def test_the_endomorphism_split_is_the_same_sum_on_subgroup_points(curve: Curve, group: int) -> None:
+    """``endo``: every scalar split in two halves over P and φ(P); the sum of the library and of the plain
+    MSM for scalars at the split's edges (multiples of λ and r, past r, 2^256 - 1), any thread count, and
+    both bucket strategies."""
+    lam, r = GLV_LAMBDA[curve.name], curve.r
+    assert lam != 1 and pow(lam, 3, r) == 1
+    rng, be = random.Random(31 + group), library(curve)
+    gen, _ = _generator(curve, group)
+    cid = _CURVE_IDS[curve.name]
+    edges = [0, 1, 2, lam, lam - 1, lam + 1, r - lam, 2 * lam, lam * lam % r, r - 1, r, r + 1, 2**128,
+             2**128 - 1, 2**255, 2**256 - 1, (r - 1) // 2]  # fmt: skip
+    for n in (1, 2, 40):
+        points: list[Any] = [be.mul(gen, rng.randrange(1, r)) for _ in range(n)]
+        scalars = [edges[i % len(edges)] if i < len(edges) else rng.randrange(2**256) for i in range(n)]
+        rows, want = _rows(curve, group, points), _library_msm(curve, group, points, [k % r for k in scalars])
+        for threads in (1, 2, 3):
+            raw = _cm().msm(cid, group, rows, from_ints(scalars), threads, 0, 0, True)
+            assert _coords(curve, raw) == want, (n, threads)
+    n = 2300  # batched buckets at c = 11 (over 4 split terms a bucket), Jacobian ones at 10 and 13
+    base = [be.mul(gen, rng.randrange(1, r)) for _ in range(50)]
+    points = [base[i % 50] for i in range(n)]  # equal points: doublings and cancellations in the buckets
+    scalars = [rng.choice([*edges, rng.randrange(r), rng.randrange(2**256)]) for _ in range(n)]
+    rows = _rows(curve, group, points)
+    want = _native_msm(curve, group, rows, scalars, 2)
+    for window in (0, 10, 11, 13):
+        raw = _cm().msm(cid, group, rows, from_ints(scalars), 2, window, 0, True)
+        assert _coords(curve, raw) == want, window
+
+
+def test_the_endomorphism_split_is_not_the_group_law_off_the_subgroup() -> None:
+    """Off G2, φ is not multiplication by λ: the split computes another sum. That is why only a checked
+    key's sections are split, and the subgroup checks (which must see the group law) never are; and
+    tables are refused."""
+    rng, q, b = random.Random(19), BN128.q, TWIST_B["bn128"]
+    plain = [ref.random_point(rng, q, b, extension=True) for _ in range(3)]
+    scalars = [rng.randrange(2**200, BN128.r) for _ in plain]
+    rows = np.stack([mont_row(BN128, ref.flat(p, extension=True)) for p in plain])
+    law = _cm().msm(0, 2, rows, from_ints(scalars), 1)
+    assert _cm().msm(0, 2, rows, from_ints(scalars), 1, 0, 0, True) != law
+    assert _coords(BN128, law) == _native_msm(BN128, 2, rows, scalars, 1)  # msm_rows: the group law
+    data = _cm().fixed_table(0, 2, rows, 26, 10, 1)
+    with pytest.raises(ValueError, match="for rows, not for tables"):
+        _cm().msm(0, 2, data, from_ints(scalars), 1, 13, 2, True)
+
+
 @pytest.mark.parametrize("curve", CURVES)
 def test_the_coset_values_equal_the_library_fft_s(curve: Curve) -> None:
     rng, ext, lib, r = random.Random(8), c_extension(curve), libraries(curve), curve.r

@@ -186,8 +186,9 @@ def test_msm_refuses_what_is_malformed_and_reads_any_view_alike(data: st.DataObj
     else:
         assert isinstance(got, bytes) and len(got) == width
         assert got == cm.msm(curve, group, rows, scalars, _clamp(threads), window)  # threads clamped
-        if all_real:  # a true sum: the same on every thread count
+        if all_real:  # a true sum: the same on every thread count, and split by the endomorphism (key rows)
             assert got == cm.msm(curve, group, rows, scalars, 1)
+            assert got == cm.msm(curve, group, rows, scalars, _clamp(threads), window, 0, True)
 
 
 @FUZZ

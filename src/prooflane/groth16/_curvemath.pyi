@@ -21,7 +21,15 @@ max_threads: int
 """The most threads one call runs (64)."""
 
 def msm(
-    curve: int, group: int, rows: _Bytes, scalars: _Bytes, threads: int, window: int = 0, stride: int = 0, /
+    curve: int,
+    group: int,
+    rows: _Bytes,
+    scalars: _Bytes,
+    threads: int,
+    window: int = 0,
+    stride: int = 0,
+    endo: bool = False,
+    /,
 ) -> bytes:
     """Sum of ``scalars[k]·rows[k]``: rows of affine points in Montgomery form as a .zkey stores them (all
     zero: infinity), 32-byte little-endian scalars (any below 2^256), as many of each, fewer than 2^32;
@@ -30,7 +38,12 @@ def msm(
     ``stride`` > 0: ``rows`` are ``fixed_table``'s tables of the scalars' points (``tables`` rows a point,
     ``rows`` = tables x scalars), made with ``shift`` = window x stride; each pass of buckets sums the
     windows ``w, w + stride, ...`` of every scalar at once (``stride`` passes in all); ValueError when a
-    scalar has more than tables x stride windows (signed digits: r's bits + 2 suffice)."""
+    scalar has more than tables x stride windows (signed digits: r's bits + 2 suffice).
+
+    ``endo``: the rows lie in the subgroup of order r (a checked key's); each scalar, reduced mod r, is
+    split into two halves of 128 bits over the point and its image by the endomorphism ``(x, y) ->
+    (βx, y)`` (GLV, ``csrc/glv.h``): half the windows. Off the subgroup it computes another sum, so the
+    subgroup checks never use it; ValueError with ``stride``."""
 
 def fixed_table(curve: int, group: int, rows: _Bytes, shift: int, tables: int, threads: int, /) -> bytes:
     """Fixed-base tables of ``rows`` (a key's, as ``msm`` takes them): ``tables`` rows a point, row

@@ -140,19 +140,38 @@ class ExtensionArithmetic(Arithmetic):
 
     def msm(self, section: Section, scalars: FieldVector, threads: int) -> G1 | G2:
         if section.tables is None:
-            return self.msm_rows(section.rows, scalars, section.group, threads)
+            # A section's rows passed the subgroup check (or are remembered to have): the endomorphism
+            # split (csrc/glv.h) holds on them.
+            rows = np.ascontiguousarray(section.rows, dtype=np.uint8)
+            return self._msm(rows, scalars, section.group, threads, endo=True)
         t = section.tables
         return self._msm(t.data, scalars, section.group, threads, t.window, t.stride)
 
     def msm_rows(self, rows: NDArray[np.uint8], scalars: FieldVector, group: int, threads: int) -> G1 | G2:
-        """Sum of ``scalars[i]`` times the point of ``rows[i]``, in plain affine coordinates."""
+        """Sum of ``scalars[i]`` times the point of ``rows[i]``, in plain affine coordinates, by the group
+        law alone: any points of the curve, in the subgroup or not (the subgroup checks use it)."""
         return self._msm(np.ascontiguousarray(rows, dtype=np.uint8), scalars, group, threads)
 
     def _msm(
-        self, rows: Any, scalars: FieldVector, group: int, threads: int, window: int = 0, stride: int = 0
+        self,
+        rows: Any,
+        scalars: FieldVector,
+        group: int,
+        threads: int,
+        window: int = 0,
+        stride: int = 0,
+        *,
+        endo: bool = False,
     ) -> G1 | G2:
         raw = self._c.msm(
-            self._id, group, rows, np.ascontiguousarray(scalars, dtype="<u8"), _clamp(threads), window, stride
+            self._id,
+            group,
+            rows,
+            np.ascontiguousarray(scalars, dtype="<u8"),
+            _clamp(threads),
+            window,
+            stride,
+            endo,
         )
         n8 = self.curve.n8q
         coords = tuple(int.from_bytes(raw[i : i + n8], "little") for i in range(0, len(raw), n8))

@@ -9,6 +9,7 @@
  *   inverse.h    inversion by safegcd divsteps
  *   towers.h     both curves' fields: constants, Fq and Fq2 element types, each curve's b
  *   curve.h      the group law (a template over a coordinate field)
+ *   glv.h        the GLV split of a scalar by the curves' endomorphism
  *   msm.h        Pippenger with signed digits (a template, after curve.h)
  *   threads.h    the thread cap and the worker pool of one call
  *   groups.h     the four groups instantiated; MSM and on-curve check by curve and group

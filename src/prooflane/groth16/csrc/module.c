@@ -6,6 +6,9 @@
  *   points in Montgomery form, exactly as a .zkey section stores them (no conversion, no copy: the rows
  *   may be a memory-mapped file), with 32-byte little-endian scalars.
  * - msm(..., window, stride): the same over fixed-base tables (fixed_table's), each of `stride` windows.
+ * - msm(..., window, 0, endo=1): the same over rows of the subgroup of order r (a checked key's), each
+ *   scalar split by the endomorphism (glv.h). Off the subgroup it computes another sum: never for rows
+ *   that have not been checked (the subgroup checks themselves use the plain MSM).
  * - fixed_table(curve, group, rows, shift, tables, threads): the rows times 2^(shift·t) for t < tables.
  * - first_off_curve(curve, group, rows): the first row not on the curve, or -1.
  * - first_outside_subgroup(curve, group, rows, threads): BLS12-381's rows (already on the curve) by the
@@ -58,13 +61,17 @@ static int check_group(int curve, int group) {
 }
 
 static PyObject *py_msm(PyObject *Py_UNUSED(self), PyObject *args) {
-    int curve, group, threads, window = 0, stride = 0;
+    int curve, group, threads, window = 0, stride = 0, endo = 0;
     Py_buffer rows, scalars;
-    if (!PyArg_ParseTuple(args, "iiy*y*O&|ii", &curve, &group, &rows, &scalars, threads_arg, &threads, &window,
-                          &stride))
+    if (!PyArg_ParseTuple(args, "iiy*y*O&|iip", &curve, &group, &rows, &scalars, threads_arg, &threads, &window,
+                          &stride, &endo))
         return NULL;
     PyObject *result = NULL;
     if (check_group(curve, group) < 0) goto done;
+    if (endo && stride != 0) {
+        PyErr_SetString(PyExc_ValueError, "the endomorphism split is for rows, not for tables");
+        goto done;
+    }
     const size_t width = ROW_BYTES(curve, group), have = (size_t)rows.len, given = (size_t)scalars.len;
     const size_t count = given / FR_BYTES;
     if (have % width || given % FR_BYTES || (stride == 0 && have / width != count) ||
@@ -87,7 +94,8 @@ static PyObject *py_msm(PyObject *Py_UNUSED(self), PyObject *args) {
     unsigned char out[MAX_ROW_BYTES];
     int status;
     Py_BEGIN_ALLOW_THREADS;
-    status = groups_msm(curve, group, rows.buf, scalars.buf, count, threads, window, (int)tables, stride, out);
+    status = groups_msm(curve, group, rows.buf, scalars.buf, count, threads, window, (int)tables, stride, endo,
+                        out);
     Py_END_ALLOW_THREADS;
     if (status == -2)
         PyErr_Format(PyExc_ValueError, "a scalar has more than the tables' %zu windows of %d bits",
@@ -314,9 +322,10 @@ static PyMethodDef methods[] = {
     {"synthesize", py_synthesize, METH_VARARGS,
      "synthesize(curve, matrix, rows, wires, values, witness, n_rows) -> bytes: A·w, B·w and their product"},
     {"msm", py_msm, METH_VARARGS,
-     "msm(curve, group, rows, scalars, threads, window=0, stride=0) -> bytes: sum of scalars[k]·rows[k], plain "
-     "affine coordinates (window: the window width, 2..16; 0 chooses; stride: rows are fixed_table's tables "
-     "of `stride` windows each)"},
+     "msm(curve, group, rows, scalars, threads, window=0, stride=0, endo=False) -> bytes: sum of "
+     "scalars[k]·rows[k], plain affine coordinates (window: the window width, 2..16; 0 chooses; stride: rows "
+     "are fixed_table's tables of `stride` windows each; endo: the rows lie in the subgroup of order r, split "
+     "each scalar by the endomorphism)"},
     {"fixed_table", py_fixed_table, METH_VARARGS,
      "fixed_table(curve, group, rows, shift, tables, threads) -> bytes: tables of the rows times 2^(shift·t), "
      "t < tables, in the rows' form"},

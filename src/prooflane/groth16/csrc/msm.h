@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "glv.h"
 #include "limbs.h"
 #include "threads.h"
 
@@ -12,6 +13,7 @@
 #define PROOFLANE_MSM_COMMON
 
 #define DIGIT_LIMBS 5 /* a scalar below 2^256 plus the signed-digit offset fits 5 limbs */
+#define SPLIT_LIMBS 3 /* a half of a GLV split (below 2^128, glv.h) plus the offset fits 3 */
 
 /* The offset sum over windows i of 2^(c-1)·2^(c·i): with it added, window i's c bits minus 2^(c-1) are the
  * signed digits d_i in [-2^(c-1), 2^(c-1)) of the scalar, sum d_i·2^(c·i). */
@@ -23,28 +25,28 @@ static void digit_offset(u64 *offset, int c, int windows) {
     }
 }
 
-static void add_offset(u64 *d, const u64 *offset) {
+static void add_offset(u64 *d, const u64 *offset, int limbs) {
     u64 carry = 0;
-    for (int j = 0; j < DIGIT_LIMBS; j++) {
+    for (int j = 0; j < limbs; j++) {
         u128 s = (u128)d[j] + offset[j] + carry;
         d[j] = (u64)s;
         carry = (u64)(s >> 64);
     }
 }
 
-static inline int64_t window_digit(const u64 *d, int w, int c) {
+static inline int64_t window_digit(const u64 *d, int w, int c, int limbs) {
     const int bit = w * c, limb = bit / 64, shift = bit % 64;
     u64 v = d[limb] >> shift;
-    if (shift + c > 64 && limb + 1 < DIGIT_LIMBS) v |= d[limb + 1] << (64 - shift);
+    if (shift + c > 64 && limb + 1 < limbs) v |= d[limb + 1] << (64 - shift);
     return (int64_t)(v & (((u64)1 << c) - 1)) - ((int64_t)1 << (c - 1));
 }
 
-/* The bit length of the widest of `count` scalars (4 low limbs of each DIGIT_LIMBS). */
-static int max_bits(const u64 *digits, size_t count) {
+/* The bit length of the widest of `count` scalars (the limbs - 1 low limbs of each `limbs`). */
+static int max_bits(const u64 *digits, size_t count, int limbs) {
     u64 any[4] = {0, 0, 0, 0};
     for (size_t k = 0; k < count; k++)
-        for (int j = 0; j < 4; j++) any[j] |= digits[DIGIT_LIMBS * k + j];
-    for (int j = 3; j >= 0; j--)
+        for (int j = 0; j < limbs - 1; j++) any[j] |= digits[(size_t)limbs * k + j];
+    for (int j = limbs - 2; j >= 0; j--)
         if (any[j]) return 64 * j + 64 - __builtin_clzll(any[j]);
     return 0;
 }
@@ -84,8 +86,11 @@ static int window_bits(size_t count, int bits) {
 
 typedef struct {
     const unsigned char *bases; /* rows of affine points: `tables` tables of `rows` rows (fixed_table) */
-    const u64 *digits;          /* per kept term: its scalar plus the signed-digit offset, DIGIT_LIMBS limbs */
+    const u64 *digits;          /* per kept term: its scalar plus the signed-digit offset, `limbs` limbs */
     const uint32_t *index;      /* per kept term: its row */
+    const uint8_t *kinds;       /* NULL, or per kept term of a GLV split: bit 0 negate its point, bit 1 map
+                                   it by the endomorphism (GF(endo)) */
+    int limbs;                  /* DIGIT_LIMBS, or SPLIT_LIMBS for the halves of a split */
     size_t count, rows;         /* kept terms; rows a table */
     int c;                      /* window bits */
     int windows;                /* the scalars' windows: window t·stride + w is window w of table t */
@@ -97,16 +102,20 @@ typedef struct {
 } GF(msm_job);
 
 /* The terms of one unit, in order: for each of its kept terms and each table, the digit of window
- * t·stride + w and the table's point (negated for a negative digit). */
+ * t·stride + w and the table's point (mapped by the endomorphism for the second half of a split, negated
+ * for a negative digit or half). */
 static inline int64_t GF(term)(const GF(msm_job) *job, size_t k, int w, int t, GF(aff) *p) {
-    int64_t d = window_digit(job->digits + DIGIT_LIMBS * k, t * job->stride + w, job->c);
+    int64_t d = window_digit(job->digits + (size_t)job->limbs * k, t * job->stride + w, job->c, job->limbs);
     if (d == 0) return 0;
     memcpy(p, job->bases + ((size_t)job->index[k] * job->tables + t) * sizeof *p, sizeof *p);
-    if (d < 0) {
-        EF(neg)(&p->y, &p->y);
-        d = -d;
+    int negate = d < 0;
+    if (job->kinds != NULL) {
+        const uint8_t kind = job->kinds[k];
+        if (kind & 2) GF(endo)(p);
+        negate ^= kind & 1;
     }
-    return d;
+    if (negate) EF(neg)(&p->y, &p->y);
+    return d < 0 ? -d : d;
 }
 
 /* Buckets as Jacobian points, one mixed addition per term: for units with few buckets or few terms. */
@@ -262,47 +271,105 @@ static void *GF(msm_worker)(void *arg) {
     return NULL;
 }
 
+/* The GLV split of every term, on every thread: term k's halves take slots 2k and 2k + 1 (no compaction, so
+ * that chunks of terms are independent); a half that is zero, or whose point is at infinity, keeps zero
+ * digits and is skipped by every window (GF(term)). */
+#define SPLIT_CHUNK 4096
+
+typedef struct {
+    const glv_t *glv;
+    const unsigned char *rows, *scalars;
+    size_t count, next; /* next: the first term of the next chunk to take (atomic) */
+    u64 *digits;
+    uint32_t *index;
+    uint8_t *kinds;
+} GF(split_job);
+
+static void *GF(split_worker)(void *arg) {
+    GF(split_job) *job = arg;
+    for (;;) {
+        const size_t lo = __atomic_fetch_add(&job->next, SPLIT_CHUNK, __ATOMIC_RELAXED);
+        if (lo >= job->count) break;
+        const size_t hi = job->count - lo < SPLIT_CHUNK ? job->count : lo + SPLIT_CHUNK;
+        for (size_t k = lo; k < hi; k++) {
+            u64 s[4], half[2][4];
+            GF(aff) p;
+            memcpy(s, job->scalars + 32 * k, 32);
+            memcpy(&p, job->rows + k * sizeof p, sizeof p);
+            int signs = 0;
+            if (limbs_is_zero(s, 4) || GF(aff_is_inf)(&p))
+                memset(half, 0, sizeof half);
+            else
+                signs = glv_split(job->glv, s, half[0], half[1]);
+            for (int h = 0; h < 2; h++) {
+                u64 *d = job->digits + SPLIT_LIMBS * (2 * k + h);
+                memcpy(d, half[h], (SPLIT_LIMBS - 1) * sizeof(u64));
+                d[SPLIT_LIMBS - 1] = 0;
+                job->kinds[2 * k + h] = (uint8_t)(((signs >> h) & 1) | (h << 1));
+                job->index[2 * k + h] = (uint32_t)k;
+            }
+        }
+    }
+    return NULL;
+}
+
 /* out = sum of scalars[k]·P_k over count terms, the P_k in `tables` tables of count rows each (one: the
  * rows themselves; more: fixed_table's, with window width `window` and `stride` windows a table).
  * Scalars are 4-limb little-endian integers (any value below 2^256); rows and scalars may lie at any
  * address (they are copied, never cast), count < 2^32. Runs on up to `threads` threads (clamped to
  * [1, MAX_THREADS]); `window` in 2..16 fixes the window width (tests reach both bucket strategies with
- * it), else it is chosen; with tables, the scalars must have at most tables·stride windows. Returns 0, -1
- * when memory ran out, -2 when a scalar is too wide for the tables. */
+ * it), else it is chosen; with tables, the scalars must have at most tables·stride windows. With `glv`
+ * (rows only, no tables) each scalar is split by glv.h into two halves of 128 bits over P_k and GF(endo)
+ * of it: only for points of the subgroup of order r, where the endomorphism is λ. Returns 0, -1 when
+ * memory ran out, -2 when a scalar is too wide for the tables. */
 static int GF(msm_tables)(GF(jac) *out, const unsigned char *rows, const unsigned char *scalars, size_t count,
-                          int threads, int window, int tables, int stride) {
+                          int threads, int window, int tables, int stride, const glv_t *glv) {
     GF(set_inf)(out);
     threads = threads_clamp(threads);
-    u64 *digits = malloc((count ? count : 1) * DIGIT_LIMBS * sizeof(u64));
-    uint32_t *index = malloc((count ? count : 1) * sizeof(uint32_t));
-    if (digits == NULL || index == NULL) {
+    const int split = glv != NULL && tables <= 1;
+    const int limbs = split ? SPLIT_LIMBS : DIGIT_LIMBS;
+    const size_t room = (count ? count : 1) * (split ? 2 : 1);
+    u64 *digits = malloc(room * limbs * sizeof(u64));
+    uint32_t *index = malloc(room * sizeof(uint32_t));
+    uint8_t *kinds = split ? malloc(room) : NULL;
+    if (digits == NULL || index == NULL || (split && kinds == NULL)) {
         free(digits);
         free(index);
+        free(kinds);
         return -1;
     }
     size_t kept = 0;
-    for (size_t k = 0; k < count; k++) {
-        u64 s[4];
-        memcpy(s, scalars + 32 * k, 32);
-        if (limbs_is_zero(s, 4)) continue;
-        GF(aff) p;
-        memcpy(&p, rows + k * (size_t)(tables > 1 ? tables : 1) * sizeof p, sizeof p);
-        if (GF(aff_is_inf)(&p)) continue;
-        memcpy(digits + DIGIT_LIMBS * kept, s, 32);
-        digits[DIGIT_LIMBS * kept + 4] = 0;
-        index[kept++] = (uint32_t)k;
+    if (split) {
+        GF(split_job) sj = {glv, rows, scalars, count, 0, digits, index, kinds};
+        const size_t units = (count + SPLIT_CHUNK - 1) / SPLIT_CHUNK;
+        if (units > 0) run_threads(GF(split_worker), &sj, threads, units > MAX_THREADS ? MAX_THREADS : (int)units);
+        kept = 2 * count;
+    } else {
+        for (size_t k = 0; k < count; k++) {
+            u64 s[4];
+            memcpy(s, scalars + 32 * k, 32);
+            if (limbs_is_zero(s, 4)) continue;
+            GF(aff) p;
+            memcpy(&p, rows + k * (size_t)(tables > 1 ? tables : 1) * sizeof p, sizeof p);
+            if (GF(aff_is_inf)(&p)) continue;
+            memcpy(digits + DIGIT_LIMBS * kept, s, 32);
+            digits[DIGIT_LIMBS * kept + 4] = 0;
+            index[kept++] = (uint32_t)k;
+        }
     }
-    if (kept == 0) {
+    const int bits = kept == 0 ? 0 : max_bits(digits, kept, limbs);
+    if (bits == 0) { /* no term, or every one zero */
         free(digits);
         free(index);
+        free(kinds);
         return 0;
     }
-    const int bits = max_bits(digits, kept);
     const int c = window >= 2 && window <= 16 ? window : window_bits(kept, bits);
     const int windows = (bits + 2 + c - 1) / c;
     if (tables > 1 && windows > tables * stride) {
         free(digits);
         free(index);
+        free(kinds);
         return -2;
     }
     if (tables <= 1) {
@@ -311,10 +378,10 @@ static int GF(msm_tables)(GF(jac) *out, const unsigned char *rows, const unsigne
     }
     u64 offset[DIGIT_LIMBS];
     digit_offset(offset, c, windows);
-    for (size_t k = 0; k < kept; k++) add_offset(digits + DIGIT_LIMBS * k, offset);
+    for (size_t k = 0; k < kept; k++) add_offset(digits + (size_t)limbs * k, offset, limbs);
     int chunks = 1;
     while (stride * chunks < 2 * threads && (size_t)chunks * 256 < kept) chunks *= 2;
-    GF(msm_job) job = {rows, digits, index, kept, count, c, windows, tables, stride, chunks, 0, NULL, 0};
+    GF(msm_job) job = {rows, digits, index, kinds, limbs, kept, count, c, windows, tables, stride, chunks, 0, NULL, 0};
     job.sums = malloc((size_t)stride * chunks * sizeof *job.sums);
     int status = 0;
     if (job.sums == NULL)
@@ -331,6 +398,7 @@ static int GF(msm_tables)(GF(jac) *out, const unsigned char *rows, const unsigne
     free(job.sums);
     free(digits);
     free(index);
+    free(kinds);
     return status;
 }
 

@@ -3,6 +3,7 @@
  * the curve's parameter:
  *
  *   G1: P in E(Fq) lies in G1 if and only if φ(P) = [-x²]P, where φ(x, y) = (ωx, y), ω = 2^((q-1)/3) mod q
+ *       (BLS_OMEGA, groups.h)
  *       (a cube root of unity; on G1 φ is multiplication by -x², a cube root of unity mod r);
  *   G2: Q in E'(Fq2) lies in G2 if and only if ψ(Q) = [x]Q, where ψ(x, y) = (cx·conj(x), cy·conj(y)),
  *       cx = 1/(u+1)^((q-1)/3), cy = 1/(u+1)^((q-1)/2) (the untwist-Frobenius-twist map).
@@ -20,8 +21,6 @@
 static const u64 BLS_X_ABS[1] = {0xd201000000010000ULL};                         /* |x|, x < 0 */
 static const u64 BLS_X_SQUARED[2] = {0x0000000100000000ULL, 0xac45a4010001a402ULL}; /* x² */
 
-static const fqbls_t BLS_OMEGA = {{0x30f1361b798a64e8ULL, 0xf3b8ddab7ece5a2aULL, 0x16a8ca3ac61577f7ULL,
-                                   0xc26a2ff874fd029bULL, 0x3636b76660701c6eULL, 0x051ba4ab241b6160ULL}};
 static const fqbls_t BLS_PSI_X1 = {{0x890dc9e4867545c3ULL, 0x2af322533285a5d5ULL, 0x50880866309b7e2cULL,
                                     0xa20d1b8c7e881024ULL, 0x14e4f04fe2db9068ULL, 0x14e56d3f1564853aULL}};
 static const fq2bls_t BLS_PSI_Y = {
