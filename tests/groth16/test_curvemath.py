@@ -238,6 +238,9 @@ def test_the_endomorphism_split_is_the_same_sum_on_subgroup_points(curve: Curve,
     for window in (0, 10, 11, 13):
         raw = _cm().msm(cid, group, rows, from_ints(scalars), 2, window, 0, True)
         assert _coords(curve, raw) == want, window
+    short = [rng.choice([0, 1, 1, 2, 2**127 + 5, 2**128 - 1]) for _ in range(n)]  # nothing to split
+    raw = _cm().msm(cid, group, rows, from_ints(short), 2, 0, 0, True)
+    assert _coords(curve, raw) == _native_msm(curve, group, rows, short, 2)
 
 
 def test_the_endomorphism_split_is_not_the_group_law_off_the_subgroup() -> None:

@@ -19,6 +19,8 @@ import threading
 from collections.abc import MutableMapping
 from typing import Any
 
+import psutil
+
 from ..groth16.arithmetic import THREADS_ENV
 from . import frames
 from .backend import DeviceFault, Finished
@@ -97,7 +99,7 @@ def exit_with(daemon_pid: int, niceness: int = 0, name: str = "", threads: int =
     try:
         pidfd = os.pidfd_open(daemon_pid)
     except (OSError, AttributeError):  # the daemon is already gone, or no pidfd on this system
-        if not _alive(daemon_pid):
+        if not psutil.pid_exists(daemon_pid):
             os._exit(0)
         return
 
@@ -106,16 +108,6 @@ def exit_with(daemon_pid: int, niceness: int = 0, name: str = "", threads: int =
         os._exit(0)
 
     threading.Thread(target=watch, name="prooflane-daemon-watch", daemon=True).start()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class _Side:

@@ -320,13 +320,23 @@ static void *GF(split_worker)(void *arg) {
  * [1, MAX_THREADS]); `window` in 2..16 fixes the window width (tests reach both bucket strategies with
  * it), else it is chosen; with tables, the scalars must have at most tables·stride windows. With `glv`
  * (rows only, no tables) each scalar is split by glv.h into two halves of 128 bits over P_k and GF(endo)
- * of it: only for points of the subgroup of order r, where the endomorphism is λ. Returns 0, -1 when
+ * of it, unless every scalar is below 2^128 already: only for points of the subgroup of order r, where
+ * the endomorphism is λ. Returns 0, -1 when
  * memory ran out, -2 when a scalar is too wide for the tables. */
 static int GF(msm_tables)(GF(jac) *out, const unsigned char *rows, const unsigned char *scalars, size_t count,
                           int threads, int window, int tables, int stride, const glv_t *glv) {
     GF(set_inf)(out);
     threads = threads_clamp(threads);
-    const int split = glv != NULL && tables <= 1;
+    int split = glv != NULL && tables <= 1;
+    if (split) { /* scalars below 2^128 (a circuit's bits, short values) have nothing to split */
+        u64 high = 0;
+        for (size_t k = 0; k < count && !high; k++) {
+            u64 top[2];
+            memcpy(top, scalars + 32 * k + 16, 16);
+            high = top[0] | top[1];
+        }
+        split = high != 0;
+    }
     const int limbs = split ? SPLIT_LIMBS : DIGIT_LIMBS;
     const size_t room = (count ? count : 1) * (split ? 2 : 1);
     u64 *digits = malloc(room * limbs * sizeof(u64));
