@@ -22,6 +22,7 @@ HEADERS = (
     "towers.h",
     "curve.h",
     "glv.h",
+    "ifma.h",
     "msm.h",
     "threads.h",
     "groups.h",

@@ -211,7 +211,7 @@ def prove_command(
     """Prove WITNESS (.wtns) with the proving key KEY (.zkey); writes snarkjs-compatible proof.json and
     public.json. Runs longer than a second show their stages on stderr."""
     from ..groth16 import arithmetics, prove, read_wtns, read_zkey
-    from ..groth16.arithmetic import cpu_threads
+    from ..groth16.arithmetic import arithmetic, cpu_threads
     from ..groth16.prover import tabulated
 
     stages = _Stages(PROGRESS_AFTER_S)
@@ -240,6 +240,7 @@ def prove_command(
             "domain": zkey.domain_size,
             "threads": threads,
             "arithmetic": arithmetics()[zkey.curve.name],
+            "products": arithmetic(zkey.curve).products(),
             "msm_tables": list(tabulated(zkey)),
             "timings_s": {name: round(t, 4) for name, t in stages.times.items()} | {"total": round(total, 4)},
         }

@@ -19,6 +19,13 @@ asm: int
 """1 when the assembly is compiled in and used (x86-64 without ``PROOFLANE_NO_ASM``), else 0."""
 max_threads: int
 """The most threads one call runs (64)."""
+ifma: int
+"""1 when BN254 G1's batched additions run eight at a time with AVX-512 IFMA (``csrc/ifma.h``): the
+assembly build, a CPU with AVX-512F and IFMA, and ``PROOFLANE_NO_IFMA`` unset at import."""
+
+def set_ifma(on: bool, /) -> bool:
+    """Run BN254 G1's batched additions with IFMA where the CPU has it (``on``), or with the 4-limb products;
+    whether they now run with IFMA (``ifma`` keeps its value at import)."""
 
 def msm(
     curve: int,

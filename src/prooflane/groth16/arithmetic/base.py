@@ -119,6 +119,11 @@ class Arithmetic(ABC):
         """What ``/status`` and ``prove --json`` say: "c-extension", or "libraries: <why>"."""
         return self.name if self.why is None else f"{self.name}: {self.why}"
 
+    def products(self) -> str:
+        """How the MSMs' field products run (``prove --json``'s ``"products"``): "libraries" here; the C
+        extension says which of its products (``ExtensionArithmetic.products``)."""
+        return "libraries"
+
     @abstractmethod
     def coefficients(self, values: bytes) -> bytes:
         """A .zkey's coefficients (32 bytes each, stored as ``c·R^2 mod r``, ``R = 2^256``), plain."""

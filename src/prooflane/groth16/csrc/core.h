@@ -10,6 +10,7 @@
  *   towers.h     both curves' fields: constants, Fq and Fq2 element types, each curve's b
  *   curve.h      the group law (a template over a coordinate field)
  *   glv.h        the GLV split of a scalar by the curves' endomorphism
+ *   ifma.h       BN254 G1's batched affine additions eight at a time with AVX-512 IFMA
  *   msm.h        Pippenger with signed digits (a template, after curve.h)
  *   threads.h    the thread cap and the worker pool of one call
  *   groups.h     the four groups instantiated; MSM and on-curve check by curve and group
@@ -32,6 +33,7 @@ static inline int core_mulx(void) { return have_adx; }
 static void core_init(void) {
     field_cpu_init();
     towers_init();
+    ifma_init();
 }
 
 #endif

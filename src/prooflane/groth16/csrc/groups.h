@@ -27,6 +27,7 @@ static const fqbls_t BLS_OMEGA2 = {{0xcd03c9e48671f071ULL, 0x5dab22461fcda5d2ULL
 /* φ(x, y) = (βx, y), multiplication by glv.h's λ on the subgroup */
 static inline void g1bn_endo(g1bn_aff *p) { fqbn_mul(&p->x, &p->x, &BN_OMEGA); }
 #include "msm.h"
+#include "ifma.h" /* g1bn_fast_batch */
 #undef G
 #undef E
 #undef GB
@@ -41,6 +42,10 @@ static inline void g2bn_endo(g2bn_aff *p) {
     fqbn_mul(&p->x.c1, &p->x.c1, &BN_OMEGA2);
 }
 #include "msm.h"
+static int g2bn_fast_batch(g2bn_batcher *s) { /* none: run_batch's own */
+    (void)s;
+    return 0;
+}
 #undef G
 #undef E
 #undef GB
@@ -52,6 +57,10 @@ static inline void g2bn_endo(g2bn_aff *p) {
 /* φ(x, y) = (βx, y), multiplication by glv.h's λ on the subgroup */
 static inline void g1bls_endo(g1bls_aff *p) { fqbls_mul(&p->x, &p->x, &BLS_OMEGA2); }
 #include "msm.h"
+static int g1bls_fast_batch(g1bls_batcher *s) { /* none: run_batch's own */
+    (void)s;
+    return 0;
+}
 #undef G
 #undef E
 #undef GB
@@ -66,6 +75,10 @@ static inline void g2bls_endo(g2bls_aff *p) {
     fqbls_mul(&p->x.c1, &p->x.c1, &BLS_OMEGA);
 }
 #include "msm.h"
+static int g2bls_fast_batch(g2bls_batcher *s) { /* none: run_batch's own */
+    (void)s;
+    return 0;
+}
 #undef G
 #undef E
 #undef GB

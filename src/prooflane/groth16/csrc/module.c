@@ -16,6 +16,8 @@
  * - coset_h(curve, a, b, c, n, roots, threads): a·b - c on the odd coset w_2n·<w_n>.
  * - synthesize(curve, matrix, rows, wires, values, witness, n_rows): A·w, B·w and their product.
  * - from_montgomery(curve, values, times): scalar-field values times R^-times.
+ * - set_ifma(on): BN254 G1's batched additions with AVX-512 IFMA (ifma.h) where the CPU has it, or not.
+ * - ifma: 1 when they run with IFMA at import (the CPU has it, PROOFLANE_NO_IFMA unset, the assembly build).
  * - mulx: 1 when the mulx/adx products run; asm: 1 when the assembly is compiled in (0 in a
  *   PROOFLANE_NO_ASM build, and off x86-64).
  *
@@ -316,7 +318,16 @@ done:
     return result;
 }
 
+static PyObject *py_set_ifma(PyObject *Py_UNUSED(self), PyObject *args) {
+    int on;
+    if (!PyArg_ParseTuple(args, "p", &on)) return NULL;
+    return PyBool_FromLong(ifma_set(on));
+}
+
 static PyMethodDef methods[] = {
+    {"set_ifma", py_set_ifma, METH_VARARGS,
+     "set_ifma(on) -> bool: run BN254 G1's batched additions with AVX-512 IFMA where the CPU has it (on), or "
+     "with the 4-limb products (off); whether they now run with IFMA"},
     {"from_montgomery", py_from_montgomery, METH_VARARGS,
      "from_montgomery(curve, values, times) -> bytes: scalar-field values times R^-times"},
     {"synthesize", py_synthesize, METH_VARARGS,
@@ -351,6 +362,7 @@ PyMODINIT_FUNC PyInit__curvemath(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "mulx", core_mulx()) < 0 || PyModule_AddIntConstant(m, "asm", CORE_ASM) < 0 ||
+        PyModule_AddIntConstant(m, "ifma", ifma_active) < 0 ||
         PyModule_AddIntConstant(m, "max_threads", MAX_THREADS) < 0) {
         Py_DECREF(m);
         return NULL;

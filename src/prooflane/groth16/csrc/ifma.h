@@ -1,0 +1,261 @@
+/* BN254 G1's batched affine bucket additions (msm.h's run_batch) eight at a time with AVX-512 IFMA, where
+ * the CPU has it: each field element as five 52-bit limbs, limb i of eight elements in one vector, products
+ * by vpmadd52luq/vpmadd52huq in Montgomery form with R' = 2^260 (bench_field_product.py measured them at
+ * 4-5x the throughput of the 4-limb mulx product). Every value is kept below q (canonical), so each step
+ * is exact; the rows and buckets stay in their 4-limb form with R = 2^256, and a batch converts its terms in
+ * and its results out (x·2^256 -> x·2^260 is a product by 2^264 mod q, and back by 2^256 mod q).
+ *
+ * The batch's terms j go to lane j mod 8, vector j / 8: the chain of products that shares one inversion is
+ * eight chains, one a lane, whose eight ends are inverted together (Montgomery's trick, in the 4-limb
+ * product) and handed back. Compiled for its functions alone (a target attribute): the module runs on
+ * CPUs without AVX-512, where ifma_active stays 0. After groups.h's g1bn instantiation. */
+#ifndef PROOFLANE_IFMA_H
+#define PROOFLANE_IFMA_H
+
+#include <stdlib.h>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(PROOFLANE_NO_ASM) && !defined(PROOFLANE_NO_IFMA)
+#define HAVE_IFMA 1
+#include <immintrin.h>
+
+#define IFMA_TARGET __attribute__((target("avx512f,avx512ifma")))
+#define M52 0xfffffffffffffULL
+#define IFMA_LANES 8
+#define IFMA_VECTORS (BATCH / IFMA_LANES)
+
+/* ifma_supported: the CPU has AVX-512F and IFMA (and the OS saves their state). ifma_active: the batches run
+ * here: supported, PROOFLANE_NO_IFMA not set (non-empty, not "0") in the environment at import, and not
+ * switched off by ifma_set(0) since (the tests compare both ways). */
+static int ifma_supported = 0, ifma_active = 0;
+
+static int ifma_set(int on) {
+    ifma_active = on && ifma_supported;
+    return ifma_active;
+}
+
+typedef struct {
+    u64 l[5]; /* 52-bit limbs, little-endian */
+} limbs52;
+
+static limbs52 IFMA_Q, IFMA_ONE, IFMA_TO, IFMA_FROM; /* q; 2^260, 2^264 and 2^256 mod q */
+static u64 IFMA_QINV;                                /* -q^-1 mod 2^52 */
+
+static inline void to52(u64 *out, const u64 *a) {
+    out[0] = a[0] & M52;
+    out[1] = ((a[0] >> 52) | (a[1] << 12)) & M52;
+    out[2] = ((a[1] >> 40) | (a[2] << 24)) & M52;
+    out[3] = ((a[2] >> 28) | (a[3] << 36)) & M52;
+    out[4] = a[3] >> 16;
+}
+
+static inline void from52(u64 *out, const u64 *l) {
+    out[0] = l[0] | (l[1] << 52);
+    out[1] = (l[1] >> 12) | (l[2] << 40);
+    out[2] = (l[2] >> 24) | (l[3] << 28);
+    out[3] = (l[3] >> 36) | (l[4] << 16);
+}
+
+static void ifma_init(void) {
+    __builtin_cpu_init();
+    const char *off = getenv("PROOFLANE_NO_IFMA");
+    ifma_supported = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512ifma");
+    ifma_active = ifma_supported && !(off != NULL && off[0] != '\0' && strcmp(off, "0") != 0);
+    u64 x[4];
+    to52(IFMA_Q.l, BN_Q.p);
+    memcpy(x, BN_Q.one, sizeof x); /* 2^256 mod q */
+    to52(IFMA_FROM.l, x);
+    for (int i = 0; i < 8; i++) {
+        f_add(x, x, x, &BN_Q, 4);
+        if (i == 3) to52(IFMA_ONE.l, x); /* 2^260 */
+    }
+    to52(IFMA_TO.l, x); /* 2^264 */
+    u64 inv = 1;
+    for (int i = 0; i < 6; i++) inv *= 2 - BN_Q.p[0] * inv; /* q^-1 mod 2^64, by Newton's iteration */
+    IFMA_QINV = (0 - inv) & M52;
+}
+
+typedef struct {
+    __m512i l[5];
+} v52;
+
+static IFMA_TARGET inline __attribute__((always_inline)) v52 v52_set1(const limbs52 *c) {
+    v52 r;
+    for (int i = 0; i < 5; i++) r.l[i] = _mm512_set1_epi64((long long)c->l[i]);
+    return r;
+}
+
+/* a - b + q where a < b: both below q, so is the result. */
+static IFMA_TARGET inline __attribute__((always_inline)) v52 v52_sub(v52 a, v52 b, const v52 *q) {
+    const __m512i mask = _mm512_set1_epi64((long long)M52), zero = _mm512_setzero_si512();
+    v52 d, e;
+    __m512i borrow = zero, carry = zero;
+    for (int i = 0; i < 5; i++) {
+        __m512i t = _mm512_sub_epi64(_mm512_sub_epi64(a.l[i], b.l[i]), borrow);
+        borrow = _mm512_srli_epi64(t, 63);
+        d.l[i] = _mm512_and_si512(t, mask);
+    }
+    const __mmask8 negative = _mm512_cmpneq_epi64_mask(borrow, zero);
+    for (int i = 0; i < 5; i++) {
+        __m512i t = _mm512_add_epi64(_mm512_add_epi64(d.l[i], q->l[i]), carry);
+        carry = _mm512_srli_epi64(t, 52);
+        e.l[i] = _mm512_mask_mov_epi64(d.l[i], negative, _mm512_and_si512(t, mask));
+    }
+    return e;
+}
+
+/* a·b·2^-260 mod q, below q for a and b below q. */
+static IFMA_TARGET inline __attribute__((always_inline)) v52 v52_mul(v52 a, v52 b, const v52 *q, __m512i qinv) {
+    const __m512i mask = _mm512_set1_epi64((long long)M52), zero = _mm512_setzero_si512();
+    __m512i t[10];
+    for (int i = 0; i < 10; i++) t[i] = zero;
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 5; j++) {
+            t[i + j] = _mm512_madd52lo_epu64(t[i + j], a.l[i], b.l[j]);
+            t[i + j + 1] = _mm512_madd52hi_epu64(t[i + j + 1], a.l[i], b.l[j]);
+        }
+    for (int i = 0; i < 5; i++) {
+        const __m512i m = _mm512_madd52lo_epu64(zero, t[i], qinv);
+        for (int j = 0; j < 5; j++) {
+            t[i + j] = _mm512_madd52lo_epu64(t[i + j], m, q->l[j]);
+            t[i + j + 1] = _mm512_madd52hi_epu64(t[i + j + 1], m, q->l[j]);
+        }
+        t[i + 1] = _mm512_add_epi64(t[i + 1], _mm512_srli_epi64(t[i], 52));
+    }
+    v52 r, d;
+    __m512i carry = zero, borrow = zero;
+    for (int i = 0; i < 5; i++) { /* below 2q: normalise the limbs, then subtract q where it does not borrow */
+        __m512i v = _mm512_add_epi64(t[i + 5], carry);
+        r.l[i] = _mm512_and_si512(v, mask);
+        carry = _mm512_srli_epi64(v, 52);
+    }
+    for (int i = 0; i < 5; i++) {
+        __m512i v = _mm512_sub_epi64(_mm512_sub_epi64(r.l[i], q->l[i]), borrow);
+        borrow = _mm512_srli_epi64(v, 63);
+        d.l[i] = _mm512_and_si512(v, mask);
+    }
+    const __mmask8 keep = _mm512_cmpeq_epi64_mask(borrow, zero);
+    for (int i = 0; i < 5; i++) r.l[i] = _mm512_mask_mov_epi64(r.l[i], keep, d.l[i]);
+    return r;
+}
+
+/* Limbs k of eight 4-limb elements at base + index[lane] u64s (a gather), as five 52-bit limbs; lanes
+ * outside `live` take `pad` (limb 0) and zeros. */
+static IFMA_TARGET inline __attribute__((always_inline)) v52 v52_gather(const u64 *base, __m512i index,
+                                                                       __mmask8 live, long long pad) {
+    const __m512i mask = _mm512_set1_epi64((long long)M52), zero = _mm512_setzero_si512();
+    __m512i a[4];
+    for (int k = 0; k < 4; k++) {
+        const __m512i src = k == 0 ? _mm512_set1_epi64(pad) : zero;
+        a[k] = _mm512_mask_i64gather_epi64(src, live, _mm512_add_epi64(index, _mm512_set1_epi64(k)), base, 8);
+    }
+    v52 r;
+    r.l[0] = _mm512_and_si512(a[0], mask);
+    r.l[1] = _mm512_and_si512(_mm512_or_si512(_mm512_srli_epi64(a[0], 52), _mm512_slli_epi64(a[1], 12)), mask);
+    r.l[2] = _mm512_and_si512(_mm512_or_si512(_mm512_srli_epi64(a[1], 40), _mm512_slli_epi64(a[2], 24)), mask);
+    r.l[3] = _mm512_and_si512(_mm512_or_si512(_mm512_srli_epi64(a[2], 28), _mm512_slli_epi64(a[3], 36)), mask);
+    r.l[4] = _mm512_srli_epi64(a[3], 16);
+    return r;
+}
+
+/* The inverse: five 52-bit limbs (a value below 2^256) as 4-limb elements at base + index[lane], live lanes. */
+static IFMA_TARGET inline __attribute__((always_inline)) void v52_scatter(u64 *base, __m512i index, __mmask8 live,
+                                                                         v52 v) {
+    __m512i a[4];
+    a[0] = _mm512_or_si512(v.l[0], _mm512_slli_epi64(v.l[1], 52));
+    a[1] = _mm512_or_si512(_mm512_srli_epi64(v.l[1], 12), _mm512_slli_epi64(v.l[2], 40));
+    a[2] = _mm512_or_si512(_mm512_srli_epi64(v.l[2], 24), _mm512_slli_epi64(v.l[3], 28));
+    a[3] = _mm512_or_si512(_mm512_srli_epi64(v.l[3], 36), _mm512_slli_epi64(v.l[4], 16));
+    for (int k = 0; k < 4; k++)
+        _mm512_mask_i64scatter_epi64(base, live, _mm512_add_epi64(index, _mm512_set1_epi64(k)), a[k], 8);
+}
+
+typedef struct {
+    v52 px[IFMA_VECTORS], py[IFMA_VECTORS], bx[IFMA_VECTORS], by[IFMA_VECTORS];
+    v52 den[IFMA_VECTORS], before[IFMA_VECTORS];
+} ifma_scratch;
+
+/* The u64 offsets of the buckets of vector v's terms (lanes past `left`: 0, never read or written). */
+static IFMA_TARGET inline __attribute__((always_inline)) __m512i bucket_offsets(const g1bn_batcher *s, int v,
+                                                                               int left) {
+    long long at[IFMA_LANES];
+    for (int lane = 0; lane < IFMA_LANES; lane++)
+        at[lane] = lane < left ? 8LL * s->bucket[IFMA_LANES * v + lane] : 0;
+    return _mm512_loadu_si512(at);
+}
+
+_Static_assert(sizeof(g1bn_aff) == 8 * sizeof(u64) && sizeof(fqbn_t) == 4 * sizeof(u64), "a row: x then y");
+
+/* run_batch for BN254 G1 (s->size terms, 2..BATCH): returns 1 when done here, 0 to leave it to the 4-limb
+ * code (no scratch memory). */
+static IFMA_TARGET int ifma_g1bn_batch(g1bn_batcher *s) {
+    if (s->scratch == NULL && (s->scratch = aligned_alloc(64, sizeof(ifma_scratch))) == NULL) return 0;
+    ifma_scratch *w = s->scratch; /* the batcher's (its worker frees it) */
+    const int n = s->size, vectors = (n + IFMA_LANES - 1) / IFMA_LANES;
+    const v52 q = v52_set1(&IFMA_Q), to = v52_set1(&IFMA_TO), from = v52_set1(&IFMA_FROM);
+    const __m512i qinv = _mm512_set1_epi64((long long)IFMA_QINV);
+    const __m512i rows = _mm512_setr_epi64(0, 8, 16, 24, 32, 40, 48, 56); /* u64s from a term's p to the next */
+    const u64 *p = (const u64 *)s->p, *buckets = (const u64 *)s->buckets;
+    v52 acc = v52_set1(&IFMA_ONE);
+    for (int v = 0; v < vectors; v++) {
+        /* padding lanes: p = (1, 0), bucket (0, 0): a non-zero denominator, a result not stored */
+        const int left = n - IFMA_LANES * v;
+        const __mmask8 live = left >= IFMA_LANES ? 0xff : (__mmask8)((1u << left) - 1);
+        const __m512i at = _mm512_add_epi64(rows, _mm512_set1_epi64(64LL * v));
+        const __m512i bucket = bucket_offsets(s, v, left);
+        w->px[v] = v52_mul(v52_gather(p, at, live, 1), to, &q, qinv);
+        w->py[v] = v52_mul(v52_gather(p + 4, at, live, 0), to, &q, qinv);
+        w->bx[v] = v52_mul(v52_gather(buckets, bucket, live, 0), to, &q, qinv);
+        w->by[v] = v52_mul(v52_gather(buckets + 4, bucket, live, 0), to, &q, qinv);
+        w->den[v] = v52_sub(w->px[v], w->bx[v], &q);
+        w->before[v] = acc;
+        acc = v52_mul(acc, w->den[v], &q, qinv);
+    }
+    /* the eight chains' ends, inverted together in the 4-limb form */
+    u64 ends[4 * IFMA_LANES];
+    const __m512i lanes = _mm512_setr_epi64(0, 4, 8, 12, 16, 20, 24, 28);
+    v52_scatter(ends, lanes, 0xff, v52_mul(acc, from, &q, qinv));
+    fqbn_t prefix[IFMA_LANES], inv, t, all = *fqbn_one();
+    for (int lane = 0; lane < IFMA_LANES; lane++) {
+        prefix[lane] = all;
+        fqbn_mul(&all, &all, (const fqbn_t *)&ends[4 * lane]);
+    }
+    fqbn_inv(&inv, &all);
+    for (int lane = IFMA_LANES - 1; lane >= 0; lane--) {
+        fqbn_mul(&t, &inv, &prefix[lane]); /* 1 / end[lane] */
+        fqbn_mul(&inv, &inv, (const fqbn_t *)&ends[4 * lane]);
+        memcpy(&ends[4 * lane], &t, sizeof t);
+    }
+    v52 vinv = v52_mul(v52_gather(ends, lanes, 0xff, 0), to, &q, qinv);
+    u64 *out = (u64 *)s->buckets;
+    for (int v = vectors - 1; v >= 0; v--) {
+        const int left = n - IFMA_LANES * v;
+        const __mmask8 live = left >= IFMA_LANES ? 0xff : (__mmask8)((1u << left) - 1);
+        const __m512i bucket = bucket_offsets(s, v, left);
+        const v52 tv = v52_mul(vinv, w->before[v], &q, qinv); /* 1 / den */
+        vinv = v52_mul(vinv, w->den[v], &q, qinv);
+        const v52 lambda = v52_mul(v52_sub(w->py[v], w->by[v], &q), tv, &q, qinv);
+        const v52 x3 = v52_sub(v52_sub(v52_mul(lambda, lambda, &q, qinv), w->bx[v], &q), w->px[v], &q);
+        const v52 y3 = v52_sub(v52_mul(v52_sub(w->bx[v], x3, &q), lambda, &q, qinv), w->by[v], &q);
+        v52_scatter(out, bucket, live, v52_mul(x3, from, &q, qinv));
+        v52_scatter(out + 4, bucket, live, v52_mul(y3, from, &q, qinv));
+    }
+    return 1;
+}
+
+static int g1bn_fast_batch(g1bn_batcher *s) { return ifma_active && s->size >= 2 * IFMA_LANES && ifma_g1bn_batch(s); }
+
+#else
+#define HAVE_IFMA 0
+#define ifma_active 0
+static void ifma_init(void) {}
+static int ifma_set(int on) {
+    (void)on;
+    return 0;
+}
+static int g1bn_fast_batch(g1bn_batcher *s) {
+    (void)s;
+    return 0;
+}
+#endif
+
+#endif
