@@ -1,5 +1,5 @@
 """The BN254 base-field product by throughput: the C core's 4-limb Montgomery product (mulx/adcx/adox) against
-an 8-lane product in radix 2^52 with AVX-512 IFMA, which the core does not use (field_product.c says how).
+an 8-lane product in radix 2^52 with AVX-512 IFMA (field_product.c says how; csrc/ifma.h uses that product).
 
 The MSMs spend most of their time in the field product (``perf``: 63% of a G1 MSM's samples in
 ``fqbn_mul`` and ``fqbn_sqr`` at 2^16), so this says how much faster an MSM built on IFMA products could

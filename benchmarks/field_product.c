@@ -1,7 +1,7 @@
 /* The BN254 base-field product two ways, by throughput (independent products in flight): the C core's
  * 4-limb Montgomery product (mulx/adcx/adox, R = 2^256), and an 8-lane Montgomery product in radix 2^52
  * with AVX-512 IFMA (vpmadd52luq/vpmadd52huq, R = 2^260, five limbs a lane), lazily reduced (outputs below
- * 2q) and fully reduced (below q). The IFMA product is a measurement only: the core does not use it.
+ * 2q) and fully reduced (below q). The core's BN254 G1 batches (csrc/ifma.h) use the fully reduced one.
  * Every lane of the IFMA product is first checked against the core's product on random inputs.
  *
  * Built and run by bench_field_product.py: cc -O3 -I<csrc> field_product.c. Prints one line of JSON. The
