@@ -42,10 +42,7 @@ static inline void g2bn_endo(g2bn_aff *p) {
     fqbn_mul(&p->x.c1, &p->x.c1, &BN_OMEGA2);
 }
 #include "msm.h"
-static int g2bn_fast_batch(g2bn_batcher *s) { /* none: run_batch's own */
-    (void)s;
-    return 0;
-}
+NO_FAST_BATCH(g2bn)
 #undef G
 #undef E
 #undef GB
@@ -57,10 +54,7 @@ static int g2bn_fast_batch(g2bn_batcher *s) { /* none: run_batch's own */
 /* φ(x, y) = (βx, y), multiplication by glv.h's λ on the subgroup */
 static inline void g1bls_endo(g1bls_aff *p) { fqbls_mul(&p->x, &p->x, &BLS_OMEGA2); }
 #include "msm.h"
-static int g1bls_fast_batch(g1bls_batcher *s) { /* none: run_batch's own */
-    (void)s;
-    return 0;
-}
+NO_FAST_BATCH(g1bls)
 #undef G
 #undef E
 #undef GB
@@ -75,10 +69,7 @@ static inline void g2bls_endo(g2bls_aff *p) {
     fqbls_mul(&p->x.c1, &p->x.c1, &BLS_OMEGA);
 }
 #include "msm.h"
-static int g2bls_fast_batch(g2bls_batcher *s) { /* none: run_batch's own */
-    (void)s;
-    return 0;
-}
+NO_FAST_BATCH(g2bls)
 #undef G
 #undef E
 #undef GB

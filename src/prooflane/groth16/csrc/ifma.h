@@ -48,13 +48,6 @@ static inline void to52(u64 *out, const u64 *a) {
     out[4] = a[3] >> 16;
 }
 
-static inline void from52(u64 *out, const u64 *l) {
-    out[0] = l[0] | (l[1] << 52);
-    out[1] = (l[1] >> 12) | (l[2] << 40);
-    out[2] = (l[2] >> 24) | (l[3] << 28);
-    out[3] = (l[3] >> 36) | (l[4] << 16);
-}
-
 static void ifma_init(void) {
     __builtin_cpu_init();
     const char *off = getenv("PROOFLANE_NO_IFMA");
@@ -252,10 +245,7 @@ static int ifma_set(int on) {
     (void)on;
     return 0;
 }
-static int g1bn_fast_batch(g1bn_batcher *s) {
-    (void)s;
-    return 0;
-}
+NO_FAST_BATCH(g1bn)
 #endif
 
 #endif

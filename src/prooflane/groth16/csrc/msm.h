@@ -79,6 +79,13 @@ static int window_bits(size_t count, int bits) {
     return best;
 }
 
+/* A group whose batches have no faster route than run_batch's own (see GF(fast_batch)). */
+#define NO_FAST_BATCH(G)                                                                                    \
+    static int G##_fast_batch(G##_batcher *s) {                                                           \
+        (void)s;                                                                                          \
+        return 0;                                                                                         \
+    }
+
 #endif /* PROOFLANE_MSM_COMMON */
 
 #define EF(name) CAT(CAT(E, _), name)
