@@ -243,23 +243,27 @@ def test_the_endomorphism_split_is_the_same_sum_on_subgroup_points(curve: Curve,
     assert _coords(curve, raw) == _native_msm(curve, group, rows, short, 2)
 
 
-def test_bn254_g1_batches_with_ifma_equal_the_4_limb_ones() -> None:
-    """csrc/ifma.h: BN254 G1's batched additions eight at a time with AVX-512 IFMA, where the CPU has it,
-    against the same MSMs with the 4-limb products: batches of every size (the last of a unit partial,
-    padded lanes), repeated and opposite points (doublings and cancellations kept out of the batch), bits
-    crowding into one bucket, split and not. Where the CPU has no IFMA, ``set_ifma(True)`` is refused."""
+@pytest.mark.parametrize("group", [1, 2])
+def test_bn254_batches_with_ifma_equal_the_4_limb_ones(group: int) -> None:
+    """csrc/ifma.h: BN254's batched additions (G1 over Fq, G2 over Fq2) eight at a time with AVX-512 IFMA,
+    where the CPU has it, against the same MSMs with the 4-limb products: batches of every size (the last of
+    a unit partial, padded lanes), repeated and opposite points (doublings and cancellations kept out of the
+    batch), bits crowding into one bucket, split and not. Where the CPU has no IFMA, ``set_ifma(True)`` is
+    refused."""
     cm = _cm()
-    rng, be = random.Random(41), library(BN128)
-    gen, _ = _generator(BN128, 1)
+    rng, be = random.Random(41 + group), library(BN128)
+    gen, _ = _generator(BN128, group)
+    many, distinct_count = (9000, 3000) if group == 1 else (6000, 2000)
     few = [be.mul(gen, rng.randrange(1, BN128.r)) for _ in range(40)]
     few += [be.mul(p, BN128.r - 1) for p in few[:10]]
-    rows = _rows(BN128, 1, [few[rng.randrange(len(few))] for _ in range(9000)])
-    distinct = _rows(BN128, 1, [be.mul(gen, rng.randrange(1, BN128.r)) for _ in range(3000)])
+    rows = _rows(BN128, group, [few[rng.randrange(len(few))] for _ in range(many)])
+    distinct_points = [be.mul(gen, rng.randrange(1, BN128.r)) for _ in range(distinct_count)]
+    distinct = _rows(BN128, group, distinct_points)
     edges = [1, 2, 3, BN128.r - 1, BN128.r, 2**256 - 1]
     draws = {
-        "random": [rng.randrange(BN128.r) for _ in range(9000)],
-        "edges": [rng.choice([*edges, rng.randrange(2**256)]) for _ in range(9000)],
-        "bits": [rng.choice([0, 1, 1, rng.randrange(BN128.r)]) for _ in range(9000)],
+        "random": [rng.randrange(BN128.r) for _ in range(many)],
+        "edges": [rng.choice([*edges, rng.randrange(2**256)]) for _ in range(many)],
+        "bits": [rng.choice([0, 1, 1, rng.randrange(BN128.r)]) for _ in range(many)],
     }
     at_import = bool(cm.ifma)
     cpuinfo = Path("/proc/cpuinfo")
@@ -267,16 +271,18 @@ def test_bn254_g1_batches_with_ifma_equal_the_4_limb_ones() -> None:
     assert cm.set_ifma(True) == (has_ifma and cm.asm == 1)  # on exactly where the CPU has it
     try:
         for name, scalars in draws.items():
-            for points, n in ((rows, 9000), (distinct, 3000)):
+            for points, n in ((rows, many), (distinct, distinct_count)):
                 sc = from_ints(scalars[:n])
                 for window, endo in ((0, False), (0, True), (11, False), (12, True)):
                     cm.set_ifma(True)
-                    fast = cm.msm(0, 1, points, sc, 2, window, 0, endo)
+                    fast = cm.msm(0, group, points, sc, 2, window, 0, endo)
                     cm.set_ifma(False)
-                    assert cm.msm(0, 1, points, sc, 2, window, 0, endo) == fast, (name, n, window, endo)
-        want = _native_msm(BN128, 1, distinct, draws["random"][:3000], 1)
-        cm.set_ifma(True)
-        assert _native_msm(BN128, 1, distinct, draws["random"][:3000], 2) == want
+                    assert cm.msm(0, group, points, sc, 2, window, 0, endo) == fast, (name, n, window, endo)
+        cm.set_ifma(True)  # and against the library, plain (msm_rows) and split
+        scalars = draws["random"][:1500]
+        want = _library_msm(BN128, group, distinct_points[:1500], scalars)
+        assert _native_msm(BN128, group, distinct[:1500], scalars, 2) == want
+        assert _coords(BN128, cm.msm(0, group, distinct[:1500], from_ints(scalars), 2, 0, 0, True)) == want
     finally:
         cm.set_ifma(at_import)
 

@@ -27,6 +27,7 @@ static const fqbls_t BLS_OMEGA2 = {{0xcd03c9e48671f071ULL, 0x5dab22461fcda5d2ULL
 /* φ(x, y) = (βx, y), multiplication by glv.h's λ on the subgroup */
 static inline void g1bn_endo(g1bn_aff *p) { fqbn_mul(&p->x, &p->x, &BN_OMEGA); }
 #include "msm.h"
+#define IFMA_K 1
 #include "ifma.h" /* g1bn_fast_batch */
 #undef G
 #undef E
@@ -42,7 +43,8 @@ static inline void g2bn_endo(g2bn_aff *p) {
     fqbn_mul(&p->x.c1, &p->x.c1, &BN_OMEGA2);
 }
 #include "msm.h"
-NO_FAST_BATCH(g2bn)
+#define IFMA_K 2
+#include "ifma.h" /* g2bn_fast_batch */
 #undef G
 #undef E
 #undef GB

@@ -1,16 +1,20 @@
-/* BN254 G1's batched affine bucket additions (msm.h's run_batch) eight at a time with AVX-512 IFMA, where
- * the CPU has it: each field element as five 52-bit limbs, limb i of eight elements in one vector, products
- * by vpmadd52luq/vpmadd52huq in Montgomery form with R' = 2^260 (bench_field_product.py measured them at
- * 4-5x the throughput of the 4-limb mulx product). Every value is kept below q (canonical), so each step
+/* BN254's batched affine bucket additions (msm.h's run_batch), G1 and G2, eight at a time with AVX-512
+ * IFMA, where the CPU has it: each field element of Fq as five 52-bit limbs, limb i of eight elements in one
+ * vector, products by vpmadd52luq/vpmadd52huq in Montgomery form with R' = 2^260 (bench_field_product.py
+ * measured them at 4-5x the throughput of the 4-limb mulx product). Every value is kept below q (canonical), so each step
  * is exact; the rows and buckets stay in their 4-limb form with R = 2^256, and a batch converts its terms in
  * and its results out (x·2^256 -> x·2^260 is a product by 2^264 mod q, and back by 2^256 mod q).
  *
  * The batch's terms j go to lane j mod 8, vector j / 8: the chain of products that shares one inversion is
  * eight chains, one a lane, whose eight ends are inverted together (Montgomery's trick, in the 4-limb
- * product) and handed back. Compiled for its functions alone (a target attribute): the module runs on
- * CPUs without AVX-512, where ifma_active stays 0. After groups.h's g1bn instantiation. */
-#ifndef PROOFLANE_IFMA_H
-#define PROOFLANE_IFMA_H
+ * product) and handed back. G2's coordinates in Fq2 = Fq[u] / (u^2 + 1) are pairs of such vectors, their
+ * products three (Karatsuba). Compiled for its functions alone (a target attribute): the module runs on
+ * CPUs without AVX-512, where ifma_active stays 0.
+ *
+ * The first part once; the rest a template included after each of groups.h's BN254 instantiations (G and
+ * E defined, after msm.h) with IFMA_K, the Fq elements of a coordinate (1 or 2). */
+#ifndef PROOFLANE_IFMA_COMMON
+#define PROOFLANE_IFMA_COMMON
 
 #include <stdlib.h>
 
@@ -131,6 +135,32 @@ static IFMA_TARGET inline __attribute__((always_inline)) v52 v52_mul(v52 a, v52 
     return r;
 }
 
+/* a + b, not reduced (below 2q < 2^255 for a and b below q): an operand of v52_mul, whose result stays
+ * below q for operands below 2q (4q^2 / 2^260 < q, so the product before its last subtraction is below 2q). */
+static IFMA_TARGET inline __attribute__((always_inline)) v52 v52_sum(v52 a, v52 b) {
+    const __m512i mask = _mm512_set1_epi64((long long)M52);
+    v52 r;
+    __m512i carry = _mm512_setzero_si512();
+    for (int i = 0; i < 5; i++) {
+        __m512i t = _mm512_add_epi64(_mm512_add_epi64(a.l[i], b.l[i]), carry);
+        carry = _mm512_srli_epi64(t, 52);
+        r.l[i] = _mm512_and_si512(t, mask);
+    }
+    return r;
+}
+
+static IFMA_TARGET inline __attribute__((always_inline)) v52 v52_sqr(v52 a, const v52 *q, __m512i qinv) {
+    return v52_mul(a, a, q, qinv);
+}
+
+/* a·c for a constant c of Fq (the conversions between R = 2^256 and R' = 2^260). */
+static IFMA_TARGET inline __attribute__((always_inline)) v52 v52_scale(v52 a, const v52 *c, const v52 *q,
+                                                                      __m512i qinv) {
+    return v52_mul(a, *c, q, qinv);
+}
+
+static IFMA_TARGET inline __attribute__((always_inline)) v52 v52_one(void) { return v52_set1(&IFMA_ONE); }
+
 /* Limbs k of eight 4-limb elements at base + index[lane] u64s (a gather), as five 52-bit limbs; lanes
  * outside `live` take `pad` (limb 0) and zeros. */
 static IFMA_TARGET inline __attribute__((always_inline)) v52 v52_gather(const u64 *base, __m512i index,
@@ -162,80 +192,50 @@ static IFMA_TARGET inline __attribute__((always_inline)) void v52_scatter(u64 *b
         _mm512_mask_i64scatter_epi64(base, live, _mm512_add_epi64(index, _mm512_set1_epi64(k)), a[k], 8);
 }
 
+/* Fq2 = Fq[u] / (u^2 + 1), eight elements: c0 + c1·u, each part below q. */
 typedef struct {
-    v52 px[IFMA_VECTORS], py[IFMA_VECTORS], bx[IFMA_VECTORS], by[IFMA_VECTORS];
-    v52 den[IFMA_VECTORS], before[IFMA_VECTORS];
-} ifma_scratch;
+    v52 c0, c1;
+} v52x2;
 
-/* The u64 offsets of the buckets of vector v's terms (lanes past `left`: 0, never read or written). */
-static IFMA_TARGET inline __attribute__((always_inline)) __m512i bucket_offsets(const g1bn_batcher *s, int v,
-                                                                               int left) {
-    long long at[IFMA_LANES];
-    for (int lane = 0; lane < IFMA_LANES; lane++)
-        at[lane] = lane < left ? 8LL * s->bucket[IFMA_LANES * v + lane] : 0;
-    return _mm512_loadu_si512(at);
+static IFMA_TARGET inline __attribute__((always_inline)) v52x2 v52x2_sub(v52x2 a, v52x2 b, const v52 *q) {
+    return (v52x2){v52_sub(a.c0, b.c0, q), v52_sub(a.c1, b.c1, q)};
 }
 
-_Static_assert(sizeof(g1bn_aff) == 8 * sizeof(u64) && sizeof(fqbn_t) == 4 * sizeof(u64), "a row: x then y");
-
-/* run_batch for BN254 G1 (s->size terms, 2..BATCH): returns 1 when done here, 0 to leave it to the 4-limb
- * code (no scratch memory). */
-static IFMA_TARGET int ifma_g1bn_batch(g1bn_batcher *s) {
-    if (s->scratch == NULL && (s->scratch = aligned_alloc(64, sizeof(ifma_scratch))) == NULL) return 0;
-    ifma_scratch *w = s->scratch; /* the batcher's (its worker frees it) */
-    const int n = s->size, vectors = (n + IFMA_LANES - 1) / IFMA_LANES;
-    const v52 q = v52_set1(&IFMA_Q), to = v52_set1(&IFMA_TO), from = v52_set1(&IFMA_FROM);
-    const __m512i qinv = _mm512_set1_epi64((long long)IFMA_QINV);
-    const __m512i rows = _mm512_setr_epi64(0, 8, 16, 24, 32, 40, 48, 56); /* u64s from a term's p to the next */
-    const u64 *p = (const u64 *)s->p, *buckets = (const u64 *)s->buckets;
-    v52 acc = v52_set1(&IFMA_ONE);
-    for (int v = 0; v < vectors; v++) {
-        /* padding lanes: p = (1, 0), bucket (0, 0): a non-zero denominator, a result not stored */
-        const int left = n - IFMA_LANES * v;
-        const __mmask8 live = left >= IFMA_LANES ? 0xff : (__mmask8)((1u << left) - 1);
-        const __m512i at = _mm512_add_epi64(rows, _mm512_set1_epi64(64LL * v));
-        const __m512i bucket = bucket_offsets(s, v, left);
-        w->px[v] = v52_mul(v52_gather(p, at, live, 1), to, &q, qinv);
-        w->py[v] = v52_mul(v52_gather(p + 4, at, live, 0), to, &q, qinv);
-        w->bx[v] = v52_mul(v52_gather(buckets, bucket, live, 0), to, &q, qinv);
-        w->by[v] = v52_mul(v52_gather(buckets + 4, bucket, live, 0), to, &q, qinv);
-        w->den[v] = v52_sub(w->px[v], w->bx[v], &q);
-        w->before[v] = acc;
-        acc = v52_mul(acc, w->den[v], &q, qinv);
-    }
-    /* the eight chains' ends, inverted together in the 4-limb form */
-    u64 ends[4 * IFMA_LANES];
-    const __m512i lanes = _mm512_setr_epi64(0, 4, 8, 12, 16, 20, 24, 28);
-    v52_scatter(ends, lanes, 0xff, v52_mul(acc, from, &q, qinv));
-    fqbn_t prefix[IFMA_LANES], inv, t, all = *fqbn_one();
-    for (int lane = 0; lane < IFMA_LANES; lane++) {
-        prefix[lane] = all;
-        fqbn_mul(&all, &all, (const fqbn_t *)&ends[4 * lane]);
-    }
-    fqbn_inv(&inv, &all);
-    for (int lane = IFMA_LANES - 1; lane >= 0; lane--) {
-        fqbn_mul(&t, &inv, &prefix[lane]); /* 1 / end[lane] */
-        fqbn_mul(&inv, &inv, (const fqbn_t *)&ends[4 * lane]);
-        memcpy(&ends[4 * lane], &t, sizeof t);
-    }
-    v52 vinv = v52_mul(v52_gather(ends, lanes, 0xff, 0), to, &q, qinv);
-    u64 *out = (u64 *)s->buckets;
-    for (int v = vectors - 1; v >= 0; v--) {
-        const int left = n - IFMA_LANES * v;
-        const __mmask8 live = left >= IFMA_LANES ? 0xff : (__mmask8)((1u << left) - 1);
-        const __m512i bucket = bucket_offsets(s, v, left);
-        const v52 tv = v52_mul(vinv, w->before[v], &q, qinv); /* 1 / den */
-        vinv = v52_mul(vinv, w->den[v], &q, qinv);
-        const v52 lambda = v52_mul(v52_sub(w->py[v], w->by[v], &q), tv, &q, qinv);
-        const v52 x3 = v52_sub(v52_sub(v52_mul(lambda, lambda, &q, qinv), w->bx[v], &q), w->px[v], &q);
-        const v52 y3 = v52_sub(v52_mul(v52_sub(w->bx[v], x3, &q), lambda, &q, qinv), w->by[v], &q);
-        v52_scatter(out, bucket, live, v52_mul(x3, from, &q, qinv));
-        v52_scatter(out + 4, bucket, live, v52_mul(y3, from, &q, qinv));
-    }
-    return 1;
+/* Karatsuba: (a0 + a1·u)(b0 + b1·u) = a0·b0 - a1·b1 + ((a0 + a1)(b0 + b1) - a0·b0 - a1·b1)·u. */
+static IFMA_TARGET inline __attribute__((always_inline)) v52x2 v52x2_mul(v52x2 a, v52x2 b, const v52 *q,
+                                                                        __m512i qinv) {
+    const v52 t0 = v52_mul(a.c0, b.c0, q, qinv), t1 = v52_mul(a.c1, b.c1, q, qinv);
+    const v52 t2 = v52_mul(v52_sum(a.c0, a.c1), v52_sum(b.c0, b.c1), q, qinv);
+    return (v52x2){v52_sub(t0, t1, q), v52_sub(v52_sub(t2, t0, q), t1, q)};
 }
 
-static int g1bn_fast_batch(g1bn_batcher *s) { return ifma_active && s->size >= 2 * IFMA_LANES && ifma_g1bn_batch(s); }
+/* (a0 + a1·u)^2 = (a0 + a1)(a0 - a1) + 2·a0·a1·u */
+static IFMA_TARGET inline __attribute__((always_inline)) v52x2 v52x2_sqr(v52x2 a, const v52 *q, __m512i qinv) {
+    return (v52x2){v52_mul(v52_sum(a.c0, a.c1), v52_sub(a.c0, a.c1, q), q, qinv),
+                   v52_mul(v52_sum(a.c0, a.c0), a.c1, q, qinv)};
+}
+
+static IFMA_TARGET inline __attribute__((always_inline)) v52x2 v52x2_scale(v52x2 a, const v52 *c, const v52 *q,
+                                                                          __m512i qinv) {
+    return (v52x2){v52_mul(a.c0, *c, q, qinv), v52_mul(a.c1, *c, q, qinv)};
+}
+
+static IFMA_TARGET inline __attribute__((always_inline)) v52x2 v52x2_one(void) {
+    const limbs52 zero = {{0}};
+    return (v52x2){v52_set1(&IFMA_ONE), v52_set1(&zero)};
+}
+
+/* An Fq2 element is its two Fq elements, 4 limbs each, one after the other. */
+static IFMA_TARGET inline __attribute__((always_inline)) v52x2 v52x2_gather(const u64 *base, __m512i index,
+                                                                           __mmask8 live, long long pad) {
+    return (v52x2){v52_gather(base, index, live, pad), v52_gather(base + 4, index, live, 0)};
+}
+
+static IFMA_TARGET inline __attribute__((always_inline)) void v52x2_scatter(u64 *base, __m512i index,
+                                                                           __mmask8 live, v52x2 v) {
+    v52_scatter(base, index, live, v.c0);
+    v52_scatter(base + 4, index, live, v.c1);
+}
 
 #else
 #define HAVE_IFMA 0
@@ -245,7 +245,112 @@ static int ifma_set(int on) {
     (void)on;
     return 0;
 }
-NO_FAST_BATCH(g1bn)
-#endif
+#endif /* HAVE_IFMA */
+#endif /* PROOFLANE_IFMA_COMMON */
 
+
+/* The template: G's batches. */
+#if HAVE_IFMA
+#if IFMA_K == 1
+#define VE v52
+#define VF(name) v52_##name
+#elif IFMA_K == 2
+#define VE v52x2
+#define VF(name) v52x2_##name
+#else
+#error "IFMA_K: the Fq elements of a coordinate, 1 or 2"
 #endif
+#define ROW_U64 (8 * IFMA_K) /* a row, x then y, in u64s */
+#define EF(name) CAT(CAT(E, _), name)
+#define GF(name) CAT(CAT(G, _), name)
+
+typedef struct {
+    VE px[IFMA_VECTORS], py[IFMA_VECTORS], bx[IFMA_VECTORS], by[IFMA_VECTORS];
+    VE den[IFMA_VECTORS], before[IFMA_VECTORS];
+} GF(ifma_scratch);
+
+/* The u64 offsets of the buckets of vector v's terms (lanes past `left`: 0, never read or written). */
+static IFMA_TARGET inline __attribute__((always_inline)) __m512i GF(bucket_offsets)(const GF(batcher) *s, int v,
+                                                                                   int left) {
+    long long at[IFMA_LANES];
+    for (int lane = 0; lane < IFMA_LANES; lane++)
+        at[lane] = lane < left ? (long long)ROW_U64 * s->bucket[IFMA_LANES * v + lane] : 0;
+    return _mm512_loadu_si512(at);
+}
+
+_Static_assert(sizeof(GF(aff)) == ROW_U64 * sizeof(u64) && sizeof(EF(t)) == 4 * IFMA_K * sizeof(u64),
+               "a row: x then y, each IFMA_K elements of 4 limbs");
+
+/* run_batch for G (s->size terms, 2..BATCH): returns 1 when done here, 0 to leave it to the 4-limb code
+ * (no scratch memory). */
+static IFMA_TARGET int GF(ifma_batch)(GF(batcher) *s) {
+    if (s->scratch == NULL && (s->scratch = aligned_alloc(64, sizeof(GF(ifma_scratch)))) == NULL) return 0;
+    GF(ifma_scratch) *w = s->scratch; /* the batcher's (its worker frees it) */
+    const int n = s->size, vectors = (n + IFMA_LANES - 1) / IFMA_LANES;
+    const v52 q = v52_set1(&IFMA_Q), to = v52_set1(&IFMA_TO), from = v52_set1(&IFMA_FROM);
+    const __m512i qinv = _mm512_set1_epi64((long long)IFMA_QINV);
+    const __m512i rows = _mm512_setr_epi64(0, ROW_U64, 2 * ROW_U64, 3 * ROW_U64, 4 * ROW_U64, 5 * ROW_U64,
+                                           6 * ROW_U64, 7 * ROW_U64); /* u64s from a term's p to the next */
+    const u64 *p = (const u64 *)s->p, *buckets = (const u64 *)s->buckets;
+    VE acc = VF(one)();
+    for (int v = 0; v < vectors; v++) {
+        /* padding lanes: p = (1, 0), bucket (0, 0): a non-zero denominator, a result not stored */
+        const int left = n - IFMA_LANES * v;
+        const __mmask8 live = left >= IFMA_LANES ? 0xff : (__mmask8)((1u << left) - 1);
+        const __m512i at = _mm512_add_epi64(rows, _mm512_set1_epi64((long long)ROW_U64 * IFMA_LANES * v));
+        const __m512i bucket = GF(bucket_offsets)(s, v, left);
+        w->px[v] = VF(scale)(VF(gather)(p, at, live, 1), &to, &q, qinv);
+        w->py[v] = VF(scale)(VF(gather)(p + 4 * IFMA_K, at, live, 0), &to, &q, qinv);
+        w->bx[v] = VF(scale)(VF(gather)(buckets, bucket, live, 0), &to, &q, qinv);
+        w->by[v] = VF(scale)(VF(gather)(buckets + 4 * IFMA_K, bucket, live, 0), &to, &q, qinv);
+        w->den[v] = VF(sub)(w->px[v], w->bx[v], &q);
+        w->before[v] = acc;
+        acc = VF(mul)(acc, w->den[v], &q, qinv);
+    }
+    /* the eight chains' ends, inverted together in the 4-limb form */
+    EF(t) ends[IFMA_LANES], prefix[IFMA_LANES], inv, t, all = *EF(one)();
+#define E_U64 (4 * IFMA_K) /* an element of E */
+    const __m512i lanes = _mm512_setr_epi64(0, E_U64, 2 * E_U64, 3 * E_U64, 4 * E_U64, 5 * E_U64, 6 * E_U64,
+                                            7 * E_U64);
+#undef E_U64
+    VF(scatter)((u64 *)ends, lanes, 0xff, VF(scale)(acc, &from, &q, qinv));
+    for (int lane = 0; lane < IFMA_LANES; lane++) {
+        prefix[lane] = all;
+        EF(mul)(&all, &all, &ends[lane]);
+    }
+    EF(inv)(&inv, &all);
+    for (int lane = IFMA_LANES - 1; lane >= 0; lane--) {
+        EF(mul)(&t, &inv, &prefix[lane]); /* 1 / end[lane] */
+        EF(mul)(&inv, &inv, &ends[lane]);
+        ends[lane] = t;
+    }
+    VE vinv = VF(scale)(VF(gather)((const u64 *)ends, lanes, 0xff, 0), &to, &q, qinv);
+    u64 *out = (u64 *)s->buckets;
+    for (int v = vectors - 1; v >= 0; v--) {
+        const int left = n - IFMA_LANES * v;
+        const __mmask8 live = left >= IFMA_LANES ? 0xff : (__mmask8)((1u << left) - 1);
+        const __m512i bucket = GF(bucket_offsets)(s, v, left);
+        const VE tv = VF(mul)(vinv, w->before[v], &q, qinv); /* 1 / den */
+        vinv = VF(mul)(vinv, w->den[v], &q, qinv);
+        const VE lambda = VF(mul)(VF(sub)(w->py[v], w->by[v], &q), tv, &q, qinv);
+        const VE x3 = VF(sub)(VF(sub)(VF(sqr)(lambda, &q, qinv), w->bx[v], &q), w->px[v], &q);
+        const VE y3 = VF(sub)(VF(mul)(VF(sub)(w->bx[v], x3, &q), lambda, &q, qinv), w->by[v], &q);
+        VF(scatter)(out, bucket, live, VF(scale)(x3, &from, &q, qinv));
+        VF(scatter)(out + 4 * IFMA_K, bucket, live, VF(scale)(y3, &from, &q, qinv));
+    }
+    return 1;
+}
+
+static int GF(fast_batch)(GF(batcher) *s) { return ifma_active && s->size >= 2 * IFMA_LANES && GF(ifma_batch)(s); }
+
+#undef VE
+#undef VF
+#undef ROW_U64
+#undef EF
+#undef GF
+#else
+#define IFMA_NO_FAST_BATCH(G_) NO_FAST_BATCH(G_) /* one more expansion: G's name, not the letter */
+IFMA_NO_FAST_BATCH(G)
+#undef IFMA_NO_FAST_BATCH
+#endif
+#undef IFMA_K

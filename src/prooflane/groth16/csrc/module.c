@@ -16,7 +16,7 @@
  * - coset_h(curve, a, b, c, n, roots, threads): a·b - c on the odd coset w_2n·<w_n>.
  * - synthesize(curve, matrix, rows, wires, values, witness, n_rows): A·w, B·w and their product.
  * - from_montgomery(curve, values, times): scalar-field values times R^-times.
- * - set_ifma(on): BN254 G1's batched additions with AVX-512 IFMA (ifma.h) where the CPU has it, or not.
+ * - set_ifma(on): BN254 G1 and G2 batched additions with AVX-512 IFMA (ifma.h) where the CPU has it, or not.
  * - ifma: 1 when they run with IFMA at import (the CPU has it, PROOFLANE_NO_IFMA unset, the assembly build).
  * - mulx: 1 when the mulx/adx products run; asm: 1 when the assembly is compiled in (0 in a
  *   PROOFLANE_NO_ASM build, and off x86-64).
@@ -326,8 +326,8 @@ static PyObject *py_set_ifma(PyObject *Py_UNUSED(self), PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"set_ifma", py_set_ifma, METH_VARARGS,
-     "set_ifma(on) -> bool: run BN254 G1's batched additions with AVX-512 IFMA where the CPU has it (on), or "
-     "with the 4-limb products (off); whether they now run with IFMA"},
+     "set_ifma(on) -> bool: run BN254 G1 and G2 batched additions with AVX-512 IFMA where the CPU has it (on), "
+     "or with the 4-limb products (off); whether they now run with IFMA"},
     {"from_montgomery", py_from_montgomery, METH_VARARGS,
      "from_montgomery(curve, values, times) -> bytes: scalar-field values times R^-times"},
     {"synthesize", py_synthesize, METH_VARARGS,

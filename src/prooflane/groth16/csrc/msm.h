@@ -164,8 +164,8 @@ typedef struct {
     void *scratch;                   /* GF(fast_batch)'s memory, or NULL */
 } GF(batcher);
 
-/* The batch by a faster route where the group has one (ifma.h: BN254 G1 with AVX-512 IFMA): 1 when done,
- * 0 to leave it to run_batch. Defined after this template's instantiation (groups.h). */
+/* The batch by a faster route where the group has one (ifma.h: BN254 G1 and G2 with AVX-512 IFMA): 1 when
+ * done, 0 to leave it to run_batch. Defined after this template's instantiation (groups.h). */
 static int GF(fast_batch)(GF(batcher) *s);
 
 static void GF(run_batch)(GF(batcher) *s) {
