@@ -19,7 +19,7 @@ from prooflane.errors import FormatError
 from prooflane.groth16 import BLS12381, BN128, Curve, _pointcheck, prove, setup, verify
 from prooflane.groth16.adapters import library
 from prooflane.groth16.arithmetic import Arithmetic
-from prooflane.groth16.field import from_ints
+from prooflane.groth16.field import from_ints, to_ints
 from prooflane.groth16.points import CURVE_B, TWIST_B, BadPoint, mont_row
 from tests.support import curve_reference as ref
 from tests.support.arithmetics import c_extension, libraries
@@ -91,7 +91,7 @@ def test_the_library_s_arithmetic_outside_g2_is_the_group_law() -> None:
         k = rng.randrange(BN128.r)
         assert _to_ref(be, point * k) == ref.mul(plain, k, q)
         assert (point * (BN128.r - 1) + point).is_zero() is False
-    scalars = _pointcheck.random_scalars(len(points), _pointcheck.MAX_SCALAR_BITS)
+    scalars = to_ints(_pointcheck.random_scalars(len(points), _pointcheck.MAX_SCALAR_BITS))
     expected = None
     for plain, k in zip(outsiders, scalars, strict=True):
         expected = ref.add(expected, ref.mul(plain, k, q), q)

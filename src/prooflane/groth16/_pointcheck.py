@@ -4,10 +4,10 @@ combinations, and the memory of sections that passed.
 Each arithmetic checks a section's rows on the curve itself (``arithmetic/``). On BN254 G1 (cofactor 1) that
 is the whole check. BN254 G2 and both groups of BLS12-381 have cofactors, so their points must also lie in
 the subgroup of order ``r``. On BLS12-381 that is a per-point endomorphism test (the C extension's, or the
-library's: 70-100 µs). On BN254 G2 it is
-``all_in_subgroup``: random linear combinations of the whole section, each tested with one ``[r]S = 0``
-(about 1.0 s for 65,000 points, against 15-20 s for ``[r]P = 0`` on every point); see its docstring for why
-that is sound. Both checks are paid once per key and remembered.
+library's: 70-100 µs). On BN254 G2 it is ``all_in_subgroup``: random linear combinations of the whole
+section, each tested with one ``[r]S = 0`` (about 0.15 s for 65,000 points in C and 1.0 s on the libraries,
+against 15-20 s for ``[r]P = 0`` on every point); see its docstring for why that is sound. Both checks are
+paid once per key and remembered.
 
 The memory of checked sections is a folder of empty files named ``<key digest>.<section>``; the digest is
 a SHA-256 over every point of the key (``ProvingKey.digest``), so an entry vouches for exactly those bytes.
@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .field import FieldVector
 
 __all__ = [
     "BN254_G2_COFACTOR_PRIMES",
@@ -60,9 +62,11 @@ once, the group is cyclic and ``G2`` is its only subgroup of order ``r``."""
 
 
 MAX_SCALAR_BITS = 12
-"""The widest combination scalars: zksnake's G2 MSM of 2^16 points costs 0.091 s with 12-bit scalars,
-0.119 s with 13-bit ones and 0.059 s with 1-bit ones (one window of its signed digits up to 12 bits), so
-12 bits a round is the cheapest per bit of soundness (11 rounds: 1.0 s)."""
+"""The widest combination scalars, the cheapest per bit of soundness on both MSMs: zksnake's G2 MSM of 2^16
+points costs 0.091 s with 12-bit scalars, 0.119 s with 13-bit ones and 0.059 s with 1-bit ones (one window
+of its signed digits up to 12 bits); the C MSM's of 65,003 points on 2 threads 14 ms, 28 ms and 11 ms
+(12 bits fill 4,096 affine buckets in one window of 13 bits; 13 bits need 8,192, Jacobian at that size). So
+11 rounds: 0.15 s in C, 1.0 s on the libraries."""
 
 
 def combination_plan(smallest_prime: int) -> tuple[int, int]:
@@ -75,7 +79,7 @@ def combination_plan(smallest_prime: int) -> tuple[int, int]:
 
 def all_in_subgroup(
     points: Sequence[Any],
-    msm: Callable[[Sequence[Any], list[int]], Any],
+    msm: Callable[[Sequence[Any], FieldVector], Any],
     in_subgroup: Callable[[Any], bool],
     smallest_prime: int,
     rounds: int | None = None,
@@ -103,11 +107,13 @@ def all_in_subgroup(
     return True
 
 
-def random_scalars(count: int, bits: int) -> list[int]:
-    """``count`` integers uniform in ``[0, 2^bits)`` (``bits <= 32``) from the operating system's CSPRNG."""
+def random_scalars(count: int, bits: int) -> FieldVector:
+    """``count`` scalars uniform in ``[0, 2^bits)`` (``bits <= 32``) from the operating system's CSPRNG, as a
+    FieldVector (each its low limb; no Python int on the way: 65,000 of them took 20 ms a round so)."""
     words = np.frombuffer(secrets.token_bytes(4 * count), dtype="<u4")
-    picked: list[int] = (words & np.uint32((1 << bits) - 1)).tolist()
-    return picked
+    scalars = np.zeros((count, 4), dtype=np.uint64)
+    scalars[:, 0] = words & np.uint32((1 << bits) - 1)
+    return scalars
 
 
 # -- the memory of checked sections ----------------------------------------------------------------------

@@ -205,8 +205,8 @@ def _all_in_g2(arithmetic: ExtensionArithmetic, rows: NDArray[np.uint8]) -> bool
     the C group law holds on the whole twist), over the C MSM."""
     r, threads = arithmetic.curve.r, cpu_threads()
 
-    def combine(points: object, ks: list[int]) -> G2:
-        return arithmetic.msm_rows(rows, _fv(ks), 2, threads)  # type: ignore[return-value]
+    def combine(points: object, ks: FieldVector) -> G2:
+        return arithmetic.msm_rows(rows, ks, 2, threads)  # type: ignore[return-value]
 
     def in_g2(xy: G2) -> bool:
         return not any(arithmetic.msm_rows(mont_row(arithmetic.curve, xy)[None, :], _fv([r]), 2, 1))

@@ -107,8 +107,8 @@ class LibraryArithmetic(Arithmetic):
         if self.curve == BN128:
             msm = self.lib.msm
 
-            def combine(pts: object, ks: list[int]) -> object:
-                return msm(points, from_ints(ks), 2)
+            def combine(pts: object, ks: FieldVector) -> object:
+                return msm(points, ks, 2)
 
             smallest = _pointcheck.BN254_G2_COFACTOR_PRIMES[0]
             if _pointcheck.all_in_subgroup(points, combine, lambda s: self.lib.in_subgroup(s, 2), smallest):

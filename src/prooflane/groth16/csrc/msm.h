@@ -58,19 +58,29 @@ static int batched_buckets(size_t terms, int c) {
     return nb >= 1024 && terms >= 4 * nb;
 }
 
-/* The window width that minimises windows·(a·terms + k·2^c), in batched additions: a term costs one
+/* Work units a window: the terms cut into chunks until every thread has two units (or a chunk would fall
+ * below 256 terms). */
+static int window_chunks(int windows, int threads, size_t terms) {
+    int chunks = 1;
+    while (windows * chunks < 2 * threads && (size_t)chunks * 256 < terms) chunks *= 2;
+    return chunks;
+}
+
+/* The window width that minimises filled·a·terms + windows·k·2^c, in batched additions, where `windows` is
+ * the scalars' signed windows and `filled` those that hold digits (a scalar of b bits has b + 1 bits of
+ * signed digits; the last window can be empty, as with 12-bit scalars in 13-bit windows): a term costs one
  * (a = 1) in affine buckets, a mixed addition (a = 1.8) in Jacobian ones; per bucket the reduction costs
  * k·2 of them (measured at 2^16 terms, G1: c = 12 0.38-0.44 s, 11 0.49 s, 13 0.41-0.44 s; at 41,000 terms,
- * c = 10 with Jacobian buckets 0.18 s, 11 and 12 batched 0.13 s). Capped so that a thread's buckets stay
- * small. */
-static int window_bits(size_t count, int bits) {
+ * c = 10 with Jacobian buckets 0.18 s, 11 and 12 batched 0.13 s). Whether a window's buckets are affine is
+ * decided per work unit (window_chunks), as msm_worker does. Capped so that a thread's buckets stay small. */
+static int window_bits(size_t count, int bits, int threads) {
     int best = 2;
     double best_cost = 0;
     for (int c = 2; c <= 16; c++) {
-        int windows = (bits + 2 + c - 1) / c;
-        int batched = batched_buckets(count, c);
-        double a = batched ? 1.0 : 1.8, k = batched ? 3.0 : 2.5;
-        double cost = (double)windows * (a * (double)count + k * (double)((size_t)1 << c));
+        const int windows = (bits + 2 + c - 1) / c, filled = (bits + 1 + c - 1) / c;
+        const int batched = batched_buckets(count / (size_t)window_chunks(windows, threads, count), c);
+        const double a = batched ? 1.0 : 1.8, k = batched ? 3.0 : 2.5;
+        const double cost = (double)filled * a * (double)count + (double)windows * k * (double)((size_t)1 << c);
         if (c == 2 || cost < best_cost) {
             best = c;
             best_cost = cost;
@@ -392,7 +402,7 @@ static int GF(msm_tables)(GF(jac) *out, const unsigned char *rows, const unsigne
         free(kinds);
         return 0;
     }
-    const int c = window >= 2 && window <= 16 ? window : window_bits(kept, bits);
+    const int c = window >= 2 && window <= 16 ? window : window_bits(kept, bits, threads);
     const int windows = (bits + 2 + c - 1) / c;
     if (tables > 1 && windows > tables * stride) {
         free(digits);
@@ -407,8 +417,7 @@ static int GF(msm_tables)(GF(jac) *out, const unsigned char *rows, const unsigne
     u64 offset[DIGIT_LIMBS];
     digit_offset(offset, c, windows);
     for (size_t k = 0; k < kept; k++) add_offset(digits + (size_t)limbs * k, offset, limbs);
-    int chunks = 1;
-    while (stride * chunks < 2 * threads && (size_t)chunks * 256 < kept) chunks *= 2;
+    const int chunks = window_chunks(stride, threads, kept);
     GF(msm_job) job = {rows, digits, index, kinds, limbs, kept, count, c, windows, tables, stride, chunks, 0, NULL, 0};
     job.sums = malloc((size_t)stride * chunks * sizeof *job.sums);
     int status = 0;
