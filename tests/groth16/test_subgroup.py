@@ -3,11 +3,12 @@ per-point test, each cross-checked against ``[r]P = 0`` and plain-Python arithme
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from prooflane.groth16.arithmetic import Arithmetic
 from prooflane.groth16.field import from_ints, to_ints
 from prooflane.groth16.points import CURVE_B, TWIST_B, BadPoint, mont_row
 from tests.support import curve_reference as ref
-from tests.support.arithmetics import c_extension, libraries
+from tests.support.arithmetics import c_extension, extension_module, libraries
 from tests.support.groth16_samples import square_chain
 
 BN_B2 = TWIST_B["bn128"]
@@ -199,9 +200,17 @@ def test_bls12_381_s_library_subgroup_test_agrees_with_r_times_p_on_random_point
     assert [be.first_outside_subgroup([p], group) is None for p in points] == inside
 
 
+@pytest.mark.parametrize("ifma", [False, True])
 @pytest.mark.parametrize("make", ARITHMETICS)
 @pytest.mark.parametrize("group", [1, 2])
-def test_bls12_381_s_subgroup_test_agrees_with_r_times_p_on_random_points(group: int, make: Any) -> None:
+def test_bls12_381_s_subgroup_test_agrees_with_r_times_p_on_random_points(
+    group: int, make: Any, ifma: bool
+) -> None:
+    with _ifma(ifma):
+        _agrees_with_r_times_p(group, make)
+
+
+def _agrees_with_r_times_p(group: int, make: Any) -> None:
     coords, inside = _bls_cases(group)
     rows, arith = _rows_of(BLS12381, coords), make(BLS12381)
     sample = range(0, 64, 5)
@@ -291,10 +300,32 @@ def _bls_small_order_point(rng: random.Random, group: int, prime: int) -> tuple[
         return point
 
 
+@contextlib.contextmanager
+def _ifma(on: bool) -> Iterator[None]:
+    """The C extension's AVX-512 IFMA paths on (where the CPU has them) or off, then as at import."""
+    module = extension_module()
+    was = bool(module.ifma)
+    module.set_ifma(on)
+    try:
+        yield
+    finally:
+        module.set_ifma(was)
+
+
+@pytest.mark.parametrize("ifma", [False, True])
 @pytest.mark.parametrize("group", [1, 2])
-def test_bls12_381_s_endomorphism_test_refuses_small_components_hidden_in_subgroup_points(group: int) -> None:
+def test_bls12_381_s_endomorphism_test_refuses_small_components_hidden_in_subgroup_points(
+    group: int, ifma: bool
+) -> None:
     """The C extension's per-point test (φ(P) = [-x²]P on G1, ψ(Q) = [x]Q on G2): a subgroup point plus a
-    point of each small cofactor order is refused, and named, among subgroup points and infinity."""
+    point of each small cofactor order is refused, and named, among subgroup points and infinity; so is
+    the small point itself (its multiples meet ±P and infinity: the cases the eight-lane G1 test leaves to
+    the one-point test). With the IFMA lanes and without."""
+    with _ifma(ifma):
+        _refuses_small_components(group)
+
+
+def _refuses_small_components(group: int) -> None:
     rng, be, arith = random.Random(SEED + 7 * group), library(BLS12381), c_extension(BLS12381)
     gen = be.g1(be.g1_gen) if group == 1 else be.g2(be.g2_gen)
     xy = be.g1_xy if group == 1 else be.g2_xy
@@ -313,3 +344,5 @@ def test_bls12_381_s_endomorphism_test_refuses_small_components_hidden_in_subgro
         assert _first_outside(arith, spoiled, group) == 5 + n, prime
         spoiled[30], spoiled[5 + n] = spoiled[5 + n], rows[5 + n]
         assert _first_outside(arith, spoiled, group) == 30, prime
+        spoiled[30], spoiled[17] = rows[30], mont_row(BLS12381, small)
+        assert _first_outside(arith, spoiled, group) == 17, prime

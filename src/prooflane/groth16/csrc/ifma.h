@@ -37,133 +37,172 @@ static int ifma_set(int on) {
     return ifma_active;
 }
 
-typedef struct {
-    u64 l[5]; /* 52-bit limbs, little-endian */
-} limbs52;
+#define IFMA_AI inline __attribute__((always_inline))
 
-static limbs52 IFMA_Q, IFMA_ONE, IFMA_TO, IFMA_FROM; /* q; 2^260, 2^264 and 2^256 mod q */
-static u64 IFMA_QINV;                                /* -q^-1 mod 2^52 */
+/* The arithmetic of eight elements of a field below 2^(52·N), limb i of each in vector i, radix 2^52, in
+ * Montgomery form with R' = 2^(52·N): V for BN254's q (N = 5, R' = 2^260) and for BLS12-381's (N = 8,
+ * R' = 2^416). V_limbs is one element's limbs (a constant broadcast by V_set1). Every value kept below q. */
+#define DEFINE_V52(V, N)                                                                                    \
+    typedef struct {                                                                                      \
+        u64 l[N]; /* 52-bit limbs, little-endian */                                                       \
+    } V##_limbs;                                                                                          \
+    typedef struct {                                                                                      \
+        __m512i l[N];                                                                                     \
+    } V;                                                                                                  \
+                                                                                                          \
+    static IFMA_TARGET IFMA_AI V V##_set1(const V##_limbs *c) {                                           \
+        V r;                                                                                              \
+        for (int i = 0; i < N; i++) r.l[i] = _mm512_set1_epi64((long long)c->l[i]);                      \
+        return r;                                                                                         \
+    }                                                                                                     \
+                                                                                                          \
+    /* a - b, + q where a < b: both below q, so is the result. */                                         \
+    static IFMA_TARGET IFMA_AI V V##_sub(V a, V b, const V *q) {                                          \
+        const __m512i mask = _mm512_set1_epi64((long long)M52), zero = _mm512_setzero_si512();            \
+        V d, e;                                                                                           \
+        __m512i borrow = zero, carry = zero;                                                              \
+        for (int i = 0; i < N; i++) {                                                                     \
+            __m512i t = _mm512_sub_epi64(_mm512_sub_epi64(a.l[i], b.l[i]), borrow);                       \
+            borrow = _mm512_srli_epi64(t, 63);                                                            \
+            d.l[i] = _mm512_and_si512(t, mask);                                                           \
+        }                                                                                                 \
+        const __mmask8 negative = _mm512_cmpneq_epi64_mask(borrow, zero);                                 \
+        for (int i = 0; i < N; i++) {                                                                     \
+            __m512i t = _mm512_add_epi64(_mm512_add_epi64(d.l[i], q->l[i]), carry);                       \
+            carry = _mm512_srli_epi64(t, 52);                                                             \
+            e.l[i] = _mm512_mask_mov_epi64(d.l[i], negative, _mm512_and_si512(t, mask));                  \
+        }                                                                                                 \
+        return e;                                                                                         \
+    }                                                                                                     \
+                                                                                                          \
+    /* a + b, not reduced (below 2q for a and b below q): an operand of V_mul, whose result stays below q \
+     * for operands below 2q (4q² / R' < q, so the product before its last subtraction is below 2q). */   \
+    static IFMA_TARGET IFMA_AI V V##_sum(V a, V b) {                                                      \
+        const __m512i mask = _mm512_set1_epi64((long long)M52);                                           \
+        V r;                                                                                              \
+        __m512i carry = _mm512_setzero_si512();                                                           \
+        for (int i = 0; i < N; i++) {                                                                     \
+            __m512i t = _mm512_add_epi64(_mm512_add_epi64(a.l[i], b.l[i]), carry);                        \
+            carry = _mm512_srli_epi64(t, 52);                                                             \
+            r.l[i] = _mm512_and_si512(t, mask);                                                           \
+        }                                                                                                 \
+        return r;                                                                                         \
+    }                                                                                                     \
+                                                                                                          \
+    /* r - q where that does not borrow: r below 2q (its limbs normalised), the result below q. */        \
+    static IFMA_TARGET IFMA_AI V V##_reduce(V r, const V *q) {                                            \
+        const __m512i mask = _mm512_set1_epi64((long long)M52), zero = _mm512_setzero_si512();            \
+        V d;                                                                                              \
+        __m512i borrow = zero;                                                                            \
+        for (int i = 0; i < N; i++) {                                                                     \
+            __m512i v = _mm512_sub_epi64(_mm512_sub_epi64(r.l[i], q->l[i]), borrow);                      \
+            borrow = _mm512_srli_epi64(v, 63);                                                            \
+            d.l[i] = _mm512_and_si512(v, mask);                                                           \
+        }                                                                                                 \
+        const __mmask8 keep = _mm512_cmpeq_epi64_mask(borrow, zero);                                      \
+        for (int i = 0; i < N; i++) r.l[i] = _mm512_mask_mov_epi64(r.l[i], keep, d.l[i]);                 \
+        return r;                                                                                         \
+    }                                                                                                     \
+                                                                                                          \
+    /* a + b mod q, below q for a and b below q. */                                                       \
+    static IFMA_TARGET IFMA_AI V V##_add(V a, V b, const V *q) { return V##_reduce(V##_sum(a, b), q); }   \
+                                                                                                          \
+    /* a·b / R' mod q, below q for a and b below 2q. */                                                   \
+    static IFMA_TARGET IFMA_AI V V##_mul(V a, V b, const V *q, __m512i qinv) {                            \
+        const __m512i mask = _mm512_set1_epi64((long long)M52), zero = _mm512_setzero_si512();            \
+        __m512i t[2 * N];                                                                                 \
+        for (int i = 0; i < 2 * N; i++) t[i] = zero;                                                      \
+        for (int i = 0; i < N; i++)                                                                       \
+            for (int j = 0; j < N; j++) {                                                                 \
+                t[i + j] = _mm512_madd52lo_epu64(t[i + j], a.l[i], b.l[j]);                               \
+                t[i + j + 1] = _mm512_madd52hi_epu64(t[i + j + 1], a.l[i], b.l[j]);                       \
+            }                                                                                             \
+        for (int i = 0; i < N; i++) {                                                                     \
+            const __m512i m = _mm512_madd52lo_epu64(zero, t[i], qinv);                                    \
+            for (int j = 0; j < N; j++) {                                                                 \
+                t[i + j] = _mm512_madd52lo_epu64(t[i + j], m, q->l[j]);                                   \
+                t[i + j + 1] = _mm512_madd52hi_epu64(t[i + j + 1], m, q->l[j]);                           \
+            }                                                                                             \
+            t[i + 1] = _mm512_add_epi64(t[i + 1], _mm512_srli_epi64(t[i], 52));                           \
+        }                                                                                                 \
+        V r;                                                                                              \
+        __m512i carry = zero;                                                                             \
+        for (int i = 0; i < N; i++) { /* below 2q: normalise the limbs */                                 \
+            __m512i v = _mm512_add_epi64(t[i + N], carry);                                                \
+            r.l[i] = _mm512_and_si512(v, mask);                                                           \
+            carry = _mm512_srli_epi64(v, 52);                                                             \
+        }                                                                                                 \
+        return V##_reduce(r, q);                                                                          \
+    }                                                                                                     \
+                                                                                                          \
+    static IFMA_TARGET IFMA_AI V V##_sqr(V a, const V *q, __m512i qinv) { return V##_mul(a, a, q, qinv); } \
+                                                                                                          \
+    /* The lanes where a = b (both below q: equal limbs). */                                              \
+    static IFMA_TARGET IFMA_AI __mmask8 V##_eq(V a, V b) {                                                \
+        __mmask8 m = 0xff;                                                                                \
+        for (int i = 0; i < N; i++) m &= _mm512_cmpeq_epi64_mask(a.l[i], b.l[i]);                         \
+        return m;                                                                                         \
+    }
 
-static inline void to52(u64 *out, const u64 *a) {
-    out[0] = a[0] & M52;
-    out[1] = ((a[0] >> 52) | (a[1] << 12)) & M52;
-    out[2] = ((a[1] >> 40) | (a[2] << 24)) & M52;
-    out[3] = ((a[2] >> 28) | (a[3] << 36)) & M52;
-    out[4] = a[3] >> 16;
+DEFINE_V52(v260, 5)
+DEFINE_V52(v416, 8)
+
+/* out (ceil(64·words / 52) limbs) = the value of `words` 64-bit words in 52-bit limbs. */
+static inline void to52(u64 *out, const u64 *a, int words) {
+    const int limbs = (64 * words + 51) / 52;
+    for (int i = 0; i < limbs; i++) {
+        const int bit = 52 * i, w = bit / 64, o = bit % 64;
+        u64 v = a[w] >> o;
+        if (o > 12 && w + 1 < words) v |= a[w + 1] << (64 - o);
+        out[i] = v & M52;
+    }
 }
+
+/* -p^-1 mod 2^52 for an odd p (Newton's iteration mod 2^64). */
+static u64 ifma_qinv(u64 p) {
+    u64 inv = 1;
+    for (int i = 0; i < 6; i++) inv *= 2 - p * inv;
+    return (0 - inv) & M52;
+}
+
+static v260_limbs IFMA_Q, IFMA_ONE, IFMA_TO, IFMA_FROM; /* BN254: q; 2^260, 2^264 and 2^256 mod q */
+static u64 IFMA_QINV;                                   /* -q^-1 mod 2^52 */
+static v416_limbs IFMA381_Q, IFMA381_ONE;               /* BLS12-381: q; 2^416 mod q */
+static u64 IFMA381_QINV;
+static fqbls_t IFMA381_R;                               /* 2^416 mod q, plain: x·2^384 -> x·2^416 by f_mul */
 
 static void ifma_init(void) {
     __builtin_cpu_init();
     const char *off = getenv("PROOFLANE_NO_IFMA");
     ifma_supported = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512ifma");
     ifma_active = ifma_supported && !(off != NULL && off[0] != '\0' && strcmp(off, "0") != 0);
-    u64 x[4];
-    to52(IFMA_Q.l, BN_Q.p);
-    memcpy(x, BN_Q.one, sizeof x); /* 2^256 mod q */
-    to52(IFMA_FROM.l, x);
+    u64 x[6];
+    to52(IFMA_Q.l, BN_Q.p, 4);
+    memcpy(x, BN_Q.one, 4 * sizeof *x); /* 2^256 mod q */
+    to52(IFMA_FROM.l, x, 4);
     for (int i = 0; i < 8; i++) {
         f_add(x, x, x, &BN_Q, 4);
-        if (i == 3) to52(IFMA_ONE.l, x); /* 2^260 */
+        if (i == 3) to52(IFMA_ONE.l, x, 4); /* 2^260 */
     }
-    to52(IFMA_TO.l, x); /* 2^264 */
-    u64 inv = 1;
-    for (int i = 0; i < 6; i++) inv *= 2 - BN_Q.p[0] * inv; /* q^-1 mod 2^64, by Newton's iteration */
-    IFMA_QINV = (0 - inv) & M52;
+    to52(IFMA_TO.l, x, 4); /* 2^264 */
+    IFMA_QINV = ifma_qinv(BN_Q.p[0]);
+    to52(IFMA381_Q.l, BLS_Q.p, 6);
+    memcpy(x, BLS_Q.one, sizeof x); /* 2^384 mod q */
+    for (int i = 0; i < 32; i++) f_add(x, x, x, &BLS_Q, 6);
+    to52(IFMA381_ONE.l, x, 6); /* 2^416 */
+    memcpy(IFMA381_R.v, x, sizeof x);
+    IFMA381_QINV = ifma_qinv(BLS_Q.p[0]);
 }
 
-typedef struct {
-    __m512i l[5];
-} v52;
-
-static IFMA_TARGET inline __attribute__((always_inline)) v52 v52_set1(const limbs52 *c) {
-    v52 r;
-    for (int i = 0; i < 5; i++) r.l[i] = _mm512_set1_epi64((long long)c->l[i]);
-    return r;
+static IFMA_TARGET IFMA_AI v260 v260_scale(v260 a, const v260 *c, const v260 *q, __m512i qinv) {
+    return v260_mul(a, *c, q, qinv); /* a·c for a constant c (the conversions between R = 2^256 and R') */
 }
 
-/* a - b + q where a < b: both below q, so is the result. */
-static IFMA_TARGET inline __attribute__((always_inline)) v52 v52_sub(v52 a, v52 b, const v52 *q) {
-    const __m512i mask = _mm512_set1_epi64((long long)M52), zero = _mm512_setzero_si512();
-    v52 d, e;
-    __m512i borrow = zero, carry = zero;
-    for (int i = 0; i < 5; i++) {
-        __m512i t = _mm512_sub_epi64(_mm512_sub_epi64(a.l[i], b.l[i]), borrow);
-        borrow = _mm512_srli_epi64(t, 63);
-        d.l[i] = _mm512_and_si512(t, mask);
-    }
-    const __mmask8 negative = _mm512_cmpneq_epi64_mask(borrow, zero);
-    for (int i = 0; i < 5; i++) {
-        __m512i t = _mm512_add_epi64(_mm512_add_epi64(d.l[i], q->l[i]), carry);
-        carry = _mm512_srli_epi64(t, 52);
-        e.l[i] = _mm512_mask_mov_epi64(d.l[i], negative, _mm512_and_si512(t, mask));
-    }
-    return e;
-}
-
-/* a·b·2^-260 mod q, below q for a and b below q. */
-static IFMA_TARGET inline __attribute__((always_inline)) v52 v52_mul(v52 a, v52 b, const v52 *q, __m512i qinv) {
-    const __m512i mask = _mm512_set1_epi64((long long)M52), zero = _mm512_setzero_si512();
-    __m512i t[10];
-    for (int i = 0; i < 10; i++) t[i] = zero;
-    for (int i = 0; i < 5; i++)
-        for (int j = 0; j < 5; j++) {
-            t[i + j] = _mm512_madd52lo_epu64(t[i + j], a.l[i], b.l[j]);
-            t[i + j + 1] = _mm512_madd52hi_epu64(t[i + j + 1], a.l[i], b.l[j]);
-        }
-    for (int i = 0; i < 5; i++) {
-        const __m512i m = _mm512_madd52lo_epu64(zero, t[i], qinv);
-        for (int j = 0; j < 5; j++) {
-            t[i + j] = _mm512_madd52lo_epu64(t[i + j], m, q->l[j]);
-            t[i + j + 1] = _mm512_madd52hi_epu64(t[i + j + 1], m, q->l[j]);
-        }
-        t[i + 1] = _mm512_add_epi64(t[i + 1], _mm512_srli_epi64(t[i], 52));
-    }
-    v52 r, d;
-    __m512i carry = zero, borrow = zero;
-    for (int i = 0; i < 5; i++) { /* below 2q: normalise the limbs, then subtract q where it does not borrow */
-        __m512i v = _mm512_add_epi64(t[i + 5], carry);
-        r.l[i] = _mm512_and_si512(v, mask);
-        carry = _mm512_srli_epi64(v, 52);
-    }
-    for (int i = 0; i < 5; i++) {
-        __m512i v = _mm512_sub_epi64(_mm512_sub_epi64(r.l[i], q->l[i]), borrow);
-        borrow = _mm512_srli_epi64(v, 63);
-        d.l[i] = _mm512_and_si512(v, mask);
-    }
-    const __mmask8 keep = _mm512_cmpeq_epi64_mask(borrow, zero);
-    for (int i = 0; i < 5; i++) r.l[i] = _mm512_mask_mov_epi64(r.l[i], keep, d.l[i]);
-    return r;
-}
-
-/* a + b, not reduced (below 2q < 2^255 for a and b below q): an operand of v52_mul, whose result stays
- * below q for operands below 2q (4q^2 / 2^260 < q, so the product before its last subtraction is below 2q). */
-static IFMA_TARGET inline __attribute__((always_inline)) v52 v52_sum(v52 a, v52 b) {
-    const __m512i mask = _mm512_set1_epi64((long long)M52);
-    v52 r;
-    __m512i carry = _mm512_setzero_si512();
-    for (int i = 0; i < 5; i++) {
-        __m512i t = _mm512_add_epi64(_mm512_add_epi64(a.l[i], b.l[i]), carry);
-        carry = _mm512_srli_epi64(t, 52);
-        r.l[i] = _mm512_and_si512(t, mask);
-    }
-    return r;
-}
-
-static IFMA_TARGET inline __attribute__((always_inline)) v52 v52_sqr(v52 a, const v52 *q, __m512i qinv) {
-    return v52_mul(a, a, q, qinv);
-}
-
-/* a·c for a constant c of Fq (the conversions between R = 2^256 and R' = 2^260). */
-static IFMA_TARGET inline __attribute__((always_inline)) v52 v52_scale(v52 a, const v52 *c, const v52 *q,
-                                                                      __m512i qinv) {
-    return v52_mul(a, *c, q, qinv);
-}
-
-static IFMA_TARGET inline __attribute__((always_inline)) v52 v52_one(void) { return v52_set1(&IFMA_ONE); }
+static IFMA_TARGET IFMA_AI v260 v260_one(void) { return v260_set1(&IFMA_ONE); }
 
 /* Limbs k of eight 4-limb elements at base + index[lane] u64s (a gather), as five 52-bit limbs; lanes
  * outside `live` take `pad` (limb 0) and zeros. */
-static IFMA_TARGET inline __attribute__((always_inline)) v52 v52_gather(const u64 *base, __m512i index,
+static IFMA_TARGET IFMA_AI v260 v260_gather(const u64 *base, __m512i index,
                                                                        __mmask8 live, long long pad) {
     const __m512i mask = _mm512_set1_epi64((long long)M52), zero = _mm512_setzero_si512();
     __m512i a[4];
@@ -171,7 +210,7 @@ static IFMA_TARGET inline __attribute__((always_inline)) v52 v52_gather(const u6
         const __m512i src = k == 0 ? _mm512_set1_epi64(pad) : zero;
         a[k] = _mm512_mask_i64gather_epi64(src, live, _mm512_add_epi64(index, _mm512_set1_epi64(k)), base, 8);
     }
-    v52 r;
+    v260 r;
     r.l[0] = _mm512_and_si512(a[0], mask);
     r.l[1] = _mm512_and_si512(_mm512_or_si512(_mm512_srli_epi64(a[0], 52), _mm512_slli_epi64(a[1], 12)), mask);
     r.l[2] = _mm512_and_si512(_mm512_or_si512(_mm512_srli_epi64(a[1], 40), _mm512_slli_epi64(a[2], 24)), mask);
@@ -181,8 +220,8 @@ static IFMA_TARGET inline __attribute__((always_inline)) v52 v52_gather(const u6
 }
 
 /* The inverse: five 52-bit limbs (a value below 2^256) as 4-limb elements at base + index[lane], live lanes. */
-static IFMA_TARGET inline __attribute__((always_inline)) void v52_scatter(u64 *base, __m512i index, __mmask8 live,
-                                                                         v52 v) {
+static IFMA_TARGET IFMA_AI void v260_scatter(u64 *base, __m512i index, __mmask8 live,
+                                                                         v260 v) {
     __m512i a[4];
     a[0] = _mm512_or_si512(v.l[0], _mm512_slli_epi64(v.l[1], 52));
     a[1] = _mm512_or_si512(_mm512_srli_epi64(v.l[1], 12), _mm512_slli_epi64(v.l[2], 40));
@@ -194,47 +233,47 @@ static IFMA_TARGET inline __attribute__((always_inline)) void v52_scatter(u64 *b
 
 /* Fq2 = Fq[u] / (u^2 + 1), eight elements: c0 + c1·u, each part below q. */
 typedef struct {
-    v52 c0, c1;
-} v52x2;
+    v260 c0, c1;
+} v260x2;
 
-static IFMA_TARGET inline __attribute__((always_inline)) v52x2 v52x2_sub(v52x2 a, v52x2 b, const v52 *q) {
-    return (v52x2){v52_sub(a.c0, b.c0, q), v52_sub(a.c1, b.c1, q)};
+static IFMA_TARGET IFMA_AI v260x2 v260x2_sub(v260x2 a, v260x2 b, const v260 *q) {
+    return (v260x2){v260_sub(a.c0, b.c0, q), v260_sub(a.c1, b.c1, q)};
 }
 
 /* Karatsuba: (a0 + a1·u)(b0 + b1·u) = a0·b0 - a1·b1 + ((a0 + a1)(b0 + b1) - a0·b0 - a1·b1)·u. */
-static IFMA_TARGET inline __attribute__((always_inline)) v52x2 v52x2_mul(v52x2 a, v52x2 b, const v52 *q,
+static IFMA_TARGET IFMA_AI v260x2 v260x2_mul(v260x2 a, v260x2 b, const v260 *q,
                                                                         __m512i qinv) {
-    const v52 t0 = v52_mul(a.c0, b.c0, q, qinv), t1 = v52_mul(a.c1, b.c1, q, qinv);
-    const v52 t2 = v52_mul(v52_sum(a.c0, a.c1), v52_sum(b.c0, b.c1), q, qinv);
-    return (v52x2){v52_sub(t0, t1, q), v52_sub(v52_sub(t2, t0, q), t1, q)};
+    const v260 t0 = v260_mul(a.c0, b.c0, q, qinv), t1 = v260_mul(a.c1, b.c1, q, qinv);
+    const v260 t2 = v260_mul(v260_sum(a.c0, a.c1), v260_sum(b.c0, b.c1), q, qinv);
+    return (v260x2){v260_sub(t0, t1, q), v260_sub(v260_sub(t2, t0, q), t1, q)};
 }
 
 /* (a0 + a1·u)^2 = (a0 + a1)(a0 - a1) + 2·a0·a1·u */
-static IFMA_TARGET inline __attribute__((always_inline)) v52x2 v52x2_sqr(v52x2 a, const v52 *q, __m512i qinv) {
-    return (v52x2){v52_mul(v52_sum(a.c0, a.c1), v52_sub(a.c0, a.c1, q), q, qinv),
-                   v52_mul(v52_sum(a.c0, a.c0), a.c1, q, qinv)};
+static IFMA_TARGET IFMA_AI v260x2 v260x2_sqr(v260x2 a, const v260 *q, __m512i qinv) {
+    return (v260x2){v260_mul(v260_sum(a.c0, a.c1), v260_sub(a.c0, a.c1, q), q, qinv),
+                   v260_mul(v260_sum(a.c0, a.c0), a.c1, q, qinv)};
 }
 
-static IFMA_TARGET inline __attribute__((always_inline)) v52x2 v52x2_scale(v52x2 a, const v52 *c, const v52 *q,
+static IFMA_TARGET IFMA_AI v260x2 v260x2_scale(v260x2 a, const v260 *c, const v260 *q,
                                                                           __m512i qinv) {
-    return (v52x2){v52_mul(a.c0, *c, q, qinv), v52_mul(a.c1, *c, q, qinv)};
+    return (v260x2){v260_mul(a.c0, *c, q, qinv), v260_mul(a.c1, *c, q, qinv)};
 }
 
-static IFMA_TARGET inline __attribute__((always_inline)) v52x2 v52x2_one(void) {
-    const limbs52 zero = {{0}};
-    return (v52x2){v52_set1(&IFMA_ONE), v52_set1(&zero)};
+static IFMA_TARGET IFMA_AI v260x2 v260x2_one(void) {
+    const v260_limbs zero = {{0}};
+    return (v260x2){v260_set1(&IFMA_ONE), v260_set1(&zero)};
 }
 
 /* An Fq2 element is its two Fq elements, 4 limbs each, one after the other. */
-static IFMA_TARGET inline __attribute__((always_inline)) v52x2 v52x2_gather(const u64 *base, __m512i index,
+static IFMA_TARGET IFMA_AI v260x2 v260x2_gather(const u64 *base, __m512i index,
                                                                            __mmask8 live, long long pad) {
-    return (v52x2){v52_gather(base, index, live, pad), v52_gather(base + 4, index, live, 0)};
+    return (v260x2){v260_gather(base, index, live, pad), v260_gather(base + 4, index, live, 0)};
 }
 
-static IFMA_TARGET inline __attribute__((always_inline)) void v52x2_scatter(u64 *base, __m512i index,
-                                                                           __mmask8 live, v52x2 v) {
-    v52_scatter(base, index, live, v.c0);
-    v52_scatter(base + 4, index, live, v.c1);
+static IFMA_TARGET IFMA_AI void v260x2_scatter(u64 *base, __m512i index,
+                                                                           __mmask8 live, v260x2 v) {
+    v260_scatter(base, index, live, v.c0);
+    v260_scatter(base + 4, index, live, v.c1);
 }
 
 #else
@@ -252,11 +291,11 @@ static int ifma_set(int on) {
 /* The template: G's batches. */
 #if HAVE_IFMA
 #if IFMA_K == 1
-#define VE v52
-#define VF(name) v52_##name
+#define VE v260
+#define VF(name) v260_##name
 #elif IFMA_K == 2
-#define VE v52x2
-#define VF(name) v52x2_##name
+#define VE v260x2
+#define VF(name) v260x2_##name
 #else
 #error "IFMA_K: the Fq elements of a coordinate, 1 or 2"
 #endif
@@ -270,7 +309,7 @@ typedef struct {
 } GF(ifma_scratch);
 
 /* The u64 offsets of the buckets of vector v's terms (lanes past `left`: 0, never read or written). */
-static IFMA_TARGET inline __attribute__((always_inline)) __m512i GF(bucket_offsets)(const GF(batcher) *s, int v,
+static IFMA_TARGET IFMA_AI __m512i GF(bucket_offsets)(const GF(batcher) *s, int v,
                                                                                    int left) {
     long long at[IFMA_LANES];
     for (int lane = 0; lane < IFMA_LANES; lane++)
@@ -287,7 +326,7 @@ static IFMA_TARGET int GF(ifma_batch)(GF(batcher) *s) {
     if (s->scratch == NULL && (s->scratch = aligned_alloc(64, sizeof(GF(ifma_scratch)))) == NULL) return 0;
     GF(ifma_scratch) *w = s->scratch; /* the batcher's (its worker frees it) */
     const int n = s->size, vectors = (n + IFMA_LANES - 1) / IFMA_LANES;
-    const v52 q = v52_set1(&IFMA_Q), to = v52_set1(&IFMA_TO), from = v52_set1(&IFMA_FROM);
+    const v260 q = v260_set1(&IFMA_Q), to = v260_set1(&IFMA_TO), from = v260_set1(&IFMA_FROM);
     const __m512i qinv = _mm512_set1_epi64((long long)IFMA_QINV);
     const __m512i rows = _mm512_setr_epi64(0, ROW_U64, 2 * ROW_U64, 3 * ROW_U64, 4 * ROW_U64, 5 * ROW_U64,
                                            6 * ROW_U64, 7 * ROW_U64); /* u64s from a term's p to the next */
