@@ -276,6 +276,68 @@ static IFMA_TARGET IFMA_AI void v260x2_scatter(u64 *base, __m512i index,
     v260_scatter(base + 4, index, live, v.c1);
 }
 
+/* BLS12-381's Fq2 = Fq[u] / (u^2 + 1), eight elements (the twist's coordinates, subgroup.h's G2 test). */
+typedef struct {
+    v416 c0, c1;
+} v416x2;
+
+static IFMA_TARGET IFMA_AI v416x2 v416x2_sub(v416x2 a, v416x2 b, const v416 *q) {
+    return (v416x2){v416_sub(a.c0, b.c0, q), v416_sub(a.c1, b.c1, q)};
+}
+
+static IFMA_TARGET IFMA_AI v416x2 v416x2_add(v416x2 a, v416x2 b, const v416 *q) {
+    return (v416x2){v416_add(a.c0, b.c0, q), v416_add(a.c1, b.c1, q)};
+}
+
+/* Karatsuba, as v260x2_mul */
+static IFMA_TARGET IFMA_AI v416x2 v416x2_mul(v416x2 a, v416x2 b, const v416 *q, __m512i qinv) {
+    const v416 t0 = v416_mul(a.c0, b.c0, q, qinv), t1 = v416_mul(a.c1, b.c1, q, qinv);
+    const v416 t2 = v416_mul(v416_sum(a.c0, a.c1), v416_sum(b.c0, b.c1), q, qinv);
+    return (v416x2){v416_sub(t0, t1, q), v416_sub(v416_sub(t2, t0, q), t1, q)};
+}
+
+static IFMA_TARGET IFMA_AI v416x2 v416x2_sqr(v416x2 a, const v416 *q, __m512i qinv) {
+    return (v416x2){v416_mul(v416_sum(a.c0, a.c1), v416_sub(a.c0, a.c1, q), q, qinv),
+                    v416_mul(v416_sum(a.c0, a.c0), a.c1, q, qinv)};
+}
+
+static IFMA_TARGET IFMA_AI __mmask8 v416x2_eq(v416x2 a, v416x2 b) { return v416_eq(a.c0, b.c0) & v416_eq(a.c1, b.c1); }
+
+/* Eight elements of BLS12-381's Fq (Montgomery form, R = 2^384; lanes past n repeat the first) as a v416. */
+static IFMA_TARGET IFMA_AI v416 v416_stage(const fqbls_t *const *e, int n) {
+    u64 staged[8][IFMA_LANES]; /* limb, lane */
+    for (int lane = 0; lane < IFMA_LANES; lane++) {
+        fqbls_t v;
+        u64 limbs[8];
+        fqbls_mul(&v, e[lane < n ? lane : 0], &IFMA381_R); /* x·2^384 -> x·2^416 */
+        to52(limbs, v.v, 6);
+        for (int i = 0; i < 8; i++) staged[i][lane] = limbs[i];
+    }
+    v416 r;
+    for (int i = 0; i < 8; i++) r.l[i] = _mm512_loadu_si512(staged[i]);
+    return r;
+}
+
+static IFMA_TARGET IFMA_AI v416x2 v416x2_stage(const fq2bls_t *const *e, int n) {
+    const fqbls_t *c0[IFMA_LANES], *c1[IFMA_LANES];
+    for (int lane = 0; lane < IFMA_LANES; lane++) {
+        c0[lane] = &e[lane < n ? lane : 0]->c0;
+        c1[lane] = &e[lane < n ? lane : 0]->c1;
+    }
+    return (v416x2){v416_stage(c0, IFMA_LANES), v416_stage(c1, IFMA_LANES)};
+}
+
+static IFMA_TARGET IFMA_AI v416 v416_zero(void) {
+    const v416_limbs zero = {{0}};
+    return v416_set1(&zero);
+}
+
+static IFMA_TARGET IFMA_AI v416x2 v416x2_zero(void) { return (v416x2){v416_zero(), v416_zero()}; }
+
+static IFMA_TARGET IFMA_AI v416 v416_one(void) { return v416_set1(&IFMA381_ONE); }
+
+static IFMA_TARGET IFMA_AI v416x2 v416x2_one(void) { return (v416x2){v416_one(), v416_zero()}; }
+
 #else
 #define HAVE_IFMA 0
 #define ifma_active 0

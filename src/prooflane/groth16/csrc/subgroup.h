@@ -71,77 +71,18 @@ static int g2bls_in_subgroup(const g2bls_aff *q) {
 }
 
 #if HAVE_IFMA
-/* g1bls_in_subgroup for eight points at once with AVX-512 IFMA (ifma.h's v416: 8 limbs of 52 bits, R' = 2^416),
- * lane by lane the same chain: [x²]p by doubling and mixed additions from the top bit, then the comparison
- * [x²]p = -φ(p) on the Jacobian coordinates (X = ωx·Z², Y = -y·Z³, Z ≠ 0). A lane whose chain meets a case
- * the formulas do not cover (the accumulator at infinity, or equal to ±p in an addition: never so for a point
- * of G1, whose multiples [k]p for 1 < k < r are neither infinity nor ±p) is left to g1bls_in_subgroup.
- * Returns the lanes inside; *unsure gets those left. n: the points (1..8; the rest of the lanes repeat the
- * first). */
-static IFMA_TARGET __mmask8 ifma_g1bls_in_subgroup(const g1bls_aff *const *p, int n, __mmask8 *unsure) {
-    u64 staged[2][8][IFMA_LANES]; /* x, y: limb, lane */
-    for (int lane = 0; lane < IFMA_LANES; lane++) {
-        const g1bls_aff *point = p[lane < n ? lane : 0];
-        for (int c = 0; c < 2; c++) {
-            fqbls_t v;
-            u64 limbs[8];
-            fqbls_mul(&v, c == 0 ? &point->x : &point->y, &IFMA381_R); /* x·2^384 -> x·2^416 */
-            to52(limbs, v.v, 6);
-            for (int i = 0; i < 8; i++) staged[c][i][lane] = limbs[i];
-        }
-    }
-    v416 x, y;
-    for (int i = 0; i < 8; i++) {
-        x.l[i] = _mm512_loadu_si512(staged[0][i]);
-        y.l[i] = _mm512_loadu_si512(staged[1][i]);
-    }
-    const v416_limbs nought = {{0}};
-    const v416 q = v416_set1(&IFMA381_Q), zero = v416_set1(&nought);
-    const __m512i qinv = _mm512_set1_epi64((long long)IFMA381_QINV);
-    v416 X = x, Y = y, Z = v416_set1(&IFMA381_ONE);
-    __mmask8 odd = 0;
-    for (int bit = 126 - __builtin_clzll(BLS_X_SQUARED[1]); bit >= 0; bit--) { /* below the top bit (x² > 2^64) */
-        /* doubling (a = 0): A = X², B = Y², C = B², D = 2((X + B)² - A - C), E = 3A, X' = E² - 2D,
-         * Y' = E(D - X') - 8C, Z' = 2YZ */
-        const v416 A = v416_sqr(X, &q, qinv), B = v416_sqr(Y, &q, qinv), C = v416_sqr(B, &q, qinv);
-        v416 D = v416_sub(v416_sub(v416_sqr(v416_sum(X, B), &q, qinv), A, &q), C, &q);
-        D = v416_add(D, D, &q);
-        const v416 E = v416_add(v416_add(A, A, &q), A, &q);
-        const v416 X2 = v416_sub(v416_sub(v416_sqr(E, &q, qinv), D, &q), D, &q);
-        const v416 C2 = v416_add(C, C, &q), C4 = v416_add(C2, C2, &q), C8 = v416_add(C4, C4, &q);
-        const v416 Y2 = v416_sub(v416_mul(E, v416_sub(D, X2, &q), &q, qinv), C8, &q);
-        Z = v416_mul(v416_sum(Y, Y), Z, &q, qinv);
-        X = X2;
-        Y = Y2;
-        if (!((BLS_X_SQUARED[bit / 64] >> (bit % 64)) & 1)) continue;
-        /* mixed addition of (x, y): U = x·Z², S = y·Z³, H = U - X, r = 2(S - Y), I = 4H², J = H·I,
-         * V = X·I, X' = r² - J - 2V, Y' = r(V - X') - 2Y·J, Z' = (Z + H)² - Z² - H² */
-        const v416 ZZ = v416_sqr(Z, &q, qinv);
-        const v416 U = v416_mul(x, ZZ, &q, qinv), S = v416_mul(y, v416_mul(Z, ZZ, &q, qinv), &q, qinv);
-        const v416 H = v416_sub(U, X, &q), HH = v416_sqr(H, &q, qinv);
-        odd |= v416_eq(H, zero) | v416_eq(Z, zero);
-        const v416 HH2 = v416_add(HH, HH, &q), I = v416_add(HH2, HH2, &q), J = v416_mul(H, I, &q, qinv);
-        const v416 r = v416_add(v416_sub(S, Y, &q), v416_sub(S, Y, &q), &q), V = v416_mul(X, I, &q, qinv);
-        const v416 X3 = v416_sub(v416_sub(v416_sub(v416_sqr(r, &q, qinv), J, &q), V, &q), V, &q);
-        const v416 YJ = v416_mul(Y, J, &q, qinv);
-        Y = v416_sub(v416_sub(v416_mul(r, v416_sub(V, X3, &q), &q, qinv), YJ, &q), YJ, &q);
-        Z = v416_sub(v416_sub(v416_sqr(v416_sum(Z, H), &q, qinv), ZZ, &q), HH, &q);
-        X = X3;
-    }
-    /* inside: [x²]p = -φ(p) = (ωx, -y) */
-    v416_limbs omega_limbs;
-    fqbls_t omega;
-    fqbls_mul(&omega, &BLS_OMEGA, &IFMA381_R);
-    to52(omega_limbs.l, omega.v, 6);
-    const v416 ZZ = v416_sqr(Z, &q, qinv);
-    const v416 wx = v416_mul(v416_set1(&omega_limbs), x, &q, qinv);
-    const __mmask8 on_x = v416_eq(X, v416_mul(wx, ZZ, &q, qinv));
-    const __mmask8 on_y = v416_eq(Y, v416_sub(zero, v416_mul(y, v416_mul(Z, ZZ, &q, qinv), &q, qinv), &q));
-    const __mmask8 lanes = n >= IFMA_LANES ? 0xff : (__mmask8)((1u << n) - 1);
-    odd |= v416_eq(Z, zero);
-    *unsure = odd & lanes;
-    return on_x & on_y & (__mmask8)~odd & lanes;
-}
+#define G g1bls
+#define E fqbls
+#define IFMA_K 1
+#include "ifma_subgroup.h" /* g1bls_lanes_mul_is */
+#undef G
+#undef E
+#define G g2bls
+#define E fq2bls
+#define IFMA_K 2
+#include "ifma_subgroup.h" /* g2bls_lanes_mul_is */
+#undef G
+#undef E
 #endif
 
 #define SUBGROUP_CHUNK 256
@@ -162,30 +103,51 @@ static void subgroup_found(subgroup_job *job, size_t k) {
 }
 
 #if HAVE_IFMA
-/* Rows lo..hi of a G1 job eight at a time (ifma_g1bls_in_subgroup; infinity is inside), the unsure lanes by
- * g1bls_in_subgroup; stops at the first row outside. */
-static void g1bls_first_outside_ifma(subgroup_job *job, size_t lo, size_t hi) {
-    const g1bls_aff *rows = (const g1bls_aff *)job->rows;
-    size_t k = lo;
-    while (k < hi) {
-        const g1bls_aff *p[IFMA_LANES];
-        size_t at[IFMA_LANES];
-        int n = 0;
-        for (; k < hi && n < IFMA_LANES; k++)
-            if (!g1bls_aff_is_inf(&rows[k])) {
-                at[n] = k;
-                p[n++] = &rows[k];
-            }
-        if (n == 0) return;
-        __mmask8 unsure;
-        const __mmask8 inside = ifma_g1bls_in_subgroup(p, n, &unsure);
-        for (int lane = 0; lane < n; lane++)
-            if (!((inside >> lane) & 1) && !(((unsure >> lane) & 1) && g1bls_in_subgroup(p[lane]))) {
-                subgroup_found(job, at[lane]);
-                return; /* later rows of this chunk cannot come first */
-            }
-    }
+/* The targets of the eight-lane tests (ifma_subgroup.h), [k]p = t: G1 -φ(p) = (ωx, -y) for k = x²; G2
+ * -ψ(q) for k = |x|. */
+static void g1bls_target(g1bls_aff *t, const g1bls_aff *p) {
+    fqbls_mul(&t->x, &p->x, &BLS_OMEGA);
+    fqbls_neg(&t->y, &p->y);
 }
+
+static void g2bls_target(g2bls_aff *t, const g2bls_aff *q) {
+    fqbls_mul(&t->x.c0, &q->x.c1, &BLS_PSI_X1); /* as g2bls_in_subgroup's ψ */
+    fqbls_mul(&t->x.c1, &q->x.c0, &BLS_PSI_X1);
+    fq2bls_t y = q->y;
+    fqbls_neg(&y.c1, &y.c1);
+    fq2bls_mul(&t->y, &y, &BLS_PSI_Y);
+    fq2bls_neg(&t->y, &t->y);
+}
+
+/* G_first_outside_ifma(job, lo, hi): rows lo..hi of a job eight at a time (infinity is inside), the unsure
+ * lanes by the one-point test; stops at the first row outside. */
+#define DEFINE_FIRST_OUTSIDE_IFMA(G, K, LIMBS)                                                             \
+    static void G##_first_outside_ifma(subgroup_job *job, size_t lo, size_t hi) {                         \
+        const G##_aff *rows = (const G##_aff *)job->rows;                                                 \
+        size_t k = lo;                                                                                    \
+        while (k < hi) {                                                                                  \
+            const G##_aff *p[IFMA_LANES];                                                                 \
+            G##_aff t[IFMA_LANES];                                                                        \
+            size_t at[IFMA_LANES];                                                                        \
+            int n = 0;                                                                                    \
+            for (; k < hi && n < IFMA_LANES; k++)                                                         \
+                if (!G##_aff_is_inf(&rows[k])) {                                                          \
+                    at[n] = k;                                                                            \
+                    G##_target(&t[n], &rows[k]);                                                          \
+                    p[n++] = &rows[k];                                                                    \
+                }                                                                                         \
+            if (n == 0) return;                                                                           \
+            __mmask8 unsure;                                                                              \
+            const __mmask8 inside = G##_lanes_mul_is(p, t, n, K, LIMBS, &unsure);                         \
+            for (int lane = 0; lane < n; lane++)                                                          \
+                if (!((inside >> lane) & 1) && !(((unsure >> lane) & 1) && G##_in_subgroup(p[lane]))) {   \
+                    subgroup_found(job, at[lane]);                                                        \
+                    return; /* later rows of this chunk cannot come first */                              \
+                }                                                                                         \
+        }                                                                                                 \
+    }
+DEFINE_FIRST_OUTSIDE_IFMA(g1bls, BLS_X_SQUARED, 2)
+DEFINE_FIRST_OUTSIDE_IFMA(g2bls, BLS_X_ABS, 1)
 #endif
 
 static void *subgroup_worker(void *arg) {
@@ -195,8 +157,11 @@ static void *subgroup_worker(void *arg) {
         if (lo >= job->count || lo >= __atomic_load_n(&job->first, __ATOMIC_RELAXED)) break;
         size_t hi = lo + SUBGROUP_CHUNK < job->count ? lo + SUBGROUP_CHUNK : job->count;
 #if HAVE_IFMA
-        if (job->group == 1 && ifma_active) {
-            g1bls_first_outside_ifma(job, lo, hi);
+        if (ifma_active) {
+            if (job->group == 1)
+                g1bls_first_outside_ifma(job, lo, hi);
+            else
+                g2bls_first_outside_ifma(job, lo, hi);
             continue;
         }
 #endif
