@@ -160,6 +160,7 @@ static void GF(unit_jacobian)(const GF(msm_job) *job, GF(jac) *buckets, size_t n
  * whose bucket is already in the batch goes to that bucket's Jacobian overflow by a mixed addition (so
  * that terms crowding into few buckets, as 0/1 witness values do, cost no more than the Jacobian path). */
 #define BATCH 256 /* the batches' inversion is about 300 multiplications: 1.2 a term */
+#define PENDING (BATCH / 2) /* fewer than a batch: replayed into an empty batch, they never fill it */
 
 typedef struct {
     GF(aff) *buckets;
@@ -172,17 +173,34 @@ typedef struct {
     GF(aff) p[BATCH];
     EF(t) before[BATCH], den[BATCH]; /* per term: product of the earlier denominators; its denominator */
     void *scratch;                   /* GF(fast_batch)'s memory, or NULL */
+    int pending;                     /* terms whose bucket was in the batch already: for the next one */
+    uint32_t pending_bucket[PENDING];
+    GF(aff) pending_p[PENDING];
 } GF(batcher);
 
 /* The batch by a faster route where the group has one (ifma.h: BN254 G1 and G2 with AVX-512 IFMA): 1 when
  * done, 0 to leave it to run_batch. Defined after this template's instantiation (groups.h). */
 static int GF(fast_batch)(GF(batcher) *s);
 
+static void GF(schedule)(GF(batcher) *s, uint32_t bucket, const GF(aff) *p);
+
+/* The terms set aside while the batch ran, into the next one (which they cannot fill). */
+static void GF(replay)(GF(batcher) *s) {
+    const int n = s->pending;
+    uint32_t bucket[PENDING];
+    GF(aff) p[PENDING];
+    memcpy(bucket, s->pending_bucket, (size_t)n * sizeof *bucket);
+    memcpy(p, s->pending_p, (size_t)n * sizeof *p);
+    s->pending = 0;
+    for (int j = 0; j < n; j++) GF(schedule)(s, bucket[j], &p[j]);
+}
+
 static void GF(run_batch)(GF(batcher) *s) {
     if (s->size == 0) return;
     if (GF(fast_batch)(s)) {
         s->size = 0;
         s->batch++;
+        GF(replay)(s);
         return;
     }
     EF(t) acc = *EF(one)(), inv, lambda, t;
@@ -211,9 +229,11 @@ static void GF(run_batch)(GF(batcher) *s) {
     }
     s->size = 0;
     s->batch++;
+    GF(replay)(s);
 }
 
-/* bucket += p: set where the bucket is empty, into the batch, or into its overflow. */
+/* bucket += p: set where the bucket is empty, into the batch, else set aside for the next batch where the
+ * bucket is in this one (a Jacobian addition costs about twice a batched one), else into its overflow. */
 static void GF(schedule)(GF(batcher) *s, uint32_t bucket, const GF(aff) *p) {
     if (!s->full[bucket]) {
         s->buckets[bucket] = *p;
@@ -221,6 +241,11 @@ static void GF(schedule)(GF(batcher) *s, uint32_t bucket, const GF(aff) *p) {
         return;
     }
     const GF(aff) *b = &s->buckets[bucket];
+    if (s->stamp[bucket] == s->batch && s->pending < PENDING) {
+        s->pending_bucket[s->pending] = bucket;
+        s->pending_p[s->pending++] = *p;
+        return;
+    }
     if (s->stamp[bucket] == s->batch || EF(eq)(&b->x, &p->x)) {
         /* in the batch already, or p = ±bucket (a doubling or a cancellation): no inversion here */
         GF(add_aff)(&s->overflow[bucket], &s->overflow[bucket], p);
@@ -242,7 +267,7 @@ static void GF(unit_batched)(const GF(msm_job) *job, GF(batcher) *s, size_t nb, 
             int64_t d = GF(term)(job, k, w, t, &p);
             if (d) GF(schedule)(s, (uint32_t)(d - 1), &p);
         }
-    GF(run_batch)(s);
+    while (s->size > 0) GF(run_batch)(s); /* and what it replays */
     GF(jac) running, total;
     GF(set_inf)(&running);
     GF(set_inf)(&total);
