@@ -8,7 +8,16 @@ so that ``import prooflane.groth16`` (a prover's helper process, the ``prove`` c
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import TYPE_CHECKING, Any
+
+# prooflane calls no BLAS (its arithmetic is integers, in C), while OpenBLAS' thread pool, which numpy starts
+# when it is first imported, spins for about 0.1 s of a core per pool thread before it sleeps: 7% of a fresh
+# `prooflane prove` on 2 cores, more on larger machines and in every worker process. With one thread there is
+# no pool. Only where numpy is not loaded yet and OPENBLAS_NUM_THREADS is not set (docs/config.md).
+if "numpy" not in sys.modules:
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from ._version import __version__
 from .errors import ProoflaneError
