@@ -36,7 +36,8 @@ def test_groth16_exports() -> None:
         "BLS12381", "BN128", "CURVES", "R1CS", "Curve", "FieldVector", "Proof", "ProvingKey", "ProvingState",
         "SparseMatrix", "Synthesized", "VerificationKey", "Witness", "arithmetics", "curve_by_name",
         "curve_by_prime",
-        "from_ints", "preload", "prove", "prove_b2", "prove_finish", "prove_start", "read_r1cs", "read_wtns",
+        "from_ints", "preload", "products", "prove", "prove_b2", "prove_finish", "prove_start", "read_r1cs",
+        "read_wtns",
         "read_zkey", "release", "setup", "synthesize", "to_ints", "verify", "write_r1cs", "write_wtns",
         "write_zkey",
     }  # fmt: skip

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -366,12 +367,15 @@ def test_status_names_the_arithmetic_and_warns_of_the_libraries(
 ) -> None:
     slow = {"bn128": "c-extension", "bls12381": "libraries: PROOFLANE_NATIVE=0"}
     monkeypatch.setattr("prooflane.engine.engine.arithmetics", lambda: slow)  # what that process would find
+    runs = {"bn128": "avx512-ifma", "bls12381": "libraries"}
+    monkeypatch.setattr("prooflane.engine.engine.products", lambda: runs)
     with served(engine_config(), sector=sector) as daemon:
         result = runner.invoke(app, ["status", "--url", daemon.url], env={"COLUMNS": "60"})
         check = runner.invoke(app, ["status", "--check", "--url", daemon.url])
+        assert httpx.get(f"{daemon.url}/status").json()["products"] == runs
     assert result.exit_code == 0, result.output
     text = " ".join(result.stdout.split())  # folded lines joined: every word is there
-    assert "arithmetic: bn128 c-extension, bls12381 libraries: PROOFLANE_NATIVE=0" in text
+    assert "arithmetic: bn128 c-extension (avx512-ifma), bls12381 libraries: PROOFLANE_NATIVE=0" in text
     assert "warning: bls12381 proves on the libraries, the slower arithmetic (PROOFLANE_NATIVE=0)" in text
     assert check.exit_code == 0 and check.stdout.startswith("ok:")  # slower, but it can do its work
 

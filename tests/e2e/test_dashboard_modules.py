@@ -189,9 +189,19 @@ def _check_rendered(page: Page, snapshot: dict[str, Any]) -> None:
     assert page.get_by_test_id("version").inner_text() == snapshot["version"]
     assert page.get_by_test_id("boot-id").inner_text() == snapshot["boot_id"]
     assert page.get_by_test_id("invariants").inner_text() == "ok"
-    said = set(snapshot["arithmetic"].values())  # the same on every curve here, or each curve's
+    products = snapshot["products"]  # beside each curve's arithmetic, where the C extension says them
+    shown = {
+        c: f"{a} · {products[c]}" if products.get(c, "libraries") != "libraries" else a
+        for c, a in snapshot["arithmetic"].items()
+    }
+    said = set(shown.values())  # the same on every curve here, or each curve's
     assert page.get_by_test_id("arithmetic").inner_text() == (
-        said.pop() if len(said) == 1 else ", ".join(f"{c} {a}" for c, a in snapshot["arithmetic"].items())
+        said.pop() if len(said) == 1 else ", ".join(f"{c} {a}" for c, a in shown.items())
+    )
+    assert set(products) == set(snapshot["arithmetic"]) and products["bn128"] in (
+        "avx512-ifma",
+        "mulx",
+        "portable",
     )
     assert " held (" in page.get_by_test_id("memory-text").inner_text()
     assert page.get_by_test_id("synthesis-active").inner_text().endswith(" active")

@@ -21,7 +21,16 @@ from tests.support.clock import ManualClock
 DATA = Path(__file__).parent / "data"
 
 ADDED: dict[str, tuple[str, ...]] = {
-    "": ("health", "live_jobs", "recent_failures", "machine", "arithmetic", "journal_check", "tables"),
+    "": (
+        "health",
+        "live_jobs",
+        "recent_failures",
+        "machine",
+        "arithmetic",
+        "products",
+        "journal_check",
+        "tables",
+    ),
     "memory": ("used_bytes", "tree_rss_bytes"),
     "workers": ("last_error", "restarts", "node", "last_restart_secs_ago", "stuck"),
     "devices": ("workers_down", "node", "memory"),
@@ -45,6 +54,7 @@ def story() -> StatusTracker:
             sample_rss=False,
             machine=MachineStatus("prover-1", "0123456789abcdef", 32 << 30, 16),
             arithmetic={"bn128": "c-extension", "bls12381": "libraries: the C extension is not built"},
+            products={"bn128": "avx512-ifma", "bls12381": "libraries"},
         ),
         clock=clock,
         wall_clock=lambda: 1.7e9,

@@ -188,9 +188,13 @@ def _print_summary(out: Console, url: str, s: dict[str, Any]) -> None:
 def _print_arithmetic(out: Console, s: dict[str, Any]) -> None:
     """What proves each curve there, and the health's warnings (a curve on the libraries), whole; nothing
     from a daemon that does not say."""
-    arithmetic = s.get("arithmetic") or {}
+    arithmetic, products = s.get("arithmetic") or {}, s.get("products") or {}
     if arithmetic:
-        said = ", ".join(f"{curve} {how}" for curve, how in arithmetic.items())
+        said = ", ".join(
+            f"{curve} {how}"
+            + (f" ({products[curve]})" if products.get(curve, "libraries") != "libraries" else "")
+            for curve, how in arithmetic.items()
+        )
         out.print(f"arithmetic: {said}", markup=False, overflow="fold")
     for warning in (s.get("health") or {}).get("warnings") or []:
         out.print(f"warning: {warning}", markup=False, overflow="fold")

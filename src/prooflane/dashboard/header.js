@@ -22,10 +22,16 @@ export function renderHeader(s) {
   tickHeader();
 }
 
-/** What proves each curve ("c-extension", "libraries: why"; per curve when they differ), whole; a warning
+/** What proves each curve ("c-extension", "libraries: why"; per curve when they differ), with the field
+ *  products of its MSMs where the C extension says them ("c-extension · avx512-ifma"), whole; a warning
  *  badge when a curve proves on the libraries (the slower path), the health's warnings as its title. */
 function renderArithmetic(el, s) {
-  const curves = s.arithmetic && typeof s.arithmetic === "object" ? Object.entries(s.arithmetic) : [];
+  const products = s.products && typeof s.products === "object" ? s.products : {};
+  const curves = (s.arithmetic && typeof s.arithmetic === "object" ? Object.entries(s.arithmetic) : [])
+    .map(([curve, how]) => {
+      const runs = products[curve];
+      return [curve, runs && runs !== "libraries" ? `${how} · ${runs}` : String(how)];
+    });
   const said = new Set(curves.map(([, how]) => String(how)));
   const label = !curves.length ? "–" : said.size === 1 ? [...said][0]
     : curves.map(([curve, how]) => `${curve} ${how}`).join(", ");

@@ -30,7 +30,7 @@ from .. import events as ev
 from ..config import Config
 from ..devices import DeviceBackend, PoolProcessDied, WorkerInfo, backend_for, check_devices
 from ..errors import Conflict, Invalid, NotFound, StorageFull, Unavailable
-from ..groth16 import arithmetics
+from ..groth16 import arithmetics, products
 from ..memory import MemoryBudget
 from ..models import CircuitInfo, JobProof, JobRequest, JobView, KindInfo, PartitionProof
 from ..states import JobState
@@ -82,6 +82,7 @@ class Engine:
                 # which arithmetic proves each curve here: the workers inherit this process's environment
                 # and install, so this is theirs too; found once, at the start
                 arithmetic=arithmetics(),
+                products=products(),
             ),
             clock=clock,
         )

@@ -5,7 +5,7 @@ The prover is split the way a device prover is: ``synthesize`` -> ``prove_start`
 development key.
 """
 
-from .arithmetic import arithmetics
+from .arithmetic import arithmetics, products
 from .curves import BLS12381, BN128, CURVES, Curve, curve_by_name, curve_by_prime
 from .field import FieldVector, from_ints, to_ints
 from .proof import Proof, VerificationKey
@@ -45,6 +45,7 @@ __all__ = [
     "curve_by_prime",
     "from_ints",
     "preload",
+    "products",
     "prove",
     "prove_b2",
     "prove_finish",

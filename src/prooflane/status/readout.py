@@ -108,6 +108,7 @@ def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
         uptime_secs=head.uptime_secs,
         machine=r.machine or this_machine(),
         arithmetic=r.arithmetic,
+        products=r.products,
         invariants_ok=not head.invariant_violations,
         invariant_violations=head.invariant_violations,
         journal_check=_journal_check(r, now),

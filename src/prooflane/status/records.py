@@ -65,6 +65,8 @@ class TrackerConfig:
     # curve -> "c-extension" or "libraries: <why>": what proves it here, found by whoever runs the proofs
     # (the engine); any curve on the libraries is a health warning. Empty: not said.
     arithmetic: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # curve -> the field products its MSMs run on here ("avx512-ifma", "mulx", "portable", "libraries")
+    products: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
 class StaleEvent(Exception):
@@ -238,6 +240,7 @@ class Records:
     stall_secs: float = Config.stall_secs  # a device section or finalization running longer: hung
     machine: MachineStatus | None = None  # None: the machine the tracker runs on (tests give a fixed one)
     arithmetic: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # never changes
+    products: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # never changes
     recent_partitions_added: int = 0  # bumped with every append to recent_partitions
     recent_partitions_json: tuple[int, str] | None = None  # the read-out's text of them, at that count
     seq: int = 0  # the id of the last event received (applied or dropped)
@@ -286,6 +289,7 @@ class Records:
             stall_secs=config.stall_secs,
             machine=config.machine or this_machine(),
             arithmetic=MappingProxyType(dict(config.arithmetic)),
+            products=MappingProxyType(dict(config.products)),
         )
 
     def ledger_for(self, event: MemoryEvent) -> MemoryLedger:

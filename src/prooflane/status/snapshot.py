@@ -481,6 +481,8 @@ class StatusSnapshot:
     machine: MachineStatus
     # curve -> the arithmetic that proves it in this daemon's processes: "c-extension" or "libraries: <why>"
     arithmetic: Mapping[str, str]
+    # curve -> the field products its MSMs run on there: "avx512-ifma", "mulx", "portable" or "libraries"
+    products: Mapping[str, str]
     invariants_ok: bool
     invariant_violations: tuple[str, ...]
     journal_check: JournalCheckStatus

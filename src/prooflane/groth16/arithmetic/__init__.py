@@ -3,7 +3,7 @@
 (``choose``)."""
 
 from .base import MAX_THREADS, NATIVE_ENV, THREADS_ENV, Arithmetic, Section, Tables, cpu_threads
-from .choose import arithmetic, arithmetics
+from .choose import arithmetic, arithmetics, products
 from .extension import SO_ENV, ExtensionArithmetic, load_extension
 from .libraries import LibraryArithmetic
 
@@ -21,4 +21,5 @@ __all__ = [
     "arithmetics",
     "cpu_threads",
     "load_extension",
+    "products",
 ]

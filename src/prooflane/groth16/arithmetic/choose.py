@@ -9,7 +9,7 @@ from .base import NATIVE_ENV, Arithmetic
 from .extension import ExtensionArithmetic, load_extension
 from .libraries import LibraryArithmetic
 
-__all__ = ["arithmetic", "arithmetics"]
+__all__ = ["arithmetic", "arithmetics", "products"]
 
 _CHOSEN: dict[str, Arithmetic] = {}  # curve name -> this process's arithmetic (tests may swap entries)
 
@@ -44,3 +44,10 @@ def arithmetics() -> dict[str, str]:
     """Which arithmetic proves each curve here: ``{"bn128": "c-extension", "bls12381": "libraries: <why>"}``
     (``/status``, ``/metrics``, health and ``prove --json`` say it)."""
     return {curve.name: arithmetic(curve).describe() for curve in (BN128, BLS12381)}
+
+
+def products() -> dict[str, str]:
+    """Which field products each curve's MSMs run on here: ``"avx512-ifma"`` (BN254's batches eight at a
+    time), ``"mulx"`` (the assembly), ``"portable"`` (the C) or ``"libraries"`` (``/status``, the dashboard,
+    ``prooflane status`` and ``prove --json`` say it)."""
+    return {curve.name: arithmetic(curve).products() for curve in (BN128, BLS12381)}
