@@ -1,9 +1,9 @@
 /* BN254's batched affine bucket additions (msm.h's run_batch), G1 and G2, eight at a time with AVX-512
  * IFMA, where the CPU has it: each field element of Fq as five 52-bit limbs, limb i of eight elements in one
- * vector, products by vpmadd52luq/vpmadd52huq in Montgomery form with R' = 2^260 (bench_field_product.py
- * measured them at 4-5x the throughput of the 4-limb mulx product). Every value is kept below q (canonical), so each step
- * is exact; the rows and buckets stay in their 4-limb form with R = 2^256, and a batch converts its terms in
- * and its results out (x·2^256 -> x·2^260 is a product by 2^264 mod q, and back by 2^256 mod q).
+ * vector, products by vpmadd52luq/vpmadd52huq in Montgomery form (bench_field_product.py measured them at
+ * 4-5x the throughput of the 4-limb mulx product). Every value is kept below q (canonical), so each step
+ * is exact. R is 2^256, the 4-limb form's own (four reduction steps by 2^52 and one by 2^48), so the rows
+ * and buckets are only cut into limbs and joined again, never converted.
  *
  * The batch's terms j go to lane j mod 8, vector j / 8: the chain of products that shares one inversion is
  * eight chains, one a lane, whose eight ends are inverted together (Montgomery's trick, in the 4-limb
@@ -40,9 +40,9 @@ static int ifma_set(int on) {
 #define IFMA_AI inline __attribute__((always_inline))
 
 /* The arithmetic of eight elements of a field below 2^(52·N), limb i of each in vector i, radix 2^52, in
- * Montgomery form with R' = 2^(52·N): V for BN254's q (N = 5, R' = 2^260) and for BLS12-381's (N = 8,
+ * Montgomery form with R = 2^RBITS: V for BN254's q (N = 5, R = 2^256) and for BLS12-381's (N = 8,
  * R' = 2^416). V_limbs is one element's limbs (a constant broadcast by V_set1). Every value kept below q. */
-#define DEFINE_V52(V, N)                                                                                    \
+#define DEFINE_V52(V, N, RBITS)                                                                                 \
     typedef struct {                                                                                      \
         u64 l[N]; /* 52-bit limbs, little-endian */                                                       \
     } V##_limbs;                                                                                          \
@@ -76,7 +76,7 @@ static int ifma_set(int on) {
     }                                                                                                     \
                                                                                                           \
     /* a + b, not reduced (below 2q for a and b below q): an operand of V_mul, whose result stays below q \
-     * for operands below 2q (4q² / R' < q, so the product before its last subtraction is below 2q). */   \
+     * for operands below 2q (4q² / R < q, so the product before its last subtraction is below 2q). */   \
     static IFMA_TARGET IFMA_AI V V##_sum(V a, V b) {                                                      \
         const __m512i mask = _mm512_set1_epi64((long long)M52);                                           \
         V r;                                                                                              \
@@ -107,30 +107,46 @@ static int ifma_set(int on) {
     /* a + b mod q, below q for a and b below q. */                                                       \
     static IFMA_TARGET IFMA_AI V V##_add(V a, V b, const V *q) { return V##_reduce(V##_sum(a, b), q); }   \
                                                                                                           \
-    /* a·b / R' mod q, below q for a and b below 2q. */                                                   \
+    /* a·b / R mod q (R = 2^RBITS), below q for a and b below 2q: RBITS / 52 steps of Montgomery's          \
+     * reduction by 2^52, and one by 2^(RBITS mod 52) where that is not 0; then the sum over 2^RBITS. */  \
     static IFMA_TARGET IFMA_AI V V##_mul(V a, V b, const V *q, __m512i qinv) {                            \
         const __m512i mask = _mm512_set1_epi64((long long)M52), zero = _mm512_setzero_si512();            \
-        __m512i t[2 * N];                                                                                 \
-        for (int i = 0; i < 2 * N; i++) t[i] = zero;                                                      \
+        const int steps = (RBITS) / 52, rest = (RBITS) % 52;                                              \
+        __m512i t[2 * N + 1];                                                                             \
+        for (int i = 0; i < 2 * N + 1; i++) t[i] = zero;                                                  \
         for (int i = 0; i < N; i++)                                                                       \
             for (int j = 0; j < N; j++) {                                                                 \
                 t[i + j] = _mm512_madd52lo_epu64(t[i + j], a.l[i], b.l[j]);                               \
                 t[i + j + 1] = _mm512_madd52hi_epu64(t[i + j + 1], a.l[i], b.l[j]);                       \
             }                                                                                             \
-        for (int i = 0; i < N; i++) {                                                                     \
-            const __m512i m = _mm512_madd52lo_epu64(zero, t[i], qinv);                                    \
+        for (int i = 0; i < steps + (rest != 0); i++) {                                                   \
+            __m512i m = _mm512_madd52lo_epu64(zero, t[i], qinv);                                          \
+            if (i == steps) m = _mm512_and_si512(m, _mm512_set1_epi64((long long)((1ULL << rest) - 1)));  \
             for (int j = 0; j < N; j++) {                                                                 \
                 t[i + j] = _mm512_madd52lo_epu64(t[i + j], m, q->l[j]);                                   \
                 t[i + j + 1] = _mm512_madd52hi_epu64(t[i + j + 1], m, q->l[j]);                           \
             }                                                                                             \
-            t[i + 1] = _mm512_add_epi64(t[i + 1], _mm512_srli_epi64(t[i], 52));                           \
+            if (i < steps) t[i + 1] = _mm512_add_epi64(t[i + 1], _mm512_srli_epi64(t[i], 52));            \
         }                                                                                                 \
         V r;                                                                                              \
         __m512i carry = zero;                                                                             \
-        for (int i = 0; i < N; i++) { /* below 2q: normalise the limbs */                                 \
-            __m512i v = _mm512_add_epi64(t[i + N], carry);                                                \
-            r.l[i] = _mm512_and_si512(v, mask);                                                           \
-            carry = _mm512_srli_epi64(v, 52);                                                             \
+        if (rest == 0) {                                                                                  \
+            for (int i = 0; i < N; i++) { /* below 2q: normalise the limbs */                             \
+                __m512i v = _mm512_add_epi64(t[i + steps], carry);                                        \
+                r.l[i] = _mm512_and_si512(v, mask);                                                       \
+                carry = _mm512_srli_epi64(v, 52);                                                         \
+            }                                                                                             \
+        } else { /* normalise limbs steps.., whose lowest `rest` bits are 0, then shift them by `rest` */ \
+            __m512i u[N + 1];                                                                             \
+            for (int i = 0; i <= N; i++) {                                                                \
+                __m512i v = _mm512_add_epi64(i + steps < 2 * N + 1 ? t[i + steps] : zero, carry);         \
+                u[i] = _mm512_and_si512(v, mask);                                                         \
+                carry = _mm512_srli_epi64(v, 52);                                                         \
+            }                                                                                             \
+            for (int i = 0; i < N; i++)                                                                   \
+                r.l[i] = _mm512_and_si512(                                                                \
+                    _mm512_or_si512(_mm512_srli_epi64(u[i], rest), _mm512_slli_epi64(u[i + 1], 52 - rest)), \
+                    mask);                                                                                \
         }                                                                                                 \
         return V##_reduce(r, q);                                                                          \
     }                                                                                                     \
@@ -144,8 +160,8 @@ static int ifma_set(int on) {
         return m;                                                                                         \
     }
 
-DEFINE_V52(v260, 5)
-DEFINE_V52(v416, 8)
+DEFINE_V52(v260, 5, 256) /* BN254: R = 2^256, the 4-limb form's own */
+DEFINE_V52(v416, 8, 416)
 
 /* out (ceil(64·words / 52) limbs) = the value of `words` 64-bit words in 52-bit limbs. */
 static inline void to52(u64 *out, const u64 *a, int words) {
@@ -165,7 +181,7 @@ static u64 ifma_qinv(u64 p) {
     return (0 - inv) & M52;
 }
 
-static v260_limbs IFMA_Q, IFMA_ONE, IFMA_TO, IFMA_FROM; /* BN254: q; 2^260, 2^264 and 2^256 mod q */
+static v260_limbs IFMA_Q, IFMA_ONE; /* BN254: q; 2^256 mod q (one, in Montgomery form) */
 static u64 IFMA_QINV;                                   /* -q^-1 mod 2^52 */
 static v416_limbs IFMA381_Q, IFMA381_ONE;               /* BLS12-381: q; 2^416 mod q */
 static u64 IFMA381_QINV;
@@ -178,13 +194,7 @@ static void ifma_init(void) {
     ifma_active = ifma_supported && !(off != NULL && off[0] != '\0' && strcmp(off, "0") != 0);
     u64 x[6];
     to52(IFMA_Q.l, BN_Q.p, 4);
-    memcpy(x, BN_Q.one, 4 * sizeof *x); /* 2^256 mod q */
-    to52(IFMA_FROM.l, x, 4);
-    for (int i = 0; i < 8; i++) {
-        f_add(x, x, x, &BN_Q, 4);
-        if (i == 3) to52(IFMA_ONE.l, x, 4); /* 2^260 */
-    }
-    to52(IFMA_TO.l, x, 4); /* 2^264 */
+    to52(IFMA_ONE.l, BN_Q.one, 4);
     IFMA_QINV = ifma_qinv(BN_Q.p[0]);
     to52(IFMA381_Q.l, BLS_Q.p, 6);
     memcpy(x, BLS_Q.one, sizeof x); /* 2^384 mod q */
@@ -192,10 +202,6 @@ static void ifma_init(void) {
     to52(IFMA381_ONE.l, x, 6); /* 2^416 */
     memcpy(IFMA381_R.v, x, sizeof x);
     IFMA381_QINV = ifma_qinv(BLS_Q.p[0]);
-}
-
-static IFMA_TARGET IFMA_AI v260 v260_scale(v260 a, const v260 *c, const v260 *q, __m512i qinv) {
-    return v260_mul(a, *c, q, qinv); /* a·c for a constant c (the conversions between R = 2^256 and R') */
 }
 
 static IFMA_TARGET IFMA_AI v260 v260_one(void) { return v260_set1(&IFMA_ONE); }
@@ -252,11 +258,6 @@ static IFMA_TARGET IFMA_AI v260x2 v260x2_mul(v260x2 a, v260x2 b, const v260 *q,
 static IFMA_TARGET IFMA_AI v260x2 v260x2_sqr(v260x2 a, const v260 *q, __m512i qinv) {
     return (v260x2){v260_mul(v260_sum(a.c0, a.c1), v260_sub(a.c0, a.c1, q), q, qinv),
                    v260_mul(v260_sum(a.c0, a.c0), a.c1, q, qinv)};
-}
-
-static IFMA_TARGET IFMA_AI v260x2 v260x2_scale(v260x2 a, const v260 *c, const v260 *q,
-                                                                          __m512i qinv) {
-    return (v260x2){v260_mul(a.c0, *c, q, qinv), v260_mul(a.c1, *c, q, qinv)};
 }
 
 static IFMA_TARGET IFMA_AI v260x2 v260x2_one(void) {
@@ -388,7 +389,7 @@ static IFMA_TARGET int GF(ifma_batch)(GF(batcher) *s) {
     if (s->scratch == NULL && (s->scratch = aligned_alloc(64, sizeof(GF(ifma_scratch)))) == NULL) return 0;
     GF(ifma_scratch) *w = s->scratch; /* the batcher's (its worker frees it) */
     const int n = s->size, vectors = (n + IFMA_LANES - 1) / IFMA_LANES;
-    const v260 q = v260_set1(&IFMA_Q), to = v260_set1(&IFMA_TO), from = v260_set1(&IFMA_FROM);
+    const v260 q = v260_set1(&IFMA_Q);
     const __m512i qinv = _mm512_set1_epi64((long long)IFMA_QINV);
     const __m512i rows = _mm512_setr_epi64(0, ROW_U64, 2 * ROW_U64, 3 * ROW_U64, 4 * ROW_U64, 5 * ROW_U64,
                                            6 * ROW_U64, 7 * ROW_U64); /* u64s from a term's p to the next */
@@ -400,10 +401,10 @@ static IFMA_TARGET int GF(ifma_batch)(GF(batcher) *s) {
         const __mmask8 live = left >= IFMA_LANES ? 0xff : (__mmask8)((1u << left) - 1);
         const __m512i at = _mm512_add_epi64(rows, _mm512_set1_epi64((long long)ROW_U64 * IFMA_LANES * v));
         const __m512i bucket = GF(bucket_offsets)(s, v, left);
-        w->px[v] = VF(scale)(VF(gather)(p, at, live, 1), &to, &q, qinv);
-        w->py[v] = VF(scale)(VF(gather)(p + 4 * IFMA_K, at, live, 0), &to, &q, qinv);
-        w->bx[v] = VF(scale)(VF(gather)(buckets, bucket, live, 0), &to, &q, qinv);
-        w->by[v] = VF(scale)(VF(gather)(buckets + 4 * IFMA_K, bucket, live, 0), &to, &q, qinv);
+        w->px[v] = VF(gather)(p, at, live, 1);
+        w->py[v] = VF(gather)(p + 4 * IFMA_K, at, live, 0);
+        w->bx[v] = VF(gather)(buckets, bucket, live, 0);
+        w->by[v] = VF(gather)(buckets + 4 * IFMA_K, bucket, live, 0);
         w->den[v] = VF(sub)(w->px[v], w->bx[v], &q);
         w->before[v] = acc;
         acc = VF(mul)(acc, w->den[v], &q, qinv);
@@ -414,7 +415,7 @@ static IFMA_TARGET int GF(ifma_batch)(GF(batcher) *s) {
     const __m512i lanes = _mm512_setr_epi64(0, E_U64, 2 * E_U64, 3 * E_U64, 4 * E_U64, 5 * E_U64, 6 * E_U64,
                                             7 * E_U64);
 #undef E_U64
-    VF(scatter)((u64 *)ends, lanes, 0xff, VF(scale)(acc, &from, &q, qinv));
+    VF(scatter)((u64 *)ends, lanes, 0xff, acc);
     for (int lane = 0; lane < IFMA_LANES; lane++) {
         prefix[lane] = all;
         EF(mul)(&all, &all, &ends[lane]);
@@ -425,7 +426,7 @@ static IFMA_TARGET int GF(ifma_batch)(GF(batcher) *s) {
         EF(mul)(&inv, &inv, &ends[lane]);
         ends[lane] = t;
     }
-    VE vinv = VF(scale)(VF(gather)((const u64 *)ends, lanes, 0xff, 0), &to, &q, qinv);
+    VE vinv = VF(gather)((const u64 *)ends, lanes, 0xff, 0);
     u64 *out = (u64 *)s->buckets;
     for (int v = vectors - 1; v >= 0; v--) {
         const int left = n - IFMA_LANES * v;
@@ -436,8 +437,8 @@ static IFMA_TARGET int GF(ifma_batch)(GF(batcher) *s) {
         const VE lambda = VF(mul)(VF(sub)(w->py[v], w->by[v], &q), tv, &q, qinv);
         const VE x3 = VF(sub)(VF(sub)(VF(sqr)(lambda, &q, qinv), w->bx[v], &q), w->px[v], &q);
         const VE y3 = VF(sub)(VF(mul)(VF(sub)(w->bx[v], x3, &q), lambda, &q, qinv), w->by[v], &q);
-        VF(scatter)(out, bucket, live, VF(scale)(x3, &from, &q, qinv));
-        VF(scatter)(out + 4 * IFMA_K, bucket, live, VF(scale)(y3, &from, &q, qinv));
+        VF(scatter)(out, bucket, live, x3);
+        VF(scatter)(out + 4 * IFMA_K, bucket, live, y3);
     }
     return 1;
 }
