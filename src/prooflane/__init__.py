@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 # prooflane calls no BLAS (its arithmetic is integers, in C), while OpenBLAS' thread pool, which numpy starts
 # when it is first imported, spins for about 0.1 s of a core per pool thread before it sleeps: 7% of a fresh
 # `prooflane prove` on 2 cores, more on larger machines and in every worker process. With one thread there is
-# no pool. Only where numpy is not loaded yet and OPENBLAS_NUM_THREADS is not set (docs/config.md).
+# no pool. Only where numpy is not loaded yet and OPENBLAS_NUM_THREADS is not set (docs/groth16.md, "Every
+# core").
 if "numpy" not in sys.modules:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 

@@ -109,7 +109,7 @@ def all_in_subgroup(
 
 def random_scalars(count: int, bits: int) -> FieldVector:
     """``count`` scalars uniform in ``[0, 2^bits)`` (``bits <= 32``) from the operating system's CSPRNG, as a
-    FieldVector (each its low limb; no Python int on the way: 65,000 of them took 20 ms a round so)."""
+    FieldVector (each its low limb; made as Python ints, 65,000 of them cost 20 ms a round)."""
     words = np.frombuffer(secrets.token_bytes(4 * count), dtype="<u4")
     scalars = np.zeros((count, 4), dtype=np.uint64)
     scalars[:, 0] = words & np.uint32((1 << bits) - 1)
