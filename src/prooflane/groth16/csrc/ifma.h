@@ -237,28 +237,38 @@ static IFMA_TARGET IFMA_AI void v260_scatter(u64 *base, __m512i index, __mmask8 
         _mm512_mask_i64scatter_epi64(base, live, _mm512_add_epi64(index, _mm512_set1_epi64(k)), a[k], 8);
 }
 
-/* Fq2 = Fq[u] / (u^2 + 1), eight elements: c0 + c1·u, each part below q. */
-typedef struct {
-    v260 c0, c1;
-} v260x2;
+/* Fq2 = Fq[u] / (u^2 + 1) over one of the fields above, eight elements: c0 + c1·u, each part below q. */
+#define DEFINE_V52X2(V)                                                                                     \
+    typedef struct {                                                                                      \
+        V c0, c1;                                                                                         \
+    } V##x2;                                                                                              \
+                                                                                                          \
+    static IFMA_TARGET IFMA_AI V##x2 V##x2_sub(V##x2 a, V##x2 b, const V *q) {                            \
+        return (V##x2){V##_sub(a.c0, b.c0, q), V##_sub(a.c1, b.c1, q)};                                   \
+    }                                                                                                     \
+                                                                                                          \
+    static IFMA_TARGET IFMA_AI V##x2 V##x2_add(V##x2 a, V##x2 b, const V *q) {                            \
+        return (V##x2){V##_add(a.c0, b.c0, q), V##_add(a.c1, b.c1, q)};                                   \
+    }                                                                                                     \
+                                                                                                          \
+    /* Karatsuba: (a0 + a1·u)(b0 + b1·u) = a0·b0 - a1·b1 + ((a0 + a1)(b0 + b1) - a0·b0 - a1·b1)·u. */    \
+    static IFMA_TARGET IFMA_AI V##x2 V##x2_mul(V##x2 a, V##x2 b, const V *q, __m512i qinv) {              \
+        const V t0 = V##_mul(a.c0, b.c0, q, qinv), t1 = V##_mul(a.c1, b.c1, q, qinv);                     \
+        const V t2 = V##_mul(V##_sum(a.c0, a.c1), V##_sum(b.c0, b.c1), q, qinv);                          \
+        return (V##x2){V##_sub(t0, t1, q), V##_sub(V##_sub(t2, t0, q), t1, q)};                           \
+    }                                                                                                     \
+                                                                                                          \
+    /* (a0 + a1·u)^2 = (a0 + a1)(a0 - a1) + 2·a0·a1·u */                                                  \
+    static IFMA_TARGET IFMA_AI V##x2 V##x2_sqr(V##x2 a, const V *q, __m512i qinv) {                       \
+        return (V##x2){V##_mul(V##_sum(a.c0, a.c1), V##_sub(a.c0, a.c1, q), q, qinv),                     \
+                       V##_mul(V##_sum(a.c0, a.c0), a.c1, q, qinv)};                                      \
+    }                                                                                                     \
+                                                                                                          \
+    static IFMA_TARGET IFMA_AI __mmask8 V##x2_eq(V##x2 a, V##x2 b) {                                      \
+        return V##_eq(a.c0, b.c0) & V##_eq(a.c1, b.c1);                                                   \
+    }
 
-static IFMA_TARGET IFMA_AI v260x2 v260x2_sub(v260x2 a, v260x2 b, const v260 *q) {
-    return (v260x2){v260_sub(a.c0, b.c0, q), v260_sub(a.c1, b.c1, q)};
-}
-
-/* Karatsuba: (a0 + a1·u)(b0 + b1·u) = a0·b0 - a1·b1 + ((a0 + a1)(b0 + b1) - a0·b0 - a1·b1)·u. */
-static IFMA_TARGET IFMA_AI v260x2 v260x2_mul(v260x2 a, v260x2 b, const v260 *q,
-                                                                        __m512i qinv) {
-    const v260 t0 = v260_mul(a.c0, b.c0, q, qinv), t1 = v260_mul(a.c1, b.c1, q, qinv);
-    const v260 t2 = v260_mul(v260_sum(a.c0, a.c1), v260_sum(b.c0, b.c1), q, qinv);
-    return (v260x2){v260_sub(t0, t1, q), v260_sub(v260_sub(t2, t0, q), t1, q)};
-}
-
-/* (a0 + a1·u)^2 = (a0 + a1)(a0 - a1) + 2·a0·a1·u */
-static IFMA_TARGET IFMA_AI v260x2 v260x2_sqr(v260x2 a, const v260 *q, __m512i qinv) {
-    return (v260x2){v260_mul(v260_sum(a.c0, a.c1), v260_sub(a.c0, a.c1, q), q, qinv),
-                   v260_mul(v260_sum(a.c0, a.c0), a.c1, q, qinv)};
-}
+DEFINE_V52X2(v260) /* BN254's, the twist's coordinates in the batches */
 
 static IFMA_TARGET IFMA_AI v260x2 v260x2_one(void) {
     const v260_limbs zero = {{0}};
@@ -277,32 +287,7 @@ static IFMA_TARGET IFMA_AI void v260x2_scatter(u64 *base, __m512i index,
     v260_scatter(base + 4, index, live, v.c1);
 }
 
-/* BLS12-381's Fq2 = Fq[u] / (u^2 + 1), eight elements (the twist's coordinates, subgroup.h's G2 test). */
-typedef struct {
-    v416 c0, c1;
-} v416x2;
-
-static IFMA_TARGET IFMA_AI v416x2 v416x2_sub(v416x2 a, v416x2 b, const v416 *q) {
-    return (v416x2){v416_sub(a.c0, b.c0, q), v416_sub(a.c1, b.c1, q)};
-}
-
-static IFMA_TARGET IFMA_AI v416x2 v416x2_add(v416x2 a, v416x2 b, const v416 *q) {
-    return (v416x2){v416_add(a.c0, b.c0, q), v416_add(a.c1, b.c1, q)};
-}
-
-/* Karatsuba, as v260x2_mul */
-static IFMA_TARGET IFMA_AI v416x2 v416x2_mul(v416x2 a, v416x2 b, const v416 *q, __m512i qinv) {
-    const v416 t0 = v416_mul(a.c0, b.c0, q, qinv), t1 = v416_mul(a.c1, b.c1, q, qinv);
-    const v416 t2 = v416_mul(v416_sum(a.c0, a.c1), v416_sum(b.c0, b.c1), q, qinv);
-    return (v416x2){v416_sub(t0, t1, q), v416_sub(v416_sub(t2, t0, q), t1, q)};
-}
-
-static IFMA_TARGET IFMA_AI v416x2 v416x2_sqr(v416x2 a, const v416 *q, __m512i qinv) {
-    return (v416x2){v416_mul(v416_sum(a.c0, a.c1), v416_sub(a.c0, a.c1, q), q, qinv),
-                    v416_mul(v416_sum(a.c0, a.c0), a.c1, q, qinv)};
-}
-
-static IFMA_TARGET IFMA_AI __mmask8 v416x2_eq(v416x2 a, v416x2 b) { return v416_eq(a.c0, b.c0) & v416_eq(a.c1, b.c1); }
+DEFINE_V52X2(v416) /* BLS12-381's, the twist's coordinates in subgroup.h's G2 test */
 
 /* Eight elements of BLS12-381's Fq (Montgomery form, R = 2^384; lanes past n repeat the first) as a v416. */
 static IFMA_TARGET IFMA_AI v416 v416_stage(const fqbls_t *const *e, int n) {
