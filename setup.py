@@ -23,6 +23,7 @@ HEADERS = (
     "curve.h",
     "glv.h",
     "ifma.h",
+    "ifma_ntt.h",
     "ifma_subgroup.h",
     "msm.h",
     "threads.h",

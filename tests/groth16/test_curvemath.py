@@ -335,6 +335,30 @@ def test_the_coset_values_take_any_32_bytes_modulo_r(curve: Curve) -> None:
 
 
 @pytest.mark.parametrize("curve", CURVES)
+def test_the_coset_values_in_ifma_lanes_equal_the_4_limb_ones(curve: Curve) -> None:
+    """csrc/ifma_ntt.h: the coset transforms eight values at a time with AVX-512 IFMA, where the CPU has it,
+    against the same call with the 4-limb products: domains from one chunk of 64 values a thread to 2^14,
+    fewer values than the domain, values of r and beyond, every thread count (wide stages shared or not).
+    Domains with fewer than 64 values a thread keep the 4-limb products (the first test's sizes)."""
+    cm, ext, rng, r = _cm(), c_extension(curve), random.Random(12), curve.r
+    at_import = bool(cm.ifma)
+    try:
+        for n, m in ((64, 64), (128, 100), (1024, 1000), (4096, 4096), (1 << 14, 9000)):
+            values = [[rng.randrange(2**256) if rng.random() < 0.1 else rng.randrange(r) for _ in range(m)]]
+            values += [[rng.randrange(r) for _ in range(m)] for _ in range(2)]
+            rows = [
+                np.array([[x >> (64 * j) & (2**64 - 1) for j in range(4)] for x in v], "<u8") for v in values
+            ]
+            for threads in (1, 2, 4, 8):
+                cm.set_ifma(True)
+                lanes = ext.coset_h(rows[0], rows[1], rows[2], n, threads)
+                cm.set_ifma(False)
+                assert (ext.coset_h(rows[0], rows[1], rows[2], n, threads) == lanes).all(), (n, threads)
+    finally:
+        cm.set_ifma(at_import)
+
+
+@pytest.mark.parametrize("curve", CURVES)
 def test_synthesis_equals_the_python_one(curve: Curve, monkeypatch: pytest.MonkeyPatch) -> None:
     r1cs, witness = square_chain(curve, 40)
     key = setup(r1cs, seed=b"native synthesis")

@@ -15,13 +15,15 @@
  *   threads.h    the thread cap and the worker pool of one call
  *   groups.h     the four groups instantiated; MSM and on-curve check by curve and group
  *   subgroup.h   BLS12-381's subgroup tests by endomorphism, point by point
- *   fr.h, ntt.h, synthesis.h   the scalar field, the coset NTT, synthesis */
+ *   fr.h, ntt.h, synthesis.h   the scalar field, the coset NTT, synthesis
+ *   ifma_ntt.h   the coset NTT's arithmetic eight values at a time with AVX-512 IFMA */
 #ifndef PROOFLANE_CORE_H
 #define PROOFLANE_CORE_H
 
 #include "groups.h"
 #include "subgroup.h"
 #include "ntt.h"
+#include "ifma_ntt.h"
 #include "synthesis.h"
 
 /* 1 when the assembly is compiled in (and used: its sums and differences run on every x86-64 CPU). */

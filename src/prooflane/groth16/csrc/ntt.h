@@ -41,7 +41,13 @@ typedef struct {
     pthread_mutex_t gate; /* the started threads wait here until `threads` is known */
     pthread_cond_t opened;
     int open;
+    void *lanes[3]; /* a, b, c as ifma_ntt.h's blocks of eight, where its lanes run; else NULL */
 } coset_job;
+
+/* ifma_ntt.h: thread t's whole share of the work in AVX-512 IFMA lanes, once the tables are begun; and the
+ * blocks it needs, allocated where the lanes run (0, or -1 when memory ran out). */
+static void coset_lanes(coset_job *job, int t, size_t lo, size_t hi);
+static int coset_lanes_alloc(coset_job *job, int threads);
 
 static void powers(fr_t *out, const fr_t *start, const fr_t *step, size_t lo, size_t hi, const field_t *f) {
     fr_t acc = *start;
@@ -130,6 +136,10 @@ static void *coset_worker(void *arg) {
             fr_mul(&acc, &acc, &job->shift, f);
         }
     }
+    if (job->lanes[0] != NULL) {
+        coset_lanes(job, t, lo, hi);
+        return NULL;
+    }
     for (int v = 0; v < 3; v++) {
         fr_t *x = job->out[v];
         for (size_t i = lo; i < hi; i++) {
@@ -189,10 +199,15 @@ static int ntt_coset_h(const field_t *f, const unsigned char *const in[3], size_
     f_to_mont(job.inv_n.v, job.inv_n.v, f, 4);
     job.h = h;
     job.shift_at = malloc(n * sizeof(fr_t));
-    job.tw = malloc((n / 2 + 1) * sizeof(fr_t));
-    for (int v = 0; v < 3; v++) job.out[v] = malloc(n * sizeof(fr_t));
+    job.tw = malloc((n / 2 + 1) * sizeof(fr_t)); /* tw[n/2] = w^(n/2) = -1 */
+    int lanes = job.tw != NULL ? coset_lanes_alloc(&job, t) : 0;
+    for (int v = 0; v < 3; v++) job.out[v] = job.lanes[0] != NULL ? NULL : malloc(n * sizeof(fr_t));
     int status = -1;
-    if (job.shift_at && job.tw && job.out[0] && job.out[1] && job.out[2]) {
+    if (job.shift_at && job.tw && lanes == 0 && (job.lanes[0] != NULL || (job.out[0] && job.out[1] && job.out[2]))) {
+        const fr_t zero = {{0, 0, 0, 0}};
+        fr_t one;
+        memcpy(one.v, f->one, 32);
+        f_sub(job.tw[n / 2].v, zero.v, one.v, f, 4);
         /* Threads first, held at the gate: the barrier's count is the largest power of two of those that
          * started (this one included), so a thread the system refuses leaves none waiting for it. */
         pthread_t ids[MAX_THREADS];
@@ -218,7 +233,10 @@ static int ntt_coset_h(const field_t *f, const unsigned char *const in[3], size_
     }
     free(job.shift_at);
     free(job.tw);
-    for (int v = 0; v < 3; v++) free(job.out[v]);
+    for (int v = 0; v < 3; v++) {
+        free(job.out[v]);
+        free(job.lanes[v]);
+    }
     return status;
 }
 
