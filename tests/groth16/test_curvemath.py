@@ -287,6 +287,38 @@ def test_bn254_batches_with_ifma_equal_the_4_limb_ones(group: int) -> None:
         cm.set_ifma(at_import)
 
 
+@pytest.mark.parametrize("group", [1, 2])
+def test_bn254_bucket_sums_in_lanes_meet_doublings_and_cancellations(group: int) -> None:
+    """ifma.h's bucket sums (lane i runs the buckets b = 128·i + j of 1,024): a running sum that meets a
+    bucket of equal x, a doubling (P then P) or a cancellation (P then -P), leaves the lanes for the 4-limb
+    loop, as does a unit with many overflowing buckets (window 1 here); each way the sum is the group law's.
+    4,096 terms, so that window 0 of 11 bits runs batched; only the terms named below have a digit there.
+    The cancellation is on a lane's last step, where no later addition would meet the Z = 0 it leaves."""
+    cm, be, rng = _cm(), library(BN128), random.Random(17 + group)
+    gen, _ = _generator(BN128, group)
+    p = be.mul(gen, rng.randrange(1, BN128.r))
+    others = [be.mul(gen, rng.randrange(1, BN128.r)) for _ in range(8)]
+    cases = {
+        "doubling": [(p, 128), (p, 127)],  # bucket 127 then 126, both in lane 0: running P meets P
+        # lane 4's last two buckets (513, 512): P then -P, the lane's last step (no later one to notice)
+        "cancellation": [(p, 514), (be.mul(p, BN128.r - 1), 513)],
+        "spread": [(o, 1 + 128 * i + rng.randrange(128)) for i, o in enumerate(others)],  # every lane once
+    }
+    at_import = bool(cm.ifma)
+    try:
+        for name, low in cases.items():
+            points = [pt for pt, _ in low] + [others[k % 8] for k in range(4096 - len(low))]
+            scalars = [d for _, d in low] + [rng.randrange(1, 2**10) << 11 for _ in range(4096 - len(low))]
+            rows, sc = _rows(BN128, group, points), from_ints(scalars)
+            cm.set_ifma(True)
+            lanes = cm.msm(0, group, rows, sc, 1, 11)
+            cm.set_ifma(False)
+            assert cm.msm(0, group, rows, sc, 1, 11) == lanes, name
+            assert _coords(BN128, lanes) == _library_msm(BN128, group, points, scalars), name
+    finally:
+        cm.set_ifma(at_import)
+
+
 def test_the_endomorphism_split_is_not_the_group_law_off_the_subgroup() -> None:
     """Off G2, φ is not multiplication by λ: the split computes another sum. That is why only a checked
     key's sections are split, and the subgroup checks (which must see the group law) never are; and

@@ -153,6 +153,19 @@ static int ifma_set(int on) {
                                                                                                           \
     static IFMA_TARGET IFMA_AI V V##_sqr(V a, const V *q, __m512i qinv) { return V##_mul(a, a, q, qinv); } \
                                                                                                           \
+    /* a in the lanes of `mask`, b in the others. */                                                      \
+    static IFMA_TARGET IFMA_AI V V##_select(__mmask8 mask, V a, V b) {                                    \
+        for (int i = 0; i < N; i++) b.l[i] = _mm512_mask_mov_epi64(b.l[i], mask, a.l[i]);                 \
+        return b;                                                                                         \
+    }                                                                                                     \
+                                                                                                          \
+    /* The lanes where a = 0 (below q). */                                                                \
+    static IFMA_TARGET IFMA_AI __mmask8 V##_is_zero(V a) {                                                \
+        __m512i any = a.l[0];                                                                             \
+        for (int i = 1; i < N; i++) any = _mm512_or_si512(any, a.l[i]);                                   \
+        return _mm512_cmpeq_epi64_mask(any, _mm512_setzero_si512());                                      \
+    }                                                                                                     \
+                                                                                                          \
     /* The lanes where a = b (both below q: equal limbs). */                                              \
     static IFMA_TARGET IFMA_AI __mmask8 V##_eq(V a, V b) {                                                \
         __mmask8 m = 0xff;                                                                                \
@@ -266,7 +279,13 @@ static IFMA_TARGET IFMA_AI void v260_scatter(u64 *base, __m512i index, __mmask8 
                                                                                                           \
     static IFMA_TARGET IFMA_AI __mmask8 V##x2_eq(V##x2 a, V##x2 b) {                                      \
         return V##_eq(a.c0, b.c0) & V##_eq(a.c1, b.c1);                                                   \
-    }
+    }                                                                                                     \
+                                                                                                          \
+    static IFMA_TARGET IFMA_AI V##x2 V##x2_select(__mmask8 mask, V##x2 a, V##x2 b) {                      \
+        return (V##x2){V##_select(mask, a.c0, b.c0), V##_select(mask, a.c1, b.c1)};                       \
+    }                                                                                                     \
+                                                                                                          \
+    static IFMA_TARGET IFMA_AI __mmask8 V##x2_is_zero(V##x2 a) { return V##_is_zero(a.c0) & V##_is_zero(a.c1); }
 
 DEFINE_V52X2(v260) /* BN254's, the twist's coordinates in the batches */
 
@@ -429,6 +448,124 @@ static IFMA_TARGET int GF(ifma_batch)(GF(batcher) *s) {
 }
 
 static int GF(fast_batch)(GF(batcher) *s) { return ifma_active && s->size >= 2 * IFMA_LANES && GF(ifma_batch)(s); }
+
+/* unit_batched's weighted bucket sum, sum of (b + 1)·bucket b, in the lanes: lane i runs the running sums
+ * over the buckets of its segment, b = i·seg + j (seg = nb / 8), from the top, to R_i = sum of the
+ * segment's buckets and T_i = sum of (j + 1)·bucket; the sum is then sum of T_i + seg·(sum of i·R_i), in
+ * the 4-limb form. A bucket with an overflow (rare: the waiting room takes most repeats) is left out of the
+ * lanes and added as (b + 1)·bucket by double-and-add. Returns 0, leaving the sum to unit_batched's loop,
+ * where more than nb / 32 buckets have an overflow, or where a lane's addition meets equal x (a doubling
+ * or a cancellation, which these formulas do not cover; never so for independent points): the buckets
+ * are only read, so the loop starts over from them. */
+static IFMA_TARGET int GF(ifma_sums)(const GF(batcher) *s, size_t nb, GF(jac) *sum) {
+    size_t heavy = 0;
+    for (size_t b = 0; b < nb; b++) heavy += !GF(is_inf)(&s->overflow[b]);
+    if (heavy > nb / 32) return 0;
+    const size_t seg = nb / IFMA_LANES;
+    const v260 q = v260_set1(&IFMA_Q);
+    const __m512i qinv = _mm512_set1_epi64((long long)IFMA_QINV);
+    const u64 *buckets = (const u64 *)s->buckets;
+    long long first[IFMA_LANES];
+    for (int lane = 0; lane < IFMA_LANES; lane++) first[lane] = (long long)(ROW_U64 * seg * (size_t)lane);
+    const __m512i segments = _mm512_loadu_si512(first);
+    const VE one = VF(one)();
+    VE rx = one, ry = one, rz = one, tx = one, ty = one, tz = one;
+    __mmask8 r_live = 0, t_live = 0; /* the lanes whose running sum, total, is not infinity yet */
+    for (size_t j = seg; j-- > 0;) {
+        __mmask8 full = 0;
+        for (int lane = 0; lane < IFMA_LANES; lane++) {
+            const size_t b = (size_t)lane * seg + j;
+            if (s->full[b] && GF(is_inf)(&s->overflow[b])) full |= (__mmask8)(1u << lane);
+        }
+        if (full) { /* running += bucket (affine): madd-2007-bl, or set where running is infinity */
+            const __m512i at = _mm512_add_epi64(segments, _mm512_set1_epi64((long long)(ROW_U64 * j)));
+            const VE bx = VF(gather)(buckets, at, full, 1), by = VF(gather)(buckets + 4 * IFMA_K, at, full, 0);
+            const __mmask8 add = full & r_live, set = full & ~r_live;
+            if (add) {
+                const VE z1z1 = VF(sqr)(rz, &q, qinv), u2 = VF(mul)(bx, z1z1, &q, qinv);
+                const VE s2 = VF(mul)(VF(mul)(by, rz, &q, qinv), z1z1, &q, qinv);
+                const VE h = VF(sub)(u2, rx, &q), d = VF(sub)(s2, ry, &q);
+                if (VF(is_zero)(h) & add) return 0;
+                const VE hh = VF(sqr)(h, &q, qinv), rr = VF(add)(d, d, &q);
+                const VE i = VF(add)(VF(add)(hh, hh, &q), VF(add)(hh, hh, &q), &q);
+                const VE jj = VF(mul)(h, i, &q, qinv), v = VF(mul)(rx, i, &q, qinv);
+                const VE x3 = VF(sub)(VF(sub)(VF(sqr)(rr, &q, qinv), jj, &q), VF(add)(v, v, &q), &q);
+                const VE yj = VF(mul)(ry, jj, &q, qinv);
+                const VE y3 = VF(sub)(VF(mul)(rr, VF(sub)(v, x3, &q), &q, qinv), VF(add)(yj, yj, &q), &q);
+                const VE z3 = VF(sub)(VF(sub)(VF(sqr)(VF(add)(rz, h, &q), &q, qinv), z1z1, &q), hh, &q);
+                rx = VF(select)(add, x3, rx);
+                ry = VF(select)(add, y3, ry);
+                rz = VF(select)(add, z3, rz);
+            }
+            rx = VF(select)(set, bx, rx);
+            ry = VF(select)(set, by, ry);
+            rz = VF(select)(set, one, rz);
+            r_live |= full;
+        }
+        const __mmask8 add = r_live & t_live, set = r_live & ~t_live;
+        if (add) { /* total += running: add-2007-bl */
+            const VE z1z1 = VF(sqr)(tz, &q, qinv), z2z2 = VF(sqr)(rz, &q, qinv);
+            const VE u1 = VF(mul)(tx, z2z2, &q, qinv), u2 = VF(mul)(rx, z1z1, &q, qinv);
+            const VE s1 = VF(mul)(VF(mul)(ty, rz, &q, qinv), z2z2, &q, qinv);
+            const VE s2 = VF(mul)(VF(mul)(ry, tz, &q, qinv), z1z1, &q, qinv);
+            const VE h = VF(sub)(u2, u1, &q), d = VF(sub)(s2, s1, &q);
+            if (VF(is_zero)(h) & add) return 0;
+            const VE h2 = VF(add)(h, h, &q), i = VF(sqr)(h2, &q, qinv), jj = VF(mul)(h, i, &q, qinv);
+            const VE rr = VF(add)(d, d, &q), v = VF(mul)(u1, i, &q, qinv);
+            const VE x3 = VF(sub)(VF(sub)(VF(sqr)(rr, &q, qinv), jj, &q), VF(add)(v, v, &q), &q);
+            const VE sj = VF(mul)(s1, jj, &q, qinv);
+            const VE y3 = VF(sub)(VF(mul)(rr, VF(sub)(v, x3, &q), &q, qinv), VF(add)(sj, sj, &q), &q);
+            const VE zz = VF(sub)(VF(sub)(VF(sqr)(VF(add)(tz, rz, &q), &q, qinv), z1z1, &q), z2z2, &q);
+            tx = VF(select)(add, x3, tx);
+            ty = VF(select)(add, y3, ty);
+            tz = VF(select)(add, VF(mul)(zz, h, &q, qinv), tz);
+        }
+        tx = VF(select)(set, rx, tx);
+        ty = VF(select)(set, ry, ty);
+        tz = VF(select)(set, rz, tz);
+        t_live |= r_live;
+    }
+    GF(jac) running[IFMA_LANES], total[IFMA_LANES];
+    _Static_assert(sizeof(GF(jac)) == 3 * 4 * IFMA_K * sizeof(u64), "a Jacobian point: x, y, z");
+    long long at[IFMA_LANES];
+    for (int lane = 0; lane < IFMA_LANES; lane++) at[lane] = (long long)(3 * 4 * IFMA_K * lane);
+    const __m512i jac = _mm512_loadu_si512(at);
+    VF(scatter)((u64 *)running, jac, 0xff, rx);
+    VF(scatter)((u64 *)running + 4 * IFMA_K, jac, 0xff, ry);
+    VF(scatter)((u64 *)running + 8 * IFMA_K, jac, 0xff, rz);
+    VF(scatter)((u64 *)total, jac, 0xff, tx);
+    VF(scatter)((u64 *)total + 4 * IFMA_K, jac, 0xff, ty);
+    VF(scatter)((u64 *)total + 8 * IFMA_K, jac, 0xff, tz);
+    GF(jac) run, acc;
+    GF(set_inf)(&run);
+    GF(set_inf)(&acc);
+    for (int lane = IFMA_LANES - 1; lane >= 1; lane--) { /* acc = sum of i·R_i */
+        if (r_live >> lane & 1) GF(add)(&run, &run, &running[lane]);
+        GF(add)(&acc, &acc, &run);
+    }
+    for (size_t k = 1; k < seg; k <<= 1) GF(dbl)(&acc, &acc); /* seg: a power of two */
+    for (int lane = 0; lane < IFMA_LANES; lane++)
+        if (t_live >> lane & 1) GF(add)(&acc, &acc, &total[lane]);
+    for (size_t b = 0; heavy > 0 && b < nb; b++) {
+        if (GF(is_inf)(&s->overflow[b])) continue;
+        heavy--;
+        GF(jac) bucket = s->overflow[b], m;
+        if (s->full[b]) GF(add_aff)(&bucket, &bucket, &s->buckets[b]);
+        GF(set_inf)(&m);
+        const u64 w = b + 1;
+        for (int bit = 63 - __builtin_clzll(w); bit >= 0; bit--) {
+            GF(dbl)(&m, &m);
+            if (w >> bit & 1) GF(add)(&m, &m, &bucket);
+        }
+        GF(add)(&acc, &acc, &m);
+    }
+    *sum = acc;
+    return 1;
+}
+
+static int GF(fast_sums)(const GF(batcher) *s, size_t nb, GF(jac) *sum) {
+    return ifma_active && nb >= 8 * IFMA_LANES && GF(ifma_sums)(s, nb, sum);
+}
 
 #undef VE
 #undef VF
