@@ -59,6 +59,21 @@ def test_zkey_round_trip_keeps_every_section(curve: Curve, tmp_path: Path) -> No
     assert (tmp_path / "again.zkey").read_bytes() == (tmp_path / "k.zkey").read_bytes()
 
 
+def test_a_key_read_where_no_thread_starts_is_hashed_on_the_reading_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """read_zkey hashes the bases on a thread of its own beside the coefficients; where the system refuses
+    the thread (a process short of memory), the same digest comes from the reading thread."""
+    key = setup(square_chain(BN128, 5)[0], seed=b"no thread")
+    write_zkey(tmp_path / "k.zkey", key)
+
+    def refuse(*_: object, **__: object) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr("concurrent.futures.ThreadPoolExecutor.submit", refuse)
+    assert read_zkey(tmp_path / "k.zkey").digest == key.digest
+
+
 def test_setup_is_deterministic_with_a_seed() -> None:
     r1cs = square_chain(BN128, 3)[0]
     assert setup(r1cs, seed=b"a").digest == setup(r1cs, seed=b"a").digest

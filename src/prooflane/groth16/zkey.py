@@ -14,9 +14,10 @@ once per key, remembered); ``read_zkey`` checks the header's points in full.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import struct
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -155,9 +156,11 @@ def read_zkey(path: str | Path) -> ProvingKey:
     )
     # The digest (hashlib lets go of the GIL) on a thread of its own while the coefficients leave
     # Montgomery form (so does the C extension): two cores, and the two as long as one (12-14 ms at 2^16).
+    header = (alpha1, beta2, delta1, delta2, ic)
+    digest: Future[str] | None = None
     with ThreadPoolExecutor(1) as pool:
-        header = (alpha1, beta2, delta1, delta2, ic)
-        digest = pool.submit(_digest, curve, n_vars, n_public, domain_size, header, bases)
+        with contextlib.suppress(RuntimeError):  # no thread left (short of memory): hashed here, after
+            digest = pool.submit(_digest, curve, n_vars, n_public, domain_size, header, bases)
         coefficients = _read_coefficients(path, section(path, sections, 4, "coefficients"), curve)
     key = ProvingKey(
         curve=curve,
@@ -179,7 +182,8 @@ def read_zkey(path: str | Path) -> ProvingKey:
         h_points=bases[4],
         contributions=bytes(sections.get(10, b"\x00" * 68)),
     )
-    key.__dict__["digest"] = digest.result()  # as `digest` (a cached_property) would keep it
+    # as `digest` (a cached_property) would keep it
+    key.__dict__["digest"] = digest.result() if digest is not None else key.digest
     _check_coefficients(path, key)
     return key
 
