@@ -70,9 +70,10 @@ class ExtensionArithmetic(Arithmetic):
         self._c, self._id = module, _CURVE_IDS[curve.name]
 
     def products(self) -> str:
-        """ "avx512-ifma" (BN254's G1 and G2 MSMs add their batches eight at a time with AVX-512 IFMA,
-        csrc/ifma.h; the rest on mulx), "mulx" (the 4- and 6-limb mulx/adcx/adox assembly) or "portable"
-        (the C)."""
+        """ "avx512-ifma" (BN254's G1 and G2 MSMs add their batches and sum their buckets eight at a time
+        with AVX-512 IFMA, csrc/ifma.h; the rest on mulx), "mulx" (the 4- and 6-limb mulx/adcx/adox
+        assembly; BLS12-381's NTT and subgroup checks still take the lanes where the CPU has them) or
+        "portable" (the C)."""
         if self.curve == BN128 and self._c.ifma:
             return "avx512-ifma"
         return "mulx" if self._c.mulx else "portable"
