@@ -203,7 +203,8 @@ static int ntt_coset_h(const field_t *f, const unsigned char *const in[3], size_
     int lanes = job.tw != NULL ? coset_lanes_alloc(&job, t) : 0;
     for (int v = 0; v < 3; v++) job.out[v] = job.lanes[0] != NULL ? NULL : malloc(n * sizeof(fr_t));
     int status = -1;
-    if (job.shift_at && job.tw && lanes == 0 && (job.lanes[0] != NULL || (job.out[0] && job.out[1] && job.out[2]))) {
+    const int vectors = job.lanes[0] != NULL || (job.out[0] && job.out[1] && job.out[2]);
+    if (job.shift_at && job.tw && lanes == 0 && vectors) {
         const fr_t zero = {{0, 0, 0, 0}};
         fr_t one;
         memcpy(one.v, f->one, 32);
