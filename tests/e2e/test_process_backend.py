@@ -16,6 +16,7 @@ import pytest
 
 from prooflane.circuits import Sector
 from prooflane.devices import Device, ProcessBackend, RemoteError
+from prooflane.devices.child import ChildProcess
 from prooflane.devices.in_child import below_this_process, exit_with, limit_native_threads
 from prooflane.devices.pool import _result
 from prooflane.devices.process import ProcessWorker, mp_context
@@ -91,6 +92,34 @@ async def test_killed_process_makes_the_worker_die_and_ends_its_other_process(wo
         with pytest.raises(WorkerDied):
             await worker.drop_key("/any.zkey")
         await _ended(finalizer)
+
+
+async def test_a_worker_is_dead_from_the_moment_a_process_of_it_is_seen_to_end(
+    worker: ProcessWorker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The death is reported once its reason is known, which waits for the exit status (up to a second,
+    while the forkserver reports it: held here until released). Meanwhile the worker is dead already:
+    health and the lease ask ``dead``, and a /healthz once said 200 in that window after a SIGKILL."""
+    seen, released = asyncio.Event(), asyncio.Event()
+    reason_soon = ChildProcess._exit_reason_soon
+
+    async def held(self: ChildProcess, exc: BaseException) -> str:
+        seen.set()  # the watch saw the process end and asks why
+        await released.wait()
+        return await reason_soon(self, exc)
+
+    monkeypatch.setattr(ChildProcess, "_exit_reason_soon", held)
+    assert worker.prover.pid is not None and not worker.dead
+    os.kill(worker.prover.pid, signal.SIGKILL)
+    async with asyncio.timeout(60):
+        await seen.wait()
+    assert worker.prover.exited and worker.death is None and worker.dead  # seen to end, not reported yet
+    with pytest.raises(WorkerDied, match="a process of it ended"):
+        worker.check_alive()
+    released.set()
+    async with asyncio.timeout(60):
+        reason = await worker.wait_dead()
+    assert reason.endswith("exited: killed by signal 9"), reason
 
 
 async def test_a_sigkill_is_named_as_one_every_time_however_the_death_is_seen() -> None:

@@ -128,8 +128,14 @@ class DeviceWorker(ABC):
 
     @property
     def dead(self) -> bool:
-        """True once the worker died or was ended."""
-        return self._dead.is_set()
+        """True once the worker died or was ended, or a part of it was seen to end: its death is reported a
+        moment later, once the reason is known (a process's exit status), and health and the lease ask this
+        meanwhile."""
+        return self._dead.is_set() or self._part_ended()
+
+    def _part_ended(self) -> bool:
+        """Whether a part of the worker (a process) has been seen to end before its death is reported."""
+        return False
 
     @abstractmethod
     async def start(self) -> None:
@@ -194,7 +200,7 @@ class DeviceWorker(ABC):
     def check_alive(self) -> None:
         """Raise WorkerDied if the worker is dead."""
         if self.dead:
-            raise WorkerDied(f"worker {self.worker_id} is dead: {self.death}")
+            raise WorkerDied(f"worker {self.worker_id} is dead: {self.death or 'a process of it ended'}")
 
     @abstractmethod
     def _end(self) -> None: ...

@@ -58,6 +58,9 @@ class ChildProcess:
         self._pidfd: int | None = None
         self._unwatch: Callable[[], object] = lambda: None
         self._ended = False
+        # Set the moment the watch sees the process end, before the exit is reported (the reason waits for
+        # its exit status): the worker is dead from then on (ProcessWorker.dead).
+        self.exited = False
         self._reports: set[asyncio.Task[None]] = set()  # exits being reported (kept from the collector)
         self._start_error: str | None = None
         self.working_on: str | None = None  # the partition whose own work the request in flight does
@@ -138,6 +141,7 @@ class ChildProcess:
             on_exit(f"{self.name} (pid {self.pid}) exited: {await self._exit_reason_soon(EOFError())}")
 
         def ended() -> None:
+            self.exited = True
             loop.remove_reader(fd)
             task = loop.create_task(report(), name=f"{self.name} exit")
             self._reports.add(task)

@@ -205,6 +205,9 @@ class ProcessWorker(DeviceWorker):
         self.prover.watch(functools.partial(self._died, self.prover))
         self.finalizer.watch(functools.partial(self._died, self.finalizer))
 
+    def _part_ended(self) -> bool:
+        return self.prover.exited or self.finalizer.exited
+
     async def prove(
         self, key_path: str, synthesized: Any, grant: Callable[[], bool], label: str = ""
     ) -> tuple[Any, float] | None:

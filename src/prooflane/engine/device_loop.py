@@ -160,7 +160,7 @@ class DeviceLoop:
         for worker in self.workers.values():
             by_device.setdefault(worker.device.name, []).append(worker)
         return {
-            name: "; ".join(f"{w.worker_id}: {w.death or 'ended'}" for w in workers)
+            name: "; ".join(f"{w.worker_id}: {w.death or 'a process of it ended'}" for w in workers)
             for name, workers in by_device.items()
             if all(w.dead for w in workers)
         }
