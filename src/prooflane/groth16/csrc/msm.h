@@ -112,6 +112,8 @@ typedef struct {
     const uint32_t *index;      /* per kept term: its row */
     const uint8_t *kinds;       /* NULL, or per kept term of a GLV split: bit 0 negate its point, bit 1 map
                                    it by the endomorphism (GF(endo)) */
+    const EF(t) *endo_x;        /* with kinds: per row, the x of its point mapped by GF(endo) (which
+                                   changes x alone), computed once rather than in every window */
     int limbs;                  /* DIGIT_LIMBS, or SPLIT_LIMBS for the halves of a split */
     size_t count, rows;         /* kept terms; rows a table */
     int c;                      /* window bits */
@@ -133,7 +135,7 @@ static inline int64_t GF(term)(const GF(msm_job) *job, size_t k, int w, int t, G
     int negate = d < 0;
     if (job->kinds != NULL) {
         const uint8_t kind = job->kinds[k];
-        if (kind & 2) GF(endo)(p);
+        if (kind & 2) p->x = job->endo_x[job->index[k]];
         negate ^= kind & 1;
     }
     if (negate) EF(neg)(&p->y, &p->y);
@@ -346,6 +348,7 @@ typedef struct {
     u64 *digits;
     uint32_t *index;
     uint8_t *kinds;
+    EF(t) *endo_x; /* per term kept: GF(endo)'s x of its point */
 } GF(split_job);
 
 static void *GF(split_worker)(void *arg) {
@@ -360,10 +363,13 @@ static void *GF(split_worker)(void *arg) {
             memcpy(s, job->scalars + 32 * k, 32);
             memcpy(&p, job->rows + k * sizeof p, sizeof p);
             int signs = 0;
-            if (limbs_is_zero(s, 4) || GF(aff_is_inf)(&p))
+            if (limbs_is_zero(s, 4) || GF(aff_is_inf)(&p)) {
                 memset(half, 0, sizeof half);
-            else
+            } else {
                 signs = glv_split(job->glv, s, half[0], half[1]);
+                GF(endo)(&p);
+                job->endo_x[k] = p.x;
+            }
             for (int h = 0; h < 2; h++) {
                 u64 *d = job->digits + SPLIT_LIMBS * (2 * k + h);
                 memcpy(d, half[h], (SPLIT_LIMBS - 1) * sizeof(u64));
@@ -405,15 +411,17 @@ static int GF(msm_tables)(GF(jac) *out, const unsigned char *rows, const unsigne
     u64 *digits = malloc(room * limbs * sizeof(u64));
     uint32_t *index = malloc(room * sizeof(uint32_t));
     uint8_t *kinds = split ? malloc(room) : NULL;
-    if (digits == NULL || index == NULL || (split && kinds == NULL)) {
+    EF(t) *endo_x = split ? malloc((count ? count : 1) * sizeof *endo_x) : NULL;
+    if (digits == NULL || index == NULL || (split && (kinds == NULL || endo_x == NULL))) {
         free(digits);
         free(index);
         free(kinds);
+        free(endo_x);
         return -1;
     }
     size_t kept = 0;
     if (split) {
-        GF(split_job) sj = {glv, rows, scalars, count, 0, digits, index, kinds};
+        GF(split_job) sj = {glv, rows, scalars, count, 0, digits, index, kinds, endo_x};
         const size_t units = (count + SPLIT_CHUNK - 1) / SPLIT_CHUNK;
         if (units > 0) run_threads(GF(split_worker), &sj, threads, units > MAX_THREADS ? MAX_THREADS : (int)units);
         kept = 2 * count;
@@ -435,6 +443,7 @@ static int GF(msm_tables)(GF(jac) *out, const unsigned char *rows, const unsigne
         free(digits);
         free(index);
         free(kinds);
+        free(endo_x);
         return 0;
     }
     const int c = window >= 2 && window <= 16 ? window : window_bits(kept, bits, threads);
@@ -443,6 +452,7 @@ static int GF(msm_tables)(GF(jac) *out, const unsigned char *rows, const unsigne
         free(digits);
         free(index);
         free(kinds);
+        free(endo_x);
         return -2;
     }
     if (tables <= 1) {
@@ -453,7 +463,8 @@ static int GF(msm_tables)(GF(jac) *out, const unsigned char *rows, const unsigne
     digit_offset(offset, c, windows);
     for (size_t k = 0; k < kept; k++) add_offset(digits + (size_t)limbs * k, offset, limbs);
     const int chunks = window_chunks(stride, threads, kept);
-    GF(msm_job) job = {rows, digits, index, kinds, limbs, kept, count, c, windows, tables, stride, chunks, 0, NULL, 0};
+    GF(msm_job) job = {rows,    digits, index,  kinds,  endo_x, limbs, kept, count,
+                       c,       windows, tables, stride, chunks, 0,     NULL, 0};
     job.sums = malloc((size_t)stride * chunks * sizeof *job.sums);
     int status = 0;
     if (job.sums == NULL)
@@ -471,6 +482,7 @@ static int GF(msm_tables)(GF(jac) *out, const unsigned char *rows, const unsigne
     free(digits);
     free(index);
     free(kinds);
+    free(endo_x);
     return status;
 }
 
