@@ -63,7 +63,7 @@ def test_a_key_read_where_no_thread_starts_is_hashed_on_the_reading_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """read_zkey hashes the bases on a thread of its own beside the coefficients; where the system refuses
-    the thread (a process short of memory), the same digest comes from the reading thread."""
+    the thread (a process short of memory), the same digest comes from the thread that asks for it."""
     key = setup(square_chain(BN128, 5)[0], seed=b"no thread")
     write_zkey(tmp_path / "k.zkey", key)
 

@@ -159,7 +159,7 @@ def read_zkey(path: str | Path) -> ProvingKey:
     header = (alpha1, beta2, delta1, delta2, ic)
     digest: Future[str] | None = None
     with ThreadPoolExecutor(1) as pool:
-        with contextlib.suppress(RuntimeError):  # no thread left (short of memory): hashed here, after
+        with contextlib.suppress(RuntimeError):  # no thread left (short of memory): hashed when first asked
             digest = pool.submit(_digest, curve, n_vars, n_public, domain_size, header, bases)
         coefficients = _read_coefficients(path, section(path, sections, 4, "coefficients"), curve)
     key = ProvingKey(
@@ -182,8 +182,8 @@ def read_zkey(path: str | Path) -> ProvingKey:
         h_points=bases[4],
         contributions=bytes(sections.get(10, b"\x00" * 68)),
     )
-    # as `digest` (a cached_property) would keep it
-    key.__dict__["digest"] = digest.result() if digest is not None else key.digest
+    if digest is not None:  # kept as `digest` (a cached_property) keeps it; else it hashes on first use
+        key.__dict__["digest"] = digest.result()
     _check_coefficients(path, key)
     return key
 

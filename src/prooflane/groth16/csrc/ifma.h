@@ -457,6 +457,35 @@ static int GF(fast_batch)(GF(batcher) *s) { return ifma_active && s->size >= 2 *
  * where more than nb / 32 buckets have an overflow, or where a lane's addition meets equal x (a doubling
  * or a cancellation, which these formulas do not cover; never so for independent points): the buckets
  * are only read, so the loop starts over from them. */
+typedef struct {
+    VE x, y, z;
+} GF(lanes_jac); /* eight Jacobian points */
+
+static IFMA_TARGET IFMA_AI GF(lanes_jac) GF(lanes_select)(__mmask8 mask, GF(lanes_jac) a, GF(lanes_jac) b) {
+    return (GF(lanes_jac)){VF(select)(mask, a.x, b.x), VF(select)(mask, a.y, b.y), VF(select)(mask, a.z, b.z)};
+}
+
+/* X3 and Y3 of add-2007-bl and madd-2007-bl alike, from U1, S1 (X1 and Y1 for a mixed addition), H = U2 - U1
+ * and D = S2 - S1: I = (2H)², J = H·I, r = 2D, V = U1·I, X3 = r² - J - 2V, Y3 = r(V - X3) - 2·S1·J. */
+static IFMA_TARGET IFMA_AI void GF(lanes_join)(VE u1, VE s1, VE h, VE d, VE *x3, VE *y3, const v260 *q,
+                                               __m512i qinv) {
+    const VE i = VF(sqr)(VF(add)(h, h, q), q, qinv), jj = VF(mul)(h, i, q, qinv);
+    const VE rr = VF(add)(d, d, q), v = VF(mul)(u1, i, q, qinv), sj = VF(mul)(s1, jj, q, qinv);
+    *x3 = VF(sub)(VF(sub)(VF(sqr)(rr, q, qinv), jj, q), VF(add)(v, v, q), q);
+    *y3 = VF(sub)(VF(mul)(rr, VF(sub)(v, *x3, q), q, qinv), VF(add)(sj, sj, q), q);
+}
+
+/* Lane i's point to out[i] in the 4-limb form. */
+static IFMA_TARGET IFMA_AI void GF(lanes_store)(GF(jac) *out, GF(lanes_jac) p) {
+    _Static_assert(sizeof(GF(jac)) == 3 * 4 * IFMA_K * sizeof(u64), "a Jacobian point: x, y, z");
+    long long at[IFMA_LANES];
+    for (int lane = 0; lane < IFMA_LANES; lane++) at[lane] = (long long)(3 * 4 * IFMA_K * lane);
+    const __m512i jac = _mm512_loadu_si512(at);
+    VF(scatter)((u64 *)out, jac, 0xff, p.x);
+    VF(scatter)((u64 *)out + 4 * IFMA_K, jac, 0xff, p.y);
+    VF(scatter)((u64 *)out + 8 * IFMA_K, jac, 0xff, p.z);
+}
+
 static IFMA_TARGET int GF(ifma_sums)(const GF(batcher) *s, size_t nb, GF(jac) *sum) {
     size_t heavy = 0;
     for (size_t b = 0; b < nb; b++) heavy += !GF(is_inf)(&s->overflow[b]);
@@ -469,8 +498,8 @@ static IFMA_TARGET int GF(ifma_sums)(const GF(batcher) *s, size_t nb, GF(jac) *s
     for (int lane = 0; lane < IFMA_LANES; lane++) first[lane] = (long long)(ROW_U64 * seg * (size_t)lane);
     const __m512i segments = _mm512_loadu_si512(first);
     const VE one = VF(one)();
-    VE rx = one, ry = one, rz = one, tx = one, ty = one, tz = one;
-    __mmask8 r_live = 0, t_live = 0; /* the lanes whose running sum, total, is not infinity yet */
+    GF(lanes_jac) r = {one, one, one}, t = r; /* the running sums and the totals */
+    __mmask8 r_live = 0, t_live = 0;         /* the lanes where they are not infinity yet */
     for (size_t j = seg; j-- > 0;) {
         __mmask8 full = 0;
         for (int lane = 0; lane < IFMA_LANES; lane++) {
@@ -479,63 +508,41 @@ static IFMA_TARGET int GF(ifma_sums)(const GF(batcher) *s, size_t nb, GF(jac) *s
         }
         if (full) { /* running += bucket (affine): madd-2007-bl, or set where running is infinity */
             const __m512i at = _mm512_add_epi64(segments, _mm512_set1_epi64((long long)(ROW_U64 * j)));
-            const VE bx = VF(gather)(buckets, at, full, 1), by = VF(gather)(buckets + 4 * IFMA_K, at, full, 0);
-            const __mmask8 add = full & r_live, set = full & ~r_live;
+            const GF(lanes_jac) bucket = {VF(gather)(buckets, at, full, 1),
+                                          VF(gather)(buckets + 4 * IFMA_K, at, full, 0), one};
+            const __mmask8 add = full & r_live;
             if (add) {
-                const VE z1z1 = VF(sqr)(rz, &q, qinv), u2 = VF(mul)(bx, z1z1, &q, qinv);
-                const VE s2 = VF(mul)(VF(mul)(by, rz, &q, qinv), z1z1, &q, qinv);
-                const VE h = VF(sub)(u2, rx, &q), d = VF(sub)(s2, ry, &q);
+                const VE z1z1 = VF(sqr)(r.z, &q, qinv), u2 = VF(mul)(bucket.x, z1z1, &q, qinv);
+                const VE s2 = VF(mul)(VF(mul)(bucket.y, r.z, &q, qinv), z1z1, &q, qinv);
+                const VE h = VF(sub)(u2, r.x, &q);
                 if (VF(is_zero)(h) & add) return 0;
-                const VE hh = VF(sqr)(h, &q, qinv), rr = VF(add)(d, d, &q);
-                const VE i = VF(add)(VF(add)(hh, hh, &q), VF(add)(hh, hh, &q), &q);
-                const VE jj = VF(mul)(h, i, &q, qinv), v = VF(mul)(rx, i, &q, qinv);
-                const VE x3 = VF(sub)(VF(sub)(VF(sqr)(rr, &q, qinv), jj, &q), VF(add)(v, v, &q), &q);
-                const VE yj = VF(mul)(ry, jj, &q, qinv);
-                const VE y3 = VF(sub)(VF(mul)(rr, VF(sub)(v, x3, &q), &q, qinv), VF(add)(yj, yj, &q), &q);
-                const VE z3 = VF(sub)(VF(sub)(VF(sqr)(VF(add)(rz, h, &q), &q, qinv), z1z1, &q), hh, &q);
-                rx = VF(select)(add, x3, rx);
-                ry = VF(select)(add, y3, ry);
-                rz = VF(select)(add, z3, rz);
+                GF(lanes_jac) sum3;
+                GF(lanes_join)(r.x, r.y, h, VF(sub)(s2, r.y, &q), &sum3.x, &sum3.y, &q, qinv);
+                sum3.z = VF(mul)(VF(add)(r.z, r.z, &q), h, &q, qinv); /* 2·Z1·H */
+                r = GF(lanes_select)(add, sum3, r);
             }
-            rx = VF(select)(set, bx, rx);
-            ry = VF(select)(set, by, ry);
-            rz = VF(select)(set, one, rz);
+            r = GF(lanes_select)(full & ~r_live, bucket, r);
             r_live |= full;
         }
-        const __mmask8 add = r_live & t_live, set = r_live & ~t_live;
+        const __mmask8 add = r_live & t_live;
         if (add) { /* total += running: add-2007-bl */
-            const VE z1z1 = VF(sqr)(tz, &q, qinv), z2z2 = VF(sqr)(rz, &q, qinv);
-            const VE u1 = VF(mul)(tx, z2z2, &q, qinv), u2 = VF(mul)(rx, z1z1, &q, qinv);
-            const VE s1 = VF(mul)(VF(mul)(ty, rz, &q, qinv), z2z2, &q, qinv);
-            const VE s2 = VF(mul)(VF(mul)(ry, tz, &q, qinv), z1z1, &q, qinv);
-            const VE h = VF(sub)(u2, u1, &q), d = VF(sub)(s2, s1, &q);
+            const VE z1z1 = VF(sqr)(t.z, &q, qinv), z2z2 = VF(sqr)(r.z, &q, qinv);
+            const VE u1 = VF(mul)(t.x, z2z2, &q, qinv), u2 = VF(mul)(r.x, z1z1, &q, qinv);
+            const VE s1 = VF(mul)(VF(mul)(t.y, r.z, &q, qinv), z2z2, &q, qinv);
+            const VE s2 = VF(mul)(VF(mul)(r.y, t.z, &q, qinv), z1z1, &q, qinv);
+            const VE h = VF(sub)(u2, u1, &q);
             if (VF(is_zero)(h) & add) return 0;
-            const VE h2 = VF(add)(h, h, &q), i = VF(sqr)(h2, &q, qinv), jj = VF(mul)(h, i, &q, qinv);
-            const VE rr = VF(add)(d, d, &q), v = VF(mul)(u1, i, &q, qinv);
-            const VE x3 = VF(sub)(VF(sub)(VF(sqr)(rr, &q, qinv), jj, &q), VF(add)(v, v, &q), &q);
-            const VE sj = VF(mul)(s1, jj, &q, qinv);
-            const VE y3 = VF(sub)(VF(mul)(rr, VF(sub)(v, x3, &q), &q, qinv), VF(add)(sj, sj, &q), &q);
-            const VE zz = VF(sub)(VF(sub)(VF(sqr)(VF(add)(tz, rz, &q), &q, qinv), z1z1, &q), z2z2, &q);
-            tx = VF(select)(add, x3, tx);
-            ty = VF(select)(add, y3, ty);
-            tz = VF(select)(add, VF(mul)(zz, h, &q, qinv), tz);
+            GF(lanes_jac) sum3;
+            GF(lanes_join)(u1, s1, h, VF(sub)(s2, s1, &q), &sum3.x, &sum3.y, &q, qinv);
+            sum3.z = VF(mul)(VF(mul)(VF(add)(t.z, t.z, &q), r.z, &q, qinv), h, &q, qinv); /* 2·Z1·Z2·H */
+            t = GF(lanes_select)(add, sum3, t);
         }
-        tx = VF(select)(set, rx, tx);
-        ty = VF(select)(set, ry, ty);
-        tz = VF(select)(set, rz, tz);
+        t = GF(lanes_select)(r_live & ~t_live, r, t);
         t_live |= r_live;
     }
     GF(jac) running[IFMA_LANES], total[IFMA_LANES];
-    _Static_assert(sizeof(GF(jac)) == 3 * 4 * IFMA_K * sizeof(u64), "a Jacobian point: x, y, z");
-    long long at[IFMA_LANES];
-    for (int lane = 0; lane < IFMA_LANES; lane++) at[lane] = (long long)(3 * 4 * IFMA_K * lane);
-    const __m512i jac = _mm512_loadu_si512(at);
-    VF(scatter)((u64 *)running, jac, 0xff, rx);
-    VF(scatter)((u64 *)running + 4 * IFMA_K, jac, 0xff, ry);
-    VF(scatter)((u64 *)running + 8 * IFMA_K, jac, 0xff, rz);
-    VF(scatter)((u64 *)total, jac, 0xff, tx);
-    VF(scatter)((u64 *)total + 4 * IFMA_K, jac, 0xff, ty);
-    VF(scatter)((u64 *)total + 8 * IFMA_K, jac, 0xff, tz);
+    GF(lanes_store)(running, r);
+    GF(lanes_store)(total, t);
     GF(jac) run, acc;
     GF(set_inf)(&run);
     GF(set_inf)(&acc);
