@@ -72,6 +72,51 @@ def test_circuits_are_registered_once(tmp_path: Path) -> None:
     assert store.circuits() == [record]
 
 
+def test_what_was_read_of_a_circuits_wasm_is_kept_with_it(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite3"
+    store = Store(path)
+    read = {
+        "generator": {"wires": 12, "prime": "0x30644e"},
+        "field_product": "64-bit limbs (wide arithmetic)",
+    }
+    record = CircuitRecord("c", "/c.zkey", "/c.wasm", "d", "normal", "bn128", 10, 2, 1000, read)
+    store.add_circuit(record)
+    store.close()
+    assert Store(path).circuits() == [record]
+
+
+def test_a_journal_from_before_wasm_inspections_gains_the_column_and_keeps_its_circuits(
+    tmp_path: Path,
+) -> None:
+    """Its circuits read with none (the registry reads their .wasm once and keeps what it read)."""
+    path = tmp_path / "j.sqlite3"
+    with contextlib.closing(sqlite3.connect(path)) as db, db:  # the circuits table as it was before
+        db.execute(
+            "CREATE TABLE circuits (name TEXT PRIMARY KEY, zkey TEXT NOT NULL, wasm TEXT,"
+            " digest TEXT NOT NULL, priority TEXT NOT NULL, curve TEXT NOT NULL,"
+            " constraints INTEGER NOT NULL, public_signals INTEGER NOT NULL, memory_bytes INTEGER NOT NULL)"
+        )
+        db.execute(
+            "INSERT INTO circuits VALUES ('old', '/o.zkey', '/o.wasm', 'd', 'normal', 'bn128', 1, 1, 1)"
+        )
+    store = Store(path)
+    (old,) = store.circuits()
+    assert old == CircuitRecord("old", "/o.zkey", "/o.wasm", "d", "normal", "bn128", 1, 1, 1, None)
+    store.set_wasm_inspection("old", {"field_product": "snarkjs' in node (not a circom 2 generator)"})
+    store.close()
+    (old,) = Store(path).circuits()
+    assert old.wasm_inspection == {"field_product": "snarkjs' in node (not a circom 2 generator)"}
+
+
+def test_a_wasm_inspection_changed_into_junk_on_disk_reads_as_none(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite3"
+    store = Store(path)
+    store.add_circuit(CircuitRecord("c", "/c.zkey", "/c.wasm", "d", "normal", "bn128", 1, 1, 1, {"a": 1}))
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
+        db.execute("UPDATE circuits SET wasm_inspection = '{not json'")
+    assert store.circuits()[0].wasm_inspection is None  # read again, and kept again, by the next start
+
+
 def test_pages_of_jobs_follow_one_another_without_gap_or_repeat(tmp_path: Path) -> None:
     store = Store(tmp_path / "j.sqlite3")
     for n in range(7):

@@ -76,7 +76,8 @@ CREATE TABLE IF NOT EXISTS circuits (
     curve TEXT NOT NULL,
     constraints INTEGER NOT NULL,
     public_signals INTEGER NOT NULL,
-    memory_bytes INTEGER NOT NULL
+    memory_bytes INTEGER NOT NULL,
+    wasm_inspection TEXT
 );
 """
 
@@ -141,6 +142,9 @@ class CircuitRecord:
     constraints: int
     public_signals: int
     memory_bytes: int
+    wasm_inspection: dict[str, Any] | None = None
+    """What registration read of its .wasm (the engine's registry says what it holds), so that a start reads
+    nothing again; None without a .wasm, or from a journal older than the column (read once, then stored)."""
 
 
 @dataclass(frozen=True)
@@ -177,8 +181,10 @@ class Store:
                 db.close()
                 raise JournalDamaged(f"the journal {path} is damaged: {'; '.join(found)}")
             db.executescript(_SCHEMA)
-            if "digest" not in {row[1] for row in db.execute("PRAGMA table_info(partitions)")}:
+            if "digest" not in _columns(db, "partitions"):
                 db.execute("ALTER TABLE partitions ADD COLUMN digest TEXT")  # journals from before digests
+            if "wasm_inspection" not in _columns(db, "circuits"):  # journals from before it was kept
+                db.execute("ALTER TABLE circuits ADD COLUMN wasm_inspection TEXT")
             if db.execute("PRAGMA user_version").fetchone()[0] < DIGESTS_VERSION:
                 _digest_every_proof(db)
         except sqlite3.DatabaseError as exc:
@@ -338,7 +344,8 @@ class Store:
     def add_circuit(self, record: CircuitRecord) -> None:
         """Register a circuit (replacing nothing: the caller checked the name is free)."""
         self._write(
-            "INSERT INTO circuits VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO circuits (name, zkey, wasm, digest, priority, curve, constraints, public_signals,"
+            " memory_bytes, wasm_inspection) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 record.name,
                 record.zkey,
@@ -349,13 +356,20 @@ class Store:
                 record.constraints,
                 record.public_signals,
                 record.memory_bytes,
+                _json_or_null(record.wasm_inspection),
             ),
         )
 
+    def set_wasm_inspection(self, name: str, inspection: dict[str, Any]) -> None:
+        """Keep what was read of circuit ``name``'s .wasm (a circuit journalled before it was kept)."""
+        self._write("UPDATE circuits SET wasm_inspection = ? WHERE name = ?", (json.dumps(inspection), name))
+
     def circuits(self) -> list[CircuitRecord]:
-        """Every registered circuit, by name."""
+        """Every registered circuit, by name (a .wasm inspection that does not decode: None, read again)."""
         rows = self._read("SELECT * FROM circuits ORDER BY name", ())
-        return [CircuitRecord(**dict(r)) for r in rows]
+        return [
+            CircuitRecord(**(dict(r) | {"wasm_inspection": _decoded(r["wasm_inspection"])})) for r in rows
+        ]
 
     # -- internals ------------------------------------------------------------------------------------
 
@@ -396,6 +410,23 @@ class Store:
             if self._db.in_transaction:  # a COMMIT that failed (a full disk) leaves it open
                 self._db.execute("ROLLBACK")
             raise
+
+
+def _columns(db: sqlite3.Connection, table: str) -> set[str]:
+    return {str(row[1]) for row in db.execute(f"PRAGMA table_info({table})")}
+
+
+def _json_or_null(value: dict[str, Any] | None) -> str | None:
+    return None if value is None else json.dumps(value)
+
+
+def _decoded(text: str | None) -> dict[str, Any] | None:
+    """A JSON object kept in a column; None where there is none, or it is damaged (then read again)."""
+    try:
+        value = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _job(row: sqlite3.Row) -> JobRecord:

@@ -4,6 +4,7 @@ circuit is refused naming both counts, not its size."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,74 +17,11 @@ from prooflane.models import JobRequest
 from prooflane.states import JobState
 from tests.support.engine import running, tiny_config
 from tests.support.groth16_samples import square_chain
+from tests.support.wasm_modules import generator_wasm
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 CHAIN = 8  # the key's circuit: square_chain(BN128, 8), 12 wires
-
-
-def _uleb(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def _sleb(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        if (value == 0 and not byte & 0x40) or (value == -1 and byte & 0x40):
-            return bytes([*out, byte])
-        out.append(byte | 0x80)
-
-
-def _section(kind: int, body: bytes) -> bytes:
-    return bytes([kind]) + _uleb(len(body)) + body
-
-
-def _vector(items: list[bytes]) -> bytes:
-    return _uleb(len(items)) + b"".join(items)
-
-
-def generator_wasm(wires: int, inputs: int = 1, prime: int = BN128.r, version: int = 2) -> bytes:
-    """A WebAssembly module exporting what circom's witness generators export for their constants, as circom
-    generates them (``i32.const N``; ``getRawPrime`` copies the prime from the data section): no witness."""
-    prime_at, shared_at = 64, 1024
-    constants = {
-        "getVersion": version,
-        "getWitnessSize": wires,
-        "getInputSize": inputs,
-        "getFieldNumLen32": 8,
-    }
-    types = _vector(
-        [b"\x60\x00\x01\x7f", b"\x60\x00\x00", b"\x60\x02\x7f\x7f\x00"]
-    )  # ()->i32, ()->(), (i32,i32)
-    functions = _vector([b"\x00"] * len(constants) + [b"\x01", b"\x02"])
-    memory = _vector([b"\x00\x01"])
-    names = [*constants, "getRawPrime"]
-    exports = _vector([_uleb(len(n)) + n.encode() + b"\x00" + _uleb(i) for i, n in enumerate(names)])
-    bodies = [b"\x00\x41" + _sleb(v) + b"\x0b" for v in constants.values()]
-    copy_index = len(constants) + 1
-    bodies.append(
-        b"\x00\x41" + _sleb(prime_at) + b"\x41" + _sleb(shared_at) + b"\x10" + _uleb(copy_index) + b"\x0b"
-    )
-    bodies.append(b"\x00\x0b")  # the copy itself: never run here
-    code = _vector([_uleb(len(b)) + b for b in bodies])
-    data = _vector(
-        [
-            b"\x00\x41"
-            + _sleb(prime_at)
-            + b"\x0b"
-            + _vector([bytes([x]) for x in prime.to_bytes(32, "little")])
-        ]
-    )
-    return b"\0asm\x01\0\0\0" + b"".join(
-        _section(k, v)
-        for k, v in ((1, types), (3, functions), (5, memory), (7, exports), (10, code), (11, data))
-    )
 
 
 @pytest.fixture
@@ -210,3 +148,70 @@ async def test_a_start_removes_circuit_folders_that_no_registration_journalled(
         assert "circuit folder" in caplog.text and "cut-short: never registered" in caplog.text
         info = await h.engine.register_circuit("cut-short", circuit["zkey"])  # the name is free again
         assert info.name == "cut-short"
+
+
+def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
+    """Each read of a generator from now on: which reader, and whether it ran on the event loop."""
+    import asyncio
+
+    from prooflane.engine import registry
+    from prooflane.kinds import wasm, wasm_witness
+
+    reads: list[tuple[str, bool]] = []
+
+    def counted(name: str, reader: Callable[[str], object]) -> Callable[[str], object]:
+        def read(path: str) -> object:
+            try:
+                asyncio.get_running_loop()
+                on_loop = True
+            except RuntimeError:
+                on_loop = False
+            reads.append((name, on_loop))
+            return reader(path)
+
+        return read
+
+    counted_inspect = counted("inspect_wasm", inspect_wasm)
+    monkeypatch.setattr(registry, "inspect_wasm", counted_inspect)
+    monkeypatch.setattr(wasm, "inspect_wasm", counted_inspect)  # were it taken from there
+    monkeypatch.setattr(wasm_witness, "field_product", counted("field_product", wasm_witness.field_product))
+    return reads
+
+
+async def test_a_generator_is_read_once_at_registration_and_never_at_a_start(
+    tmp_path: Path, keys_dir: Path, circuit: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What registration read of the .wasm is journalled with the circuit: a start reads nothing (a 10 MB
+    module once cost every start 23 s, on the event loop)."""
+    cfg = config(tmp_path, keys_dir)
+    reads = _count_reads(monkeypatch)
+    async with running(cfg) as h:
+        info = await h.engine.register_circuit("c", circuit["zkey"], wasm_path=circuit["same"])
+    assert reads == [("inspect_wasm", False), ("field_product", False)]
+    reads.clear()
+    async with running(cfg) as h:
+        (again,) = h.engine.circuits()
+    assert reads == []
+    assert again.witness_field_product == info.witness_field_product
+    assert again.witness_field_product == "the generator's own (32-bit limbs): no Fr_F1m_mul in it"
+
+
+async def test_a_circuit_journalled_before_its_reading_was_is_read_once_off_the_loop(
+    tmp_path: Path, keys_dir: Path, circuit: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import contextlib
+    import sqlite3
+
+    cfg = config(tmp_path, keys_dir)
+    async with running(cfg) as h:
+        info = await h.engine.register_circuit("c", circuit["zkey"], wasm_path=circuit["same"])
+    with contextlib.closing(sqlite3.connect(cfg.data_dir / "journal.sqlite3")) as db, db:
+        db.execute("UPDATE circuits SET wasm_inspection = NULL")  # as an older journal holds it
+    reads = _count_reads(monkeypatch)
+    async with running(cfg) as h:
+        assert h.engine.circuits()[0].witness_field_product == info.witness_field_product
+    assert reads == [("inspect_wasm", False), ("field_product", False)]  # in a thread
+    reads.clear()
+    async with running(cfg) as h:
+        assert h.engine.circuits()[0].witness_field_product == info.witness_field_product
+    assert reads == []

@@ -9,7 +9,9 @@ import random
 import pytest
 import wasmtime
 
+from prooflane.kinds.wasm import WasmModule
 from prooflane.kinds.wasm_field import PRIMES, montgomery_wat, patched
+from tests.support.wasm_modules import generator_wasm
 
 R = 1 << 256
 
@@ -107,3 +109,31 @@ def test_bytes_that_are_not_a_module_are_left_alone() -> None:
     junk = b"\0asm\1\0\0\0\x0a\xff" + PRIMES["bn128"].to_bytes(32, "little")
     rewritten, said = patched(junk, wasmtime.wat2wasm)
     assert rewritten is None and said.startswith("it is not laid out as expected")
+
+
+def test_a_product_behind_other_functions_is_rewritten_in_place_and_the_module_stays_valid() -> None:
+    module = generator_wasm(12, prime=PRIMES["bn128"], padding=1_000, field_product=True)
+    rewritten, curve = patched(module, wasmtime.wat2wasm)
+    assert curve == "bn128" and rewritten is not None
+    config = wasmtime.Config()
+    config.wasm_wide_arithmetic = True
+    engine = wasmtime.Engine(config)
+    wasmtime.Module.validate(engine, module)
+    wasmtime.Module.validate(engine, rewritten)
+    header, _, end = WasmModule(module).sections[10]
+    assert rewritten[:header] == module[:header]  # all before the code section kept
+    assert rewritten.endswith(module[end:])  # and all after it: the data, the names
+    ours = WasmModule(bytes(wasmtime.wat2wasm(montgomery_wat(PRIMES["bn128"]))))
+    theirs = WasmModule(rewritten)
+    names = theirs.function_names(["Fr_F1m_mul", "Fr_F1m_square"])
+    assert names == {"Fr_F1m_mul": 1_006, "Fr_F1m_square": 1_007}  # behind 1,000 + 6 others
+    for mine, replaced in zip(
+        ours.bodies([0, 1]).values(), theirs.bodies(names.values()).values(), strict=True
+    ):
+        assert rewritten[replaced.entry : replaced.end] == ours.data[mine.entry : mine.end]
+
+
+def test_a_module_past_wasmtimes_limits_is_left_alone_naming_the_count_and_the_bound() -> None:
+    module = generator_wasm(12, prime=PRIMES["bn128"], padding=1_000_000, field_product=True)
+    said = "it declares 1,000,008 functions: more than the 1,000,000 read (wasmtime's limit)"
+    assert patched(module, wasmtime.wat2wasm) == (None, f"it is not laid out as expected ({said})")

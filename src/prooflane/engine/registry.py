@@ -3,17 +3,21 @@
 A registered circuit's files are copied into the data folder and journalled, so registrations survive
 restarts. The files a registration names must lie inside the allowed roots and be regular files no larger
 than the memory budget; they are copied (and hashed) in a thread, and the copy is inspected on the
-backend's CPU pool: nothing of it runs on the event loop. Or they come in the request (an upload): streamed
-into the same new folder a chunk at a time (:func:`receive_file`), then checked like a copy. A refused or
-failed registration leaves nothing in the data folder.
+backend's CPU pool (the .wasm in a thread: its reader is linear and bounded). What the .wasm says is
+journalled with the circuit, so a start reads nothing again: nothing of it runs on the event loop. Or they
+come in the request (an upload): streamed into the same new folder a chunk at a time (:func:`receive_file`),
+then checked like a copy. A refused or failed registration leaves nothing in the data folder.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
+import functools
 import hashlib
+import importlib.metadata
 import json
 import logging
 import os
@@ -24,6 +28,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+from .._version import __version__
 from ..devices.backend import DeviceBackend, PoolProcessDied
 from ..errors import Conflict, Invalid, NotFound, ProoflaneError, StorageFull, TooLarge, Unavailable
 from ..files import CHUNK_BYTES, KEPT_MODE, Hasher, Roots, copy_limited, off_loop, refusal
@@ -40,7 +45,7 @@ from ..kinds import (
 )
 from ..models import CircuitInfo, KindInfo
 from ..states import Priority
-from ..store import CircuitRecord
+from ..store import CircuitRecord, JournalUnwritable
 from .keyfiles import KeyFiles
 from .pipeline import Pipeline
 from .records import CircuitEntry
@@ -95,9 +100,9 @@ class CircuitRegistry:
         records = self._pipeline.journal.circuits()
         for record in records:
             meta_path = Path(record.zkey).with_suffix(".json")
-            self._circuits[record.name] = CircuitEntry(
-                record, CircuitMeta(**json.loads(meta_path.read_text())), _field_product(record.wasm)
-            )
+            meta = CircuitMeta(**json.loads(meta_path.read_text()))
+            record = await self._inspected(record)
+            self._circuits[record.name] = CircuitEntry(record, meta, _field_product(record))
         # What registrations cut short by a crash left: files on their way in, and folders moved into place
         # but never journalled (the daemon killed while it inspected them).
         journalled = {Path(record.zkey).parent for record in records}
@@ -105,6 +110,26 @@ class CircuitRegistry:
             if not folder.name.startswith(".incoming-"):
                 log.warning("circuit folder %s: never registered (a registration cut short): removed", folder)
             await asyncio.to_thread(shutil.rmtree, folder, True)
+
+    async def _inspected(self, record: CircuitRecord) -> CircuitRecord:
+        """``record`` with what its .wasm says, as registration journalled it: nothing is read again. A
+        record from an older journal (or read by another prooflane or wasmtime) has its .wasm read now, in a
+        thread, and journalled, once; one whose .wasm cannot be opened now is read again at the next start."""
+        if record.wasm is None or _current(record.wasm_inspection):
+            return record
+        try:
+            inspection = await asyncio.to_thread(_read_generator, record.wasm)
+        except (OSError, ProoflaneError) as exc:
+            log.warning(
+                "circuit %r: its .wasm cannot be read (%s): read again at the next start", record.name, exc
+            )
+            return dataclasses.replace(record, wasm_inspection=_inspection(None, f"unknown: {exc}"))
+        try:
+            self._pipeline.journal.set_wasm_inspection(record.name, inspection)
+        except JournalUnwritable as exc:
+            unkept = "circuit %r: what its .wasm says is not journalled (%s): read again at the next start"
+            log.warning(unkept, record.name, exc)
+        return dataclasses.replace(record, wasm_inspection=inspection)
 
     def _registered_metas(self) -> dict[str, CircuitMeta]:
         return {name: entry.meta for name, entry in self._circuits.items()}
@@ -272,25 +297,28 @@ class CircuitRegistry:
         except ProoflaneError as exc:
             raise Invalid(f"zkey {zkey_path!r}: {exc}") from None
         wasm_kept = str(wasm) if await asyncio.to_thread(wasm.exists) else None
+        inspection = None
         if wasm_kept is not None:
-            await self._check_generator(wasm_kept, wasm_path, meta)
+            generator = await self._check_generator(wasm_kept, wasm_path, meta)
+            inspection = await asyncio.to_thread(_inspection_of, wasm_kept, generator)
         await asyncio.to_thread(zkey.with_suffix(".json").write_text, json.dumps(meta.to_json()))
         record = CircuitRecord(
             name, str(zkey), wasm_kept, digest, prio.value, meta.curve, meta.constraints,
-            meta.public_signals, meta.partition_bytes,
+            meta.public_signals, meta.partition_bytes, inspection,
         )  # fmt: skip
-        product = await asyncio.to_thread(_field_product, wasm_kept)
         self._pipeline.journal.add_circuit(record)
-        self._circuits[name] = CircuitEntry(record, meta, product)
+        self._circuits[name] = CircuitEntry(record, meta, _field_product(record))
         self.keys.accept(meta.key_path)
         return _info(self._circuits[name])
 
-    async def _check_generator(self, wasm: str, named: str | None, meta: CircuitMeta) -> None:
-        """Refuse (422) a witness generator of another circuit than the key: its wire count, or its field,
-        differ from the key's; or a file that is no WebAssembly module. Read from the module without running
-        it, in a thread of the daemon, not on the synthesis pool: the reader is linear in the module's
-        sections, so no file can hold the pool up (a module without circom 2's constants cannot be checked:
-        accepted)."""
+    async def _check_generator(
+        self, wasm: str, named: str | None, meta: CircuitMeta
+    ) -> WitnessGenerator | None:
+        """What the witness generator ``wasm`` says; refuse (422) one of another circuit than the key: its
+        wire count, or its field, differ from the key's; or a file that is no WebAssembly module, or passes
+        the reader's bounds. Read from the module without running it, in a thread of the daemon, not on the
+        synthesis pool: the reader is linear in the module, its counts bounded, so no file can hold the pool
+        up (a module without circom 2's constants cannot be checked: accepted, None)."""
         try:
             generator: WitnessGenerator | None = await asyncio.to_thread(inspect_wasm, wasm)
         except (ProoflaneError, ValueError) as exc:
@@ -301,7 +329,7 @@ class CircuitRegistry:
                 "checking that it is of the key's circuit",
                 named,
             )
-            return
+            return None
         mismatch = None
         if generator.prime != curve_by_name(meta.curve).r:
             mismatch = f"the .wasm computes over {_field(generator.prime)}, the key over {meta.curve}'s"
@@ -309,6 +337,7 @@ class CircuitRegistry:
             mismatch = f"the .wasm computes {generator.wires:,} wires, the key has {meta.wires:,}"
         if mismatch is not None:
             raise Invalid(f"wasm {named!r} and zkey are not of one circuit: {mismatch}")
+        return generator
 
 
 def _info(circuit: CircuitEntry) -> CircuitInfo:
@@ -316,20 +345,62 @@ def _info(circuit: CircuitEntry) -> CircuitInfo:
     return _described(circuit).model_copy(update={"digest": circuit.record.digest})
 
 
-def _field_product(wasm: str | None) -> str | None:
-    """How a circuit's generator will multiply (None without one; a circom 1 module, which node runs,
-    says so)."""
-    if wasm is None:
+def _field_product(record: CircuitRecord) -> str | None:
+    """How a circuit's generator will multiply, as journalled (None without one)."""
+    if record.wasm is None or record.wasm_inspection is None:
         return None
-    from ..kinds.wasm import inspect_wasm
+    return str(record.wasm_inspection.get("field_product", "unknown"))
+
+
+# What a registered circuit's .wasm says, journalled with it (``CircuitRecord.wasm_inspection``):
+#   {"read_by": "prooflane <version>, wasmtime <version>" (a start under others reads it again),
+#    "generator": {"circom_version", "wires", "inputs", "prime" (0x hex)}, or null (no circom 2 constants),
+#    "field_product": how it will multiply (``wasm_witness.field_product``; a circom 1 module says so)}
+
+
+def _read_generator(wasm: str) -> dict[str, Any]:
+    """What the generator at ``wasm`` says (a file that is no module: its field product says why). Blocks:
+    run it in a thread; OSError or ProoflaneError where it cannot be opened."""
+    try:
+        generator = inspect_wasm(wasm)
+    except ValueError as exc:
+        return _inspection(None, f"unknown: {exc}")
+    return _inspection_of(wasm, generator)
+
+
+def _inspection_of(wasm: str, generator: WitnessGenerator | None) -> dict[str, Any]:
+    """The journalled inspection of the generator at ``wasm``, once ``generator`` is read from it: how it
+    will multiply is decided as the synthesis process decides (blocks: run it in a thread)."""
+    if generator is None:
+        return _inspection(None, "snarkjs' in node (not a circom 2 generator)")
     from ..kinds.wasm_witness import field_product
 
     try:
-        if inspect_wasm(wasm) is None:
-            return "snarkjs' in node (not a circom 2 generator)"
-        return field_product(wasm)
+        product = field_product(wasm)
     except (OSError, ValueError) as exc:
-        return f"unknown: {exc}"
+        product = f"unknown: {exc}"
+    return _inspection(generator, product)
+
+
+def _inspection(generator: WitnessGenerator | None, product: str) -> dict[str, Any]:
+    read = None
+    if generator is not None:
+        read = dataclasses.asdict(generator) | {"prime": hex(generator.prime)}
+    return {"read_by": _readers(), "generator": read, "field_product": product}
+
+
+def _current(inspection: dict[str, Any] | None) -> bool:
+    """Whether ``inspection`` was journalled by this prooflane and wasmtime (else read again, once)."""
+    return inspection is not None and inspection.get("read_by") == _readers()
+
+
+@functools.cache
+def _readers() -> str:
+    try:
+        wasmtime = importlib.metadata.version("wasmtime")
+    except importlib.metadata.PackageNotFoundError:
+        wasmtime = "none"
+    return f"prooflane {__version__}, wasmtime {wasmtime}"
 
 
 def _priority(priority: str) -> Priority:

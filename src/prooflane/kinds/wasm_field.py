@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .wasm import _leb, _skip_limits
+from .wasm import Body, WasmModule
 
 __all__ = ["PRIMES", "montgomery_wat", "patched"]
 
@@ -105,10 +105,6 @@ def montgomery_wat(prime: int) -> str:
     ])  # fmt: skip
 
 
-class _Malformed(Exception):
-    """The module is not laid out as this reader expects (it then stays as it is)."""
-
-
 def _u32(number: int) -> bytes:
     out = bytearray()
     while True:
@@ -116,108 +112,6 @@ def _u32(number: int) -> bytes:
         out.append(byte | (0x80 if number else 0))
         if not number:
             return bytes(out)
-
-
-def _sections(module: bytes) -> list[tuple[int, int, int]]:
-    """Each section's (id, start of its content, end); its header is the id byte and the content's size."""
-    if module[:8] != b"\0asm\1\0\0\0":
-        raise _Malformed("not a WebAssembly 1.0 module")
-    out, at = [], 8
-    while at < len(module):
-        sid = module[at]
-        size, start = _leb(module, at + 1)
-        out.append((sid, start, start + size))
-        at = start + size
-    if at != len(module):
-        raise _Malformed("a section runs past the end")
-    return out
-
-
-def _name(data: bytes, at: int) -> tuple[str, int]:
-    size, at = _leb(data, at)
-    return data[at : at + size].decode("utf-8", "replace"), at + size
-
-
-def _function_names(module: bytes, sections: list[tuple[int, int, int]]) -> dict[str, int]:
-    """Function name -> index, from the custom "name" section's function names."""
-    for sid, start, end in sections:
-        if sid != 0:
-            continue
-        title, at = _name(module, start)
-        if title != "name":
-            continue
-        while at < end:
-            sub, size_at = module[at], at + 1
-            size, at = _leb(module, size_at)
-            if sub == 1:
-                names, count, cursor = {}, *_leb(module, at)
-                for _ in range(count):
-                    index, cursor = _leb(module, cursor)
-                    name, cursor = _name(module, cursor)
-                    names[name] = index
-                return names
-            at += size
-    return {}
-
-
-def _imported_functions(module: bytes, sections: list[tuple[int, int, int]]) -> int:
-    for sid, start, _ in sections:
-        if sid != 2:
-            continue
-        count, at = _leb(module, start)
-        functions = 0
-        for _ in range(count):
-            _, at = _name(module, at)
-            _, at = _name(module, at)
-            kind, at = module[at], at + 1
-            if kind == 0:  # a function: its type
-                functions += 1
-                _, at = _leb(module, at)
-            elif kind in (1, 2):  # a table (its element type, then limits) or a memory (limits)
-                at = _skip_limits(module, at + (kind == 1))
-            elif kind == 3:  # a global: its value type and mutability
-                at += 2
-            else:
-                raise _Malformed(f"an import of kind {kind}")
-        return functions
-    return 0
-
-
-def _signatures(module: bytes, sections: list[tuple[int, int, int]]) -> list[tuple[bytes, bytes]]:
-    """Each defined function's (parameter types, result types), in order."""
-    types: list[tuple[bytes, bytes]] = []
-    of: list[int] = []
-    for sid, start, _ in sections:
-        if sid == 1:
-            count, at = _leb(module, start)
-            for _ in range(count):
-                if module[at] != 0x60:
-                    raise _Malformed("a type that is not a function's")
-                n, at = _leb(module, at + 1)
-                params, at = module[at : at + n], at + n
-                n, at = _leb(module, at)
-                types.append((params, module[at : at + n]))
-                at += n
-        elif sid == 3:
-            count, at = _leb(module, start)
-            for _ in range(count):
-                index, at = _leb(module, at)
-                of.append(index)
-    return [types[i] for i in of]
-
-
-def _bodies(module: bytes, sections: list[tuple[int, int, int]]) -> tuple[int, list[bytes]]:
-    """The code section's index among the sections and its function bodies (each with its size)."""
-    for n, (sid, start, _) in enumerate(sections):
-        if sid == 10:
-            count, at = _leb(module, start)
-            bodies = []
-            for _ in range(count):
-                size, body = _leb(module, at)
-                bodies.append(module[at : body + size])
-                at = body + size
-            return n, bodies
-    raise _Malformed("no code section")
 
 
 _I32 = b"\x7f"
@@ -228,30 +122,41 @@ def patched(
     module: bytes, wat2wasm: Callable[[str], bytes | bytearray]
 ) -> tuple[bytes, str] | tuple[None, str]:
     """``module`` (a circom generator) with its field product on 64-bit limbs, and the field's curve; or
-    None and why not. ``wat2wasm`` is wasmtime's (text -> module bytes)."""
+    None and why not. ``wat2wasm`` is wasmtime's (text -> module bytes). The module is read by
+    :class:`~prooflane.kinds.wasm.WasmModule` (linear in it, its counts bounded) and copied once."""
     curves = [curve for curve, prime in PRIMES.items() if prime.to_bytes(32, "little") in module]
     if len(curves) != 1:
         return None, "its field is none of " + ", ".join(PRIMES) if not curves else "two fields found in it"
     curve = curves[0]
     try:
-        sections = _sections(module)
-        names = _function_names(module, sections)
-        imported = _imported_functions(module, sections)
-        signatures = _signatures(module, sections)
-        code_at, bodies = _bodies(module, sections)
-        ours_module = bytes(wat2wasm(montgomery_wat(PRIMES[curve])))
-        ours_sections = _sections(ours_module)
-        _, ours = _bodies(ours_module, ours_sections)
-        for theirs, our_name in _PATCHED.items():
-            index = names.get(theirs, -1) - imported
-            if not 0 <= index < len(bodies):
-                return None, f"no {theirs} in it"
-            if signatures[index] != _SIGNATURES[our_name]:
-                return None, f"its {theirs} takes other arguments"
-            bodies[index] = ours[list(_PATCHED.values()).index(our_name)]
-    except (_Malformed, IndexError, ValueError) as exc:
+        theirs = WasmModule(module)
+        names = theirs.function_names(_PATCHED)
+        for name in _PATCHED:
+            if name not in names or names[name] < theirs.imported_functions():
+                return None, f"no {name} in it"
+        signatures = theirs.signatures(names.values())
+        for name, ours_name in _PATCHED.items():
+            if signatures[names[name]] != _SIGNATURES[ours_name]:
+                return None, f"its {name} takes other arguments"
+        bodies = theirs.bodies(names.values())
+        ours = WasmModule(bytes(wat2wasm(montgomery_wat(PRIMES[curve]))))
+        our_bodies = ours.bodies(range(len(_PATCHED)))  # mul, then square: _PATCHED's order
+    except ValueError as exc:
         return None, f"it is not laid out as expected ({exc})"
-    code = _u32(len(bodies)) + b"".join(bodies)
-    header_at = sections[code_at - 1][2] if code_at else 8  # where the code section's id byte is
-    _, _, end = sections[code_at]
-    return module[:header_at] + b"\x0a" + _u32(len(code)) + code + module[end:], curve
+    replaced = {
+        bodies[names[name]]: bytes(ours.data[our_bodies[n].entry : our_bodies[n].end])
+        for n, name in enumerate(_PATCHED)
+    }
+    return _with_bodies(theirs, replaced), curve
+
+
+def _with_bodies(module: WasmModule, replaced: dict[Body, bytes]) -> bytes:
+    """``module`` with the code entries ``replaced`` (each its size and body) put in their place."""
+    header, start, end = module.sections[10]
+    data, code, at = module.data, bytearray(), start
+    for body, entry in sorted(replaced.items()):
+        code += data[at : body.entry]
+        code += entry
+        at = body.end
+    code += data[at:end]
+    return bytes(data[:header]) + b"\x0a" + _u32(len(code)) + code + bytes(data[end:])
