@@ -121,7 +121,7 @@ def fleet(daemons: Daemons, silent: str, tmp_path_factory: pytest.TempPathFactor
     tables.append(f'[[daemons]]\nname = "silent"\nurl = "{silent}"\n')
     config.write_text(
         f'token = "{TOKEN}"\nmanage_tokens = ["{MANAGE}"]\nprice_per_proof = 0.01\ntimeout_secs = 1.0\n'
-        "backoff_max_secs = 2.0\n\n" + "\n".join(tables)
+        f'backoff_max_secs = 2.0\nssh_known_hosts_file = "{home / "known_hosts"}"\n\n' + "\n".join(tables)
     )
     process = FleetProcess(config, home / "fleet.log")
     try:
@@ -373,6 +373,7 @@ def test_daemons_reached_through_ssh_share_one_connection(
     auth = {"Authorization": f"Bearer {TOKEN}"}
     target = f"{getpass.getuser()}@127.0.0.1"
     names = {"ssh-alpha": "alpha", "ssh-beta": "beta"}
+    sshd.trust(fleet.config_path.parent / "known_hosts")  # the fleet's own file: no daemon may name one
     try:
         for name, daemon in names.items():
             body = {

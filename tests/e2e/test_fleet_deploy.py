@@ -49,10 +49,12 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetProcess]:
+def fleet(sshd: Sshd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetProcess]:
     home = tmp_path_factory.mktemp("deploy-fleet")
     config = home / "fleet.toml"
-    config.write_text(f'token = "{TOKEN}"\nprice_per_proof = 0.01\ndeploy_healthy_secs = 240\n')
+    sshd.trust(home / "known_hosts")
+    config.write_text(f'token = "{TOKEN}"\nprice_per_proof = 0.01\ndeploy_healthy_secs = 240\n'
+                      f'ssh_known_hosts_file = "{home / "known_hosts"}"\n')  # fmt: skip
     process = FleetProcess(config, home / "fleet.log")
     try:
         yield process
@@ -119,6 +121,12 @@ def test_deploy_prove_restart_logs_stop(
     assert "libraries" not in done.stdout, done.stdout
     daemon_pid = int((host / "daemon.pid").read_text())
     assert psutil.Process(daemon_pid).cmdline()[0].startswith(str(host / "venv"))
+    # Claimed: the id the fleet keeps for it is in the folder, readable by the SSH user alone; stop and
+    # restart below run there only because it is.
+    (saved,) = [d for d in tomllib.loads(fleet.config_path.read_text())["daemons"] if d["name"] == "gpu-1"]
+    assert saved["deploy_dir"] == str(host) and len(saved["deploy_claim"]) == 32
+    assert (host / ".prooflane-claim").read_text() == saved["deploy_claim"]
+    assert (host / ".prooflane-claim").stat().st_mode & 0o777 == 0o600
 
     # Followed by the fleet through its SSH tunnel, with its break-even: 0.5 an hour at 0.01 a proof.
     wait_until("gpu-1 up in the fleet", lambda: _entry(fleet, "gpu-1")["health"] == "up", timeout=60)

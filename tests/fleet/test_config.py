@@ -127,9 +127,59 @@ def test_ssh_options_that_could_run_a_program_are_refused(options: list[str]) ->
 
 
 def test_ssh_options_of_the_allowlist_pass_in_every_spelling() -> None:
-    options = ("-p", "2222", "-p2222", "-i", "~/.ssh/k", "-lprover", "-o", "UserKnownHostsFile=/k",
-               "-oStrictHostKeyChecking=yes", "-o", "ConnectTimeout 5")  # fmt: skip
+    options = ("-p", "2222", "-p2222", "-i", "~/.ssh/k", "-lprover", "-o", "HostKeyAlias=gpu",
+               "-oIdentitiesOnly=yes", "-o", "ConnectTimeout 5")  # fmt: skip
     assert DaemonSpec(name="d", ssh="prover@host", ssh_options=options).ssh_options == options
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (["-o", "UserKnownHostsFile=/home/fleet/.bashrc"], "UserKnownHostsFile"),
+        (["-ouserknownhostsfile /tmp/x"], "UserKnownHostsFile"),
+        (["-o", "StrictHostKeyChecking=accept-new"], "StrictHostKeyChecking"),
+        (["-oStrictHostKeyChecking no"], "StrictHostKeyChecking"),
+        (["-o", "UpdateHostKeys=yes"], "UpdateHostKeys"),
+    ],
+)
+def test_ssh_options_that_write_on_the_fleets_machine_are_refused_naming_them(
+    options: list[str], named: str
+) -> None:
+    """With both, a token holder made the fleet's ssh append a host key line to a file of their choosing."""
+    with pytest.raises(ConfigError) as refused:
+        DaemonSpec(name="d", ssh="prover@host", ssh_options=tuple(options))
+    assert str(refused.value).startswith(
+        f"key 'ssh_options': daemon 'd': option {named!r} is not allowed: the fleet pins it"
+    )
+
+
+@pytest.mark.parametrize("key", ["deploy_dir", "deploy_claim"])
+def test_a_daemon_added_at_run_time_cannot_name_its_folder(key: str) -> None:
+    """``POST /fleet/daemons`` once took any ``deploy_dir``: stop and restart then ran a program there."""
+    body = {"name": "d", "ssh": "prover@host", "deploy_dir": "/tmp/planted", "deploy_claim": "a" * 32}
+    with pytest.raises(ConfigError, match=f"key '{key}' is set by `prooflane fleet deploy` alone"):
+        DaemonSpec.added({k: v for k, v in body.items() if k in ("name", "ssh", key)})
+    assert DaemonSpec.from_dict(body, source="fleet.toml").deploy_claim == "a" * 32  # the file keeps them
+
+
+@pytest.mark.parametrize(
+    ("values", "says"),
+    [
+        ({"deploy_claim": "a" * 32}, "'deploy_claim': only with deploy_dir"),
+        ({"deploy_dir": "/d", "deploy_claim": "A" * 32}, "'deploy_claim': expected the 32 hex digits"),
+        ({"deploy_dir": "/d", "deploy_claim": "a" * 31}, "'deploy_claim': expected the 32 hex digits"),
+    ],
+)
+def test_a_claim_is_the_id_a_deploy_wrote(values: dict[str, str], says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        DaemonSpec.from_dict({"name": "d", "ssh": "prover@host", **values}, source="fleet.toml")
+
+
+def test_the_known_hosts_file_is_one_path() -> None:
+    assert FleetConfig(ssh_known_hosts_file="~/.ssh/fleet_known_hosts").ssh_known_hosts_file
+    for bad in ("/a b", "/a\n/b"):
+        with pytest.raises(ConfigError, match="'ssh_known_hosts_file': expected one path without spaces"):
+            FleetConfig(ssh_known_hosts_file=bad)
 
 
 @pytest.mark.parametrize("target", ["-oProxyCommand=id", "host;id", "a b", "$(id)@h", "h`id`", "user@", "@h"])

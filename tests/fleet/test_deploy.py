@@ -23,8 +23,18 @@ from typing import Any
 import pytest
 
 from prooflane.errors import ConfigError
+from prooflane.fleet.claim import CLAIM_FILE, REFUSED, FolderRefused
 from prooflane.fleet.config import DaemonSpec, FleetConfig
-from prooflane.fleet.deploy import _UNSUPPORTED, DeployError, DeployRequest, arithmetic_note, deploy
+from prooflane.fleet.deploy import (
+    _UNSUPPORTED,
+    DeployError,
+    DeployRequest,
+    NotDeployed,
+    arithmetic_note,
+    deploy,
+    restart,
+    stop,
+)
 from prooflane.fleet.ssh import RemoteResult
 from prooflane.fleet.wheel import PACKAGE, PURE_TAG, build_wheel, extension_tag, wheel_tag, wheel_version
 
@@ -204,6 +214,7 @@ class _Host:
         self.sent: list[str] = []  # the wheels copied, in order
         self.installed: str | None = None
         self.asked: list[str] = []  # the request lines its daemon answered
+        self.commands: list[tuple[str, bytes]] = []  # every command run on it, with its standard input
         self.server: asyncio.Server | None = None
 
     async def socket_for(self, spec: DaemonSpec) -> Path:
@@ -231,6 +242,7 @@ class _Host:
         writer.close()
 
     async def run(self, spec: DaemonSpec, command: str, *, stdin: bytes = b"", within: float) -> RemoteResult:
+        self.commands.append((command, stdin))
         if command.endswith("&& pwd"):
             return RemoteResult(0, "/srv/gpu-1\n", "")
         if "wheels/.upload" in command:
@@ -324,3 +336,94 @@ def test_a_host_whose_prooflane_proves_on_the_libraries_is_named_from_what_it_sa
         " (PROOFLANE_NATIVE=0)"
     )
     assert arithmetic_note("gpu-1", "h", None, None) is None  # the host did not say: nothing claimed
+
+
+def test_a_deploy_claims_its_folder_last_and_runs_the_folders_programs_only_once_it_is_checked() -> None:
+    host = _Host()
+    followed: list[DaemonSpec] = []
+
+    async def put(spec: DaemonSpec) -> None:
+        followed.append(spec)
+
+    fleet = SimpleNamespace(
+        config=FleetConfig(), tunnels=host, operations=set(), stopped={}, put=put, followers={}
+    )
+    asyncio.run(host.deploy(fleet, DeployRequest.from_dict("gpu-1", {"ssh": "prover@10.0.0.7"}, None)))
+    (spec,) = followed
+    assert len(spec.deploy_claim) == 32 and int(spec.deploy_claim, 16) >= 0
+    claimed = [c for c, stdin in host.commands if stdin == spec.deploy_claim.encode()]
+    assert claimed == [f"cd /srv/gpu-1 && umask 077 && cat > {CLAIM_FILE}.new && mv -f {CLAIM_FILE}.new "
+                       f"{CLAIM_FILE}"]  # fmt: skip
+    assert host.commands[-1][0] == claimed[0]  # after the daemon answered as deployed: nothing else follows
+    assert not [c for c, _ in host.commands if spec.deploy_claim in c]  # never on a command line
+    running = [c for c, _ in host.commands if " && venv/bin/" in c]  # pip, the arithmetic, the start
+    assert len(running) == 3 and all(f"{REFUSED} unsafe" in c for c in running), running
+
+
+class _Shell:
+    """A host that is this machine: each command run by ``sh``, as sshd runs it with the user's shell."""
+
+    def __init__(self) -> None:
+        self.commands: list[str] = []
+
+    async def run(self, spec: DaemonSpec, command: str, *, stdin: bytes = b"", within: float) -> RemoteResult:
+        self.commands.append(command)
+        done = await asyncio.create_subprocess_exec(
+            "sh", "-c", command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(done.communicate(stdin), within)
+        return RemoteResult(done.returncode or 0, out.decode(), err.decode())
+
+
+def _managed(folder: Path, deploy_claim: str) -> tuple[Any, _Shell, Path]:
+    """A fleet that follows gpu-1, deployed (by its config) into ``folder``, where a program is planted."""
+    program = folder / "venv" / "bin" / "prooflane"
+    program.parent.mkdir(parents=True)
+    program.write_text('#!/bin/sh\necho "$@" >> "$(dirname "$0")/ran"\necho "done: $2"\n')
+    program.chmod(0o755)
+    spec = DaemonSpec(name="gpu-1", ssh="prover@h", deploy_dir=str(folder), deploy_claim=deploy_claim)
+    shell = _Shell()
+    fleet = SimpleNamespace(config=FleetConfig(deploy_healthy_secs=5.0), tunnels=shell, operations=set(),
+                            stopped={}, followers={"gpu-1": SimpleNamespace(spec=spec)})  # fmt: skip
+    return fleet, shell, program.parent / "ran"
+
+
+@pytest.mark.parametrize("operation", [restart, stop])
+def test_stop_and_restart_run_nothing_in_a_folder_that_does_not_hold_the_fleets_claim(
+    tmp_path: Path, operation: Any
+) -> None:
+    """The folder was named by whoever may add a daemon (a ``manage`` token), with a script planted in it:
+    stop and restart ran it as the fleet's SSH user."""
+    fleet, _, ran = _managed(tmp_path, "a" * 32)
+    (tmp_path / CLAIM_FILE).write_text("b" * 32)  # whoever planted the folder cannot know the fleet's id
+    with pytest.raises(FolderRefused, match=r"gpu-1: the folder .* does not hold the fleet's claim"):
+        asyncio.run(operation(fleet, "gpu-1"))
+    assert not ran.exists()
+    assert fleet.operations == set() and fleet.stopped == {}
+
+
+@pytest.mark.parametrize("operation", [restart, stop])
+def test_a_daemon_deployed_before_claims_is_refused_saying_to_deploy_it_again(
+    tmp_path: Path, operation: Any
+) -> None:
+    fleet, shell, ran = _managed(tmp_path, "")  # a fleet config written before claims were kept
+    with pytest.raises(NotDeployed) as refused:
+        asyncio.run(operation(fleet, "gpu-1"))
+    assert str(refused.value) == (
+        f"gpu-1: the fleet holds no claim on its folder {tmp_path} on prover@h (no deploy_claim: deployed "
+        "before the fleet kept claims): nothing was run there; deploy 'gpu-1' again to claim it"
+    )
+    assert shell.commands == [] and not ran.exists()
+
+
+def test_stop_and_restart_run_the_program_of_a_folder_the_fleet_claimed(tmp_path: Path) -> None:
+    fleet, _, ran = _managed(tmp_path, "a" * 32)
+    (tmp_path / CLAIM_FILE).write_text("a" * 32)
+    assert asyncio.run(restart(fleet, "gpu-1")) == "done: restart"
+    assert asyncio.run(stop(fleet, "gpu-1")) == "done: stop"
+    assert ran.read_text().splitlines() == [
+        "service restart --dir . --wait 5.0",
+        "service stop --dir . --wait 60",
+    ]
+    assert "gpu-1" in fleet.stopped

@@ -420,3 +420,57 @@ async def test_managing_needs_the_fleet_token_and_a_daemon_the_fleet_deployed(
     closed = running(_config(token=""))
     async with await _http(closed) as client:
         assert (await client.post("/fleet/daemons/a/deploy", json={"ssh": "h"})).status_code == 403
+
+
+async def test_a_manage_token_cannot_name_a_folder_or_an_ssh_option_that_writes_here(
+    tmp_path: Path, running: Callable[[FleetConfig], Fleet]
+) -> None:
+    """`POST /fleet/daemons` took any `deploy_dir` (stop and restart then ran `DIR/venv/bin/prooflane` there
+    over SSH) and `UserKnownHostsFile` with `StrictHostKeyChecking` (the fleet's ssh appended a line to a file
+    of the caller's choosing)."""
+    path = tmp_path / "fleet.toml"
+    path.write_text('manage_tokens = ["manage-token"]\npoll_secs = 0.1\n')
+    fleet = running(FleetConfig.load(path, port=0))
+    await fleet.start()
+    auth = {"Authorization": "Bearer manage-token"}
+    added = {"name": "planted", "ssh": "prover@127.0.0.1", "ssh_options": ["-p", "1"]}  # a closed port
+    async with await _http(fleet) as http:
+        for extra, says in (
+            ({"deploy_dir": "/tmp/planted"}, "key 'deploy_dir' is set by `prooflane fleet deploy` alone"),
+            ({"deploy_dir": "/tmp/p", "deploy_claim": "a" * 32}, "key 'deploy_dir' is set by"),
+            ({"ssh_options": ["-o", "UserKnownHostsFile=/root/.bashrc", "-o", "StrictHostKeyChecking=no"]},
+             "option 'UserKnownHostsFile' is not allowed: the fleet pins it"),
+            ({"ssh_options": ["-oStrictHostKeyChecking=accept-new"]},
+             "option 'StrictHostKeyChecking' is not allowed: the fleet pins it"),
+        ):  # fmt: skip
+            answer = await http.post("/fleet/daemons", json={**added, **extra}, headers=auth)
+            assert answer.status_code == 422, answer.text
+            assert says in answer.json()["detail"]
+        assert "daemons" not in tomllib.loads(path.read_text()) and fleet.followers == {}
+        answer = await http.post("/fleet/daemons", json=added, headers=auth)
+        assert answer.status_code == 201, answer.text
+        refused = await http.post("/fleet/daemons/planted/restart", headers=auth)
+        assert refused.status_code == 409 and "not deployed by the fleet" in refused.json()["detail"]
+
+
+async def test_a_daemon_the_file_says_was_deployed_without_a_claim_is_not_managed(
+    tmp_path: Path, running: Callable[[FleetConfig], Fleet]
+) -> None:
+    """A fleet config from before claims (or one that a token holder once wrote `deploy_dir` into) keeps
+    its daemons followed; stop and restart say what to do and run nothing."""
+    path = tmp_path / "fleet.toml"
+    path.write_text(f'token = "{TOKEN}"\n\n[[daemons]]\nname = "old"\nssh = "prover@127.0.0.1"\n'
+                    'ssh_options = ["-p", "1"]\ndeploy_dir = "/home/prover/.prooflane/old"\n')  # fmt: skip
+    fleet = running(FleetConfig.load(path, port=0))
+    await fleet.start()
+    async with await _http(fleet) as http:
+        for verb in ("stop", "restart"):
+            answer = await http.post(
+                f"/fleet/daemons/old/{verb}", headers={"Authorization": f"Bearer {TOKEN}"}
+            )
+            assert answer.status_code == 409, answer.text
+            assert answer.json()["detail"] == (
+                "old: the fleet holds no claim on its folder /home/prover/.prooflane/old on prover@127.0.0.1 "
+                "(no deploy_claim: deployed before the fleet kept claims): nothing was run there; deploy "
+                "'old' again to claim it"
+            )

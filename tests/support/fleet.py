@@ -30,6 +30,7 @@ class FleetProcess:
     def __init__(self, config: Path, log: Path, env: dict[str, str] | None = None) -> None:
         command = [sys.executable, "-c", "from prooflane.cli import main; main()", "fleet"]
         command += ["--config", str(config), "--port", "0"]
+        self.config_path = config
         self.log_path = log
         with log.open("ab") as err:
             environment = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
@@ -86,7 +87,7 @@ class Sshd:
             subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(home / key)], check=True)
         (home / "authorized_keys").write_text((home / "user.pub").read_text())
         host_key = (home / "host.pub").read_text().split()
-        (home / "known_hosts").write_text(f"[127.0.0.1]:{self.port} {host_key[0]} {host_key[1]}\n")
+        self.known_hosts_line = f"[127.0.0.1]:{self.port} {host_key[0]} {host_key[1]}\n"
         (home / "sshd_config").write_text(
             f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {home / 'host'}\n"
             f"PidFile {home / 'sshd.pid'}\n"
@@ -108,10 +109,14 @@ class Sshd:
             return sock.connect_ex(("127.0.0.1", self.port)) == 0
 
     def options(self) -> list[str]:
-        # Only options of the fleet's allowlist (a config file, -F, is refused: it could name a program).
-        return ["-p", str(self.port), "-i", str(self.home / "user"), "-o", "IdentitiesOnly=yes",
-                "-o", f"UserKnownHostsFile={self.home / 'known_hosts'}",
-                "-o", "StrictHostKeyChecking=yes"]  # fmt: skip
+        # Only options of the fleet's allowlist (a config file, -F, is refused: it could name a program; the
+        # known hosts file is the fleet's own: its `ssh_known_hosts_file`, which :meth:`trust` fills).
+        return ["-p", str(self.port), "-i", str(self.home / "user"), "-o", "IdentitiesOnly=yes"]
+
+    def trust(self, known_hosts: Path) -> None:
+        """Add this sshd's host key to ``known_hosts`` (a fleet's ``ssh_known_hosts_file``)."""
+        with known_hosts.open("a") as out:
+            out.write(self.known_hosts_line)
 
     def stop(self) -> None:
         self.process.terminate()

@@ -39,7 +39,17 @@ from ..server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from ..server.sse import HEARTBEAT_SECS
 from .circuits import UploadRefused, circuit_holdings, register_everywhere, spooled
 from .config import DaemonSpec, FleetConfig
-from .deploy import DeployError, DeployRequest, FolderTaken, NotDeployed, OperationBusy, deploy, restart, stop
+from .deploy import (
+    DeployError,
+    DeployRequest,
+    FolderRefused,
+    FolderTaken,
+    NotDeployed,
+    OperationBusy,
+    deploy,
+    restart,
+    stop,
+)
 from .follower import FETCH_ERRORS, DaemonFollower, describe_failure
 from .logs import LogsUnavailable, daemon_logs, fleet_logs
 from .service import Fleet, FleetConflict
@@ -133,7 +143,9 @@ def _add_fleet_routes(app: FastAPI, fleet: Fleet) -> None:
 
     @app.post("/fleet/daemons", status_code=201)
     async def add(request: Request, authorization: Annotated[str | None, Header()] = None) -> JSONResponse:
-        """Add a daemon (a JSON object with the keys of one `[[daemons]]` table); saved in the config."""
+        """Add a daemon (a JSON object with the keys of one `[[daemons]]` table but `deploy_dir` and
+        `deploy_claim`, which a deploy alone sets: it is followed, never stopped or restarted); saved in the
+        config."""
         require_token(authorization)
         try:
             body = await request.json()
@@ -142,7 +154,7 @@ def _add_fleet_routes(app: FastAPI, fleet: Fleet) -> None:
         if not isinstance(body, dict):
             raise HTTPException(422, "expected a JSON object with the keys of a [[daemons]] table")
         try:
-            spec = DaemonSpec.from_dict(body, source="daemon")
+            spec = DaemonSpec.added(body)
             await fleet.add(spec)
         except ConfigError as exc:
             raise HTTPException(422, str(exc)) from None
@@ -197,8 +209,8 @@ def _add_manage_routes(app: FastAPI, fleet: Fleet) -> None:
     ) -> JSONResponse:
         """Install the fleet's prooflane on the host over SSH, start the daemon, wait for its /healthz and
         follow it (deploying a followed daemon again upgrades it). 422 a bad body, 409 an operation on it
-        is under way or the folder is another daemon's, 502 a step failed (`detail` says which, with the
-        host's last lines)."""
+        is under way, or the folder is another daemon's or not the SSH user's alone, 502 a step failed
+        (`detail` says which, with the host's last lines)."""
         require_deploy(authorization)
         try:
             body = await request.json()
@@ -215,14 +227,15 @@ def _add_manage_routes(app: FastAPI, fleet: Fleet) -> None:
             return JSONResponse(await deploy(fleet, asked))
         except ConfigError as exc:
             raise HTTPException(422, str(exc)) from None
-        except (OperationBusy, FolderTaken) as exc:
+        except (OperationBusy, FolderTaken, FolderRefused) as exc:
             raise HTTPException(409, str(exc)) from None
         except DeployError as exc:
             raise HTTPException(502, str(exc)) from None
 
     @app.post("/fleet/daemons/{name}/stop")
     async def stop_route(name: str, authorization: Annotated[str | None, Header()] = None) -> JSONResponse:
-        """Stop a deployed daemon; 200 once no process of it is left and its port is free."""
+        """Stop a deployed daemon; 200 once no process of it is left and its port is free; 409 when its
+        folder does not hold the fleet's claim (nothing is run there)."""
         require_token(authorization)
         return JSONResponse({"name": name, "stopped": await _managed(stop(fleet, name), name)})
 
@@ -238,7 +251,7 @@ async def _managed(operation: Coroutine[Any, Any, str], name: str) -> str:
         return await operation
     except KeyError:
         raise HTTPException(404, f"no daemon named {name!r} in the fleet") from None
-    except (OperationBusy, NotDeployed) as exc:
+    except (OperationBusy, NotDeployed, FolderRefused) as exc:
         raise HTTPException(409, str(exc)) from None
     except DeployError as exc:
         raise HTTPException(502, str(exc)) from None

@@ -24,6 +24,8 @@ from ..errors import ConfigError
 
 __all__ = [
     "DEFAULT_FLEET_PORT",
+    "DEPLOY_KEYS",
+    "PINNED_SSH_OPTIONS",
     "SSH_OPTIONS",
     "DaemonSpec",
     "FleetConfig",
@@ -43,12 +45,20 @@ _SSH_TARGET = re.compile(
     r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[?[0-9A-Fa-f:.]{2,45}\]?)$"
 )
 SSH_OPTIONS = frozenset({
-    "Port", "IdentityFile", "User", "UserKnownHostsFile", "StrictHostKeyChecking", "IdentitiesOnly",
-    "HostKeyAlias", "ConnectTimeout", "ServerAliveInterval", "ServerAliveCountMax",
+    "Port", "IdentityFile", "User", "IdentitiesOnly", "HostKeyAlias", "ConnectTimeout", "ServerAliveInterval",
+    "ServerAliveCountMax",
 })  # fmt: skip
-"""The ssh options a daemon's ``ssh_options`` may set (as ``-o Key=Value``); none of them runs a program.
-ProxyCommand, LocalCommand, KnownHostsCommand, ``-F`` (a config file of options) and the like are refused:
-whoever may change the fleet's daemons must not run commands as the fleet's user."""
+"""The ssh options a daemon's ``ssh_options`` may set (as ``-o Key=Value``); none of them runs a program
+or writes a file. ProxyCommand, LocalCommand, KnownHostsCommand, ``-F`` (a config file of options) and the
+like are refused: whoever may change the fleet's daemons must not run commands as the fleet's user."""
+PINNED_SSH_OPTIONS = frozenset({"UserKnownHostsFile", "StrictHostKeyChecking", "UpdateHostKeys"})
+"""The ssh options the fleet sets itself, before a daemon's own (ssh takes the first value it is given):
+``StrictHostKeyChecking=yes`` and ``UpdateHostKeys=no`` (its ssh writes no known-hosts line) and
+``UserKnownHostsFile`` from the fleet's ``ssh_known_hosts_file``. A daemon's ``ssh_options`` naming one
+is refused: with them a token holder could make the fleet's ssh append a line to a file of their choice."""
+DEPLOY_KEYS = ("deploy_dir", "deploy_claim")
+"""The keys of a ``[[daemons]]`` table that only a deploy writes (``POST /fleet/daemons`` refuses them)."""
+_CLAIM = re.compile(r"^[0-9a-f]{32}$")
 _SSH_FLAGS = {"-p": "Port", "-i": "IdentityFile", "-l": "User"}
 
 
@@ -69,6 +79,7 @@ class DaemonSpec:
     token: str = ""
     cost_per_hour: float | None = None
     deploy_dir: str = ""  # the daemon's folder on its host when `prooflane fleet deploy` put it there
+    deploy_claim: str = ""  # the id deploy wrote into that folder (.prooflane-claim), checked before each run
 
     def __post_init__(self) -> None:
         _check(bool(_NAME.match(self.name)), "name", f"{self.name!r}: expected 1-63 of A-Z a-z 0-9 . _ -")
@@ -85,6 +96,9 @@ class DaemonSpec:
             _check(self.cost_per_hour >= 0, "cost_per_hour", "expected a number >= 0")
         _check(not self.deploy_dir or bool(self.ssh), "deploy_dir", "only for a daemon reached with ssh")
         _check(not any(ord(c) < 32 for c in self.deploy_dir), "deploy_dir", "expected one line")
+        _check(not self.deploy_claim or bool(self.deploy_dir), "deploy_claim", "only with deploy_dir")
+        _check(not self.deploy_claim or bool(_CLAIM.match(self.deploy_claim)), "deploy_claim",
+               "expected the 32 hex digits `prooflane fleet deploy` wrote")  # fmt: skip
 
     @property
     def where(self) -> str:
@@ -111,6 +125,17 @@ class DaemonSpec:
         spec: DaemonSpec = _build(cls, values, source)
         return spec
 
+    @classmethod
+    def added(cls, values: dict[str, Any]) -> DaemonSpec:
+        """A daemon as ``POST /fleet/daemons`` adds it: a table without the keys only a deploy writes (a
+        daemon added so is followed, never stopped or restarted by the fleet)."""
+        given = [key for key in DEPLOY_KEYS if key in values]
+        if given:
+            raise ConfigError(f"daemon: key {given[0]!r} is set by `prooflane fleet deploy` alone (POST "
+                              "/fleet/daemons/NAME/deploy): a daemon added here is followed, not "
+                              "managed")  # fmt: skip
+        return cls.from_dict(values, source="daemon")
+
 
 @dataclass(frozen=True)
 class FleetConfig:
@@ -132,6 +157,7 @@ class FleetConfig:
     price_per_proof: float | None = None  # what one proof earns: each daemon's break-even proofs per hour
     deploy_timeout_secs: float = 900.0  # bound on each step of a deploy on a host (pip may download a lot)
     deploy_healthy_secs: float = 300.0  # how long a deployed or restarted daemon has to say it can work
+    ssh_known_hosts_file: str = ""  # the fleet's ssh reads host keys from it (empty: ssh's own files)
     # The fleet's own HTTP server runs on the daemon's (prooflane.server.limits), with the daemon's keys and
     # defaults: docs/config.md.
     request_timeout_secs: float = Config.request_timeout_secs
@@ -159,6 +185,8 @@ class FleetConfig:
         _check(self.backoff_max_secs >= self.poll_secs, "backoff_max_secs", "expected at least poll_secs")
         _check(self.max_answer_bytes >= 1 << 16, "max_answer_bytes", "expected at least 65536")
         _check(self.max_upload_bytes >= 1024, "max_upload_bytes", "expected at least 1024")
+        _check(not any(c.isspace() or ord(c) < 32 for c in self.ssh_known_hosts_file), "ssh_known_hosts_file",
+               "expected one path without spaces")  # fmt: skip
         check_server_keys(self)
         if self.price_per_proof is not None:
             _check(self.price_per_proof > 0, "price_per_proof", "expected a number > 0")
@@ -242,6 +270,11 @@ def check_ssh_options(name: str, options: tuple[str, ...]) -> None:
             allowed_keys = ", ".join(sorted(SSH_OPTIONS))
             raise ConfigError(f"key 'ssh_options': daemon {name!r}: {option!r} is not allowed (expected -p, "
                               f"-i, -l or -o Key=Value with Key one of {allowed_keys})")  # fmt: skip
+        pinned = {k.lower(): k for k in PINNED_SSH_OPTIONS}
+        if key.lower() in pinned:
+            raise ConfigError(f"key 'ssh_options': daemon {name!r}: option {pinned[key.lower()]!r} is not "
+                              "allowed: the fleet pins it (StrictHostKeyChecking=yes, UpdateHostKeys=no, "
+                              "UserKnownHostsFile from the fleet's ssh_known_hosts_file)")  # fmt: skip
         allowed = {k.lower(): k for k in SSH_OPTIONS}
         if key.lower() not in allowed:
             raise ConfigError(f"key 'ssh_options': daemon {name!r}: option {key!r} is not allowed (allowed: "

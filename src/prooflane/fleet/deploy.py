@@ -23,7 +23,12 @@
 5. ``prooflane service start`` starts it under a detached supervisor and waits until its ``/healthz``
    says it can work; then the fleet asks it itself, at the port it was given and through the tunnel the
    fleet will follow it by, with its token;
-6. the fleet follows it (through its SSH tunnel), saved in the fleet's config with its ``deploy_dir``.
+6. the folder is claimed (:mod:`.claim`: a new random id in ``.prooflane-claim``) and the fleet follows the
+   daemon (through its SSH tunnel), saved in the fleet's config with its ``deploy_dir`` and that id.
+
+``stop`` and ``restart`` run the folder's ``venv/bin/prooflane`` only in the same shell line that finds the
+claim there and the folder the SSH user's alone (:func:`.claim.guarded`); every program a deploy runs from
+the folder (the earlier daemon's stop, pip, the start) is run after the second of those checks.
 
 Every command sent is one line whose words are quoted (:func:`shlex.quote`); a step that fails raises
 :class:`DeployError` with one line: what failed, and the last lines the host wrote.
@@ -50,6 +55,8 @@ from ..config import Config
 from ..errors import ConfigError, TunnelError
 from ..logs import one_line
 from ..status.readout import arithmetic_warnings
+from . import claim
+from .claim import FolderRefused
 from .config import DEFAULT_DAEMON_PORT, DaemonSpec, dump_toml
 from .ssh import RemoteResult
 from .wheel import PURE_TAG, build_wheel, wheel_tag
@@ -60,6 +67,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DeployError",
     "DeployRequest",
+    "FolderRefused",
     "NotDeployed",
     "OperationBusy",
     "arithmetic_note",
@@ -99,7 +107,7 @@ class FolderTaken(Exception):
 
 class NotDeployed(Exception):
     """Raised when a stop or restart names a daemon the fleet follows but did not deploy (no
-    ``deploy_dir``)."""
+    ``deploy_dir``), or deployed before it kept claims (no ``deploy_claim``)."""
 
 
 @dataclass(frozen=True)
@@ -193,11 +201,11 @@ class DeployRequest:
         """The daemon's folder on the host (relative: to the SSH user's home)."""
         return self.deploy_dir or f".prooflane/{self.name}"
 
-    def spec(self, absolute_dir: str) -> DaemonSpec:
+    def spec(self, absolute_dir: str, deploy_claim: str = "") -> DaemonSpec:
         """The fleet's entry for the deployed daemon."""
         return DaemonSpec(name=self.name, ssh=self.ssh, remote_port=self.remote_port,
                           ssh_options=self.ssh_options, token=self.token, cost_per_hour=self.cost_per_hour,
-                          deploy_dir=absolute_dir)  # fmt: skip
+                          deploy_dir=absolute_dir, deploy_claim=deploy_claim)  # fmt: skip
 
     def daemon_config(self, absolute_dir: str) -> str:
         """The daemon's ``prooflane.toml``, checked by the daemon's own config rules."""
@@ -236,16 +244,29 @@ class _Remote:
         except TunnelError as exc:
             raise DeployError(f"{self.spec.name}: {what}: {exc}") from None
 
-    async def service(self, folder: str, verb: str, *args: str, within: float) -> str:
-        """``prooflane service VERB --dir FOLDER`` with the folder's own prooflane; its one line."""
-        command = f"cd {_q(folder)} && venv/bin/prooflane service {verb} --dir . {_q(*args)}"
-        result = await self.run(f"service {verb}", command, within=within)
+    async def run_in(self, what: str, folder: str, command: str, *, within: float, claim_id: str | None = None
+                     ) -> RemoteResult:  # fmt: skip
+        """``command`` run in ``folder`` after the checks of :func:`.claim.guarded` (the claim's when
+        ``claim_id`` is given); :class:`FolderRefused` when they fail (nothing was run)."""
+        line, stdin = claim.guarded(folder, command, claim_id)
+        result = await self.run(what, line, stdin=stdin, within=within)
+        refused = claim.refusal(result, name=self.spec.name, host=self.spec.ssh, folder=folder)
+        if refused is not None:
+            raise FolderRefused(refused)
+        return result
+
+    async def service(self, folder: str, verb: str, *args: str, within: float, claim_id: str | None = None
+                      ) -> str:  # fmt: skip
+        """``prooflane service VERB --dir FOLDER`` with the folder's own prooflane (guarded: :meth:`run_in`);
+        its one line."""
+        command = f"venv/bin/prooflane service {verb} --dir . {_q(*args)}"
+        result = await self.run_in(f"service {verb}", folder, command, within=within, claim_id=claim_id)
         if result.code != 0:
             raise DeployError(f"{self.spec.name}: {verb} on {self.spec.ssh} failed: {_last(result)}")
         return _last(result)
 
 
-def _claim(fleet: Fleet, name: str) -> None:
+def _begin(fleet: Fleet, name: str) -> None:
     if name in fleet.operations:
         raise OperationBusy(f"a deploy, stop or restart of {name!r} is already under way")
     fleet.operations.add(name)
@@ -259,7 +280,7 @@ async def deploy(fleet: Fleet, request: DeployRequest) -> dict[str, Any]:
     else None). Raises :class:`DeployError` naming the step that failed."""
     if not request.token:
         request = dataclasses.replace(request, token=secrets.token_urlsafe(24))
-    _claim(fleet, request.name)
+    _begin(fleet, request.name)
     try:
         return await _logged("deploy", request.name, request.ssh, _deploy(fleet, request))
     finally:
@@ -318,12 +339,24 @@ async def _deploy(fleet: Fleet, request: DeployRequest) -> dict[str, Any]:
             raise DeployError(f"{request.name}: cannot write {folder}/{file}: {_tail(result)}")
     healthy = fleet.config.deploy_healthy_secs
     started = await remote.service(folder, "start", "--wait", str(healthy), within=healthy + _CONTROL_SECS)
-    spec = request.spec(folder)
-    await _answers_as_deployed(fleet, spec)
+    await _answers_as_deployed(fleet, request.spec(folder))
+    spec = request.spec(folder, await _claim_folder(remote, folder))
     await fleet.put(spec)
     version = wheel_name.split("-")[1]
     return {"name": spec.name, "where": spec.where, "deploy_dir": folder, "version": version,
             "started": started, "arithmetic": arithmetic, "arithmetic_note": note}  # fmt: skip
+
+
+async def _claim_folder(remote: _Remote, folder: str) -> str:
+    """Write a new claim into ``folder`` (0600, replacing the last deploy's); its id, for the fleet's
+    config."""
+    claim_id = claim.new()
+    new = _q(f"{claim.CLAIM_FILE}.new")
+    write = f"cd {_q(folder)} && umask 077 && cat > {new} && mv -f {new} {_q(claim.CLAIM_FILE)}"
+    result = await remote.run("claiming the folder", write, stdin=claim_id.encode(), within=_CONTROL_SECS)
+    if result.code != 0:
+        raise DeployError(f"{remote.spec.name}: cannot write {folder}/{claim.CLAIM_FILE}: {_tail(result)}")
+    return claim_id
 
 
 def _refuse_taken(fleet: Fleet, request: DeployRequest, folder: str) -> None:
@@ -366,9 +399,9 @@ async def _answers_as_deployed(fleet: Fleet, spec: DaemonSpec) -> None:
 
 async def _pip_install(remote: _Remote, request: DeployRequest, folder: str, wheel: str, limit: float
                        ) -> RemoteResult:  # fmt: skip
-    pip = (f"cd {_q(folder)} && venv/bin/python -m pip install --disable-pip-version-check --no-input "
+    pip = (f"venv/bin/python -m pip install --disable-pip-version-check --no-input "
            f"{_q(*(request.pip_args or ()))} {_q('wheels/' + wheel)}")  # fmt: skip
-    return await remote.run("pip install", pip, within=limit)
+    return await remote.run_in("pip install", folder, pip, within=limit)
 
 
 async def _send_pure_wheel(remote: _Remote, request: DeployRequest, folder: str, limit: float) -> str:
@@ -385,8 +418,8 @@ async def _send_pure_wheel(remote: _Remote, request: DeployRequest, folder: str,
 async def _host_arithmetic(remote: _Remote, folder: str) -> dict[str, str] | None:
     """Which arithmetic proves each curve with the prooflane just installed in ``folder`` (None when it
     does not say: the deploy goes on, the daemon's ``/status`` will)."""
-    ask = f"cd {_q(folder)} && venv/bin/python -c {_q(_ARITHMETIC)}"
-    result = await remote.run("asking the host's arithmetic", ask, within=_CONTROL_SECS)
+    ask = f"venv/bin/python -c {_q(_ARITHMETIC)}"
+    result = await remote.run_in("asking the host's arithmetic", folder, ask, within=_CONTROL_SECS)
     try:
         found = json.loads(result.out.strip().splitlines()[-1]) if result.code == 0 else None
     except (ValueError, IndexError):
@@ -433,20 +466,26 @@ def _deployed(fleet: Fleet, name: str) -> DaemonSpec:
     found = fleet.followers.get(name)
     if found is None:
         raise KeyError(name)
-    if not found.spec.deploy_dir:
+    spec = found.spec
+    if not spec.deploy_dir:
         raise NotDeployed(f"{name}: not deployed by the fleet (no deploy_dir): stop and restart it on its "
                           "host")  # fmt: skip
-    return found.spec
+    if not spec.deploy_claim:
+        raise NotDeployed(f"{name}: the fleet holds no claim on its folder {spec.deploy_dir} on {spec.ssh} "
+                          "(no deploy_claim: deployed before the fleet kept claims): nothing was run there; "
+                          f"deploy {name!r} again to claim it")  # fmt: skip
+    return spec
 
 
 async def stop(fleet: Fleet, name: str) -> str:
     """Stop a deployed daemon; returns the host's one line once no process of it is left and its port is
     free (the fleet goes on following it: it shows unreachable until started again)."""
     spec = _deployed(fleet, name)
-    _claim(fleet, name)
+    _begin(fleet, name)
     try:
         stopping = _Remote(fleet, spec).service(spec.deploy_dir, "stop", "--wait", "60",
-                                                within=60 + _CONTROL_SECS)  # fmt: skip
+                                                within=60 + _CONTROL_SECS,
+                                                claim_id=spec.deploy_claim)  # fmt: skip
         said = await _logged("stop", name, spec.ssh, stopping)
         fleet.stopped[name] = time.time()  # on purpose: its row says so, not just "unreachable"
         return said
@@ -458,10 +497,11 @@ async def restart(fleet: Fleet, name: str) -> str:
     """Stop a deployed daemon (as :func:`stop` waits), start it again and wait for its ``/healthz``."""
     spec = _deployed(fleet, name)
     healthy = fleet.config.deploy_healthy_secs
-    _claim(fleet, name)
+    _begin(fleet, name)
     try:
         restarting = _Remote(fleet, spec).service(spec.deploy_dir, "restart", "--wait", str(healthy),
-                                                  within=healthy + 60 + _CONTROL_SECS)  # fmt: skip
+                                                  within=healthy + 60 + _CONTROL_SECS,
+                                                  claim_id=spec.deploy_claim)  # fmt: skip
         return await _logged("restart", name, spec.ssh, restarting)
     finally:
         fleet.operations.discard(name)
@@ -473,7 +513,7 @@ async def _logged(verb: str, name: str, host: str, operation: Awaitable[T]) -> T
     fields = {"daemon": name, "host": host, "operation": verb}
     try:
         done = await operation
-    except DeployError as exc:
+    except (DeployError, FolderRefused) as exc:
         log.warning("%s of daemon %s on %s failed: %s", verb, name, host, exc,
                     extra={**fields, "ok": False, "reason": str(exc)})  # fmt: skip
         raise

@@ -3,8 +3,9 @@ file), asked with the daemon's own token over the way the fleet reaches it (a UR
 works the same for every daemon the fleet follows, deployed by it or not.
 
 A daemon that does not answer is when its log is most needed. Then the fleet reads the file itself over SSH
-when it deployed the daemon (its folder's ``data/prooflane.log``), or else serves the last lines it read of
-it, with their age. Each answer says which (``source``: ``daemon``, ``ssh`` or ``fleet``).
+when it deployed the daemon (its folder's ``data/prooflane.log``, read only where the folder holds the
+fleet's claim: :mod:`.claim`), or else serves the last lines it read of it, with their age. Each answer says
+which (``source``: ``daemon``, ``ssh`` or ``fleet``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import TunnelError
 from ..logs import LOG_FILE_NAME, MAX_TAIL_LINES, one_line
+from . import claim
 from .follower import FETCH_ERRORS, DaemonFollower, describe_failure
 
 if TYPE_CHECKING:
@@ -96,14 +98,22 @@ def _joined(older: tuple[str, ...], newer: list[str]) -> list[str]:
 
 
 async def _over_ssh(found: DaemonFollower, lines: int) -> dict[str, Any]:
-    """The log file of a daemon the fleet deployed, read on its host with ``tail``."""
+    """The log file of a daemon the fleet deployed, read on its host with ``tail`` where its folder holds
+    the fleet's claim."""
     spec = found.spec
     path = f"{spec.deploy_dir}/data/{LOG_FILE_NAME}"
-    command = f"tail -n {_clamp(lines)} -- {shlex.quote(path)}"
+    if not spec.deploy_claim:
+        raise LogsUnavailable(502, f"daemon {spec.name!r}: not reading {path} over SSH: the fleet holds no "
+                                   "claim on its folder (deploy it again to claim it)")  # fmt: skip
+    command = f"tail -n {_clamp(lines)} -- {shlex.quote(f'data/{LOG_FILE_NAME}')}"
+    line, stdin = claim.guarded(spec.deploy_dir, command, spec.deploy_claim)
     try:
-        result = await found.tunnels.run(spec, command, within=max(found.config.timeout_secs, 10.0))
+        result = await found.tunnels.run(spec, line, stdin=stdin, within=max(found.config.timeout_secs, 10.0))
     except TunnelError as exc:
         raise LogsUnavailable(502, f"daemon {spec.name!r}: reading {path} over SSH: {exc}") from None
+    refused = claim.refusal(result, name=spec.name, host=spec.ssh, folder=spec.deploy_dir)
+    if refused is not None:
+        raise LogsUnavailable(502, f"daemon {spec.name!r}: not reading {path} over SSH: {refused}")
     if result.code != 0:
         why = one_line(result.err.strip() or f"exit {result.code}")
         raise LogsUnavailable(502, f"daemon {spec.name!r}: reading {path} over SSH: {why}")

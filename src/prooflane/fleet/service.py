@@ -55,7 +55,7 @@ class Fleet:
         self.config = config
         self.config_path = config_path
         self.clock = clock
-        self.tunnels = SshTunnels(config.timeout_secs)
+        self.tunnels = SshTunnels(config.timeout_secs, known_hosts_file=config.ssh_known_hosts_file)
         self.followers: dict[str, DaemonFollower] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self.closing = asyncio.Event()

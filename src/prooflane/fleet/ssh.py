@@ -6,6 +6,11 @@ owned by the fleet service; each daemon on that host is one forward added to the
 far machine. The fleet then speaks HTTP over that socket. ``BatchMode`` is always on: a host that would ask
 for a password or a host key confirmation fails with ssh's own message instead of hanging.
 
+The options that would make ssh write on the fleet's machine are pinned, before the daemon's own options
+(ssh keeps the first value it is given): ``StrictHostKeyChecking=yes`` and ``UpdateHostKeys=no`` (no
+known-hosts line is ever added or changed: an unknown host fails), and ``UserKnownHostsFile`` when the
+fleet's config names one (:data:`~.config.PINNED_SSH_OPTIONS`; a daemon's ``ssh_options`` cannot name them).
+
 All state here is touched only on the event loop (no locks); ``_Master.lock`` only serializes the ssh
 commands of one host, which await.
 """
@@ -54,9 +59,12 @@ class RemoteResult:
 class SshTunnels:
     """The fleet's SSH masters and forwards; :meth:`socket_for` opens what a daemon needs, once."""
 
-    def __init__(self, timeout_secs: float, ssh: str = "ssh") -> None:
+    def __init__(self, timeout_secs: float, ssh: str = "ssh", known_hosts_file: str = "") -> None:
         self.timeout_secs = timeout_secs
         self.ssh = ssh
+        self.pinned = ["-o", "StrictHostKeyChecking=yes", "-o", "UpdateHostKeys=no"]
+        if known_hosts_file:
+            self.pinned += ["-o", f"UserKnownHostsFile={known_hosts_file}"]
         self._folder: Path | None = None
         self._masters: dict[tuple[str, tuple[str, ...]], _Master] = {}
 
@@ -145,7 +153,8 @@ class SshTunnels:
         return self._masters[key]
 
     def _base(self, master: _Master) -> list[str]:
-        return [self.ssh, "-o", "BatchMode=yes", "-o", f"ControlPath={master.control}", *master.options]
+        return [self.ssh, "-o", "BatchMode=yes", *self.pinned, "-o", f"ControlPath={master.control}",
+                *master.options]  # fmt: skip
 
     async def _start(self, master: _Master) -> None:
         """Start the host's master connection and wait until it answers ``ssh -O check``."""
