@@ -114,6 +114,12 @@ class Config:
     max_connections: int = 1024  # HTTP connections at once (lowered to what the open-files limit holds)
     max_connections_per_client: int = 256  # from one IPv4 address or IPv6 /64 (docs/config.md)
     max_streams: int = 512  # event streams and long-polls at once (at most half of max_connections)
+    # An upload bringing fewer bytes a second over a request_timeout_secs window (after its first) is cut
+    # off, and below that rate is the first closed to make room at a cap; uploads, streams and long-polls
+    # never hold the last reserved_connections connections (of all, or of one client's; at most half of
+    # either): those stay for short requests (docs/config.md; docs/operations.md, "Limits").
+    min_upload_bytes_per_sec: int = 16 << 10
+    reserved_connections: int = 32
     # Host names (besides IP addresses, localhost and this machine's own names) clients may use for the
     # daemon: any other Host header is refused (DNS rebinding).
     allowed_hosts: tuple[str, ...] = ()
@@ -298,6 +304,8 @@ def check_server_keys(config: Any) -> None:
     _check(config.max_connections >= 16, "max_connections", "expected at least 16")
     _check(config.max_connections_per_client >= 1, "max_connections_per_client", "expected at least 1")
     _check(config.max_streams >= 1, "max_streams", "expected at least 1")
+    _check(config.min_upload_bytes_per_sec >= 1, "min_upload_bytes_per_sec", "expected at least 1")
+    _check(config.reserved_connections >= 0, "reserved_connections", "expected 0 or more")
 
 
 def check_tokens(config: Any, keys: tuple[str, ...]) -> None:

@@ -19,6 +19,7 @@ from prooflane import events as ev
 from prooflane.config import Config
 from prooflane.server.api import EngineApi, create_app
 from prooflane.server.sse import BATCH_EVENTS, event_stream
+from prooflane.server.status_answer import bounded_tag
 from prooflane.status.feed import Subscription
 from prooflane.status.snapshot import Health, StatusSnapshot
 from prooflane.status.tracker import StatusTracker, TrackerConfig, TrackerTotals
@@ -124,6 +125,33 @@ async def test_an_unchanged_status_is_304_and_encoded_once() -> None:
     assert moved.status_code == 200 and moved.headers["etag"] != tag
     assert moved.json()["seq"] == first.json()["seq"] + 1
     assert answers.encodings == 2  # the first answer, then the one after the event
+
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [({}, {"next": 1}), ({"next": 1}, {"next": 2}), ({"ended": 0}, {"ended": 5}), ({"jobs": 3}, {"jobs": 0})],
+)
+async def test_a_tag_names_the_bounds_asked_so_other_bounds_are_never_304(
+    first: dict[str, int], then: dict[str, int]
+) -> None:
+    """A tag once named the snapshot alone: a client that asked other bounds (``?next=``, ``?ended=``,
+    ``?jobs=``) was answered 304, and kept the body of the bounds it had."""
+    engine = TrackerEngine(tracker_with_jobs(6))
+    async with http_for(engine) as http:
+        one = await http.get("/status", params=first)
+        tag = one.headers["etag"]
+        same = await http.get("/status", params=first, headers={"If-None-Match": tag})
+        other = await http.get("/status", params=then, headers={"If-None-Match": tag})
+        direct = await http.get("/status", params=then)
+    assert same.status_code == 304
+    assert other.status_code == 200 and other.headers["etag"] != tag
+    assert other.content == direct.content and other.headers["etag"] == direct.headers["etag"]
+
+
+def test_a_bounded_tag_keeps_the_snapshots_and_its_weakness() -> None:
+    assert bounded_tag('W/"b.7.abc"', 20, 20) == 'W/"b.7.abc.n20.e20"'
+    assert bounded_tag('"b.7.abc"', 0, 1000) == '"b.7.abc.n0.e1000"'
+    assert bounded_tag('W/"b.7.abc"', 1, 2) != bounded_tag('W/"b.7.abc"', 2, 1)
 
 
 async def read(stream: AsyncIterator[str], chunks: int) -> list[str]:

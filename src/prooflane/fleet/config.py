@@ -164,6 +164,8 @@ class FleetConfig:
     max_connections: int = Config.max_connections
     max_connections_per_client: int = Config.max_connections_per_client
     max_streams: int = Config.max_streams
+    min_upload_bytes_per_sec: int = Config.min_upload_bytes_per_sec
+    reserved_connections: int = Config.reserved_connections
     max_request_bytes: int = Config.max_request_bytes
     allowed_hosts: tuple[str, ...] = ()  # Host names besides IP addresses, localhost and the machine's own
     daemons: tuple[DaemonSpec, ...] = field(default=())

@@ -8,7 +8,8 @@
   the ``GET`` would get and no body;
 - :class:`BodyLimit`: request bodies over ``max_bytes`` are 413, whether sized or chunked; an upload
   (``streamed``) passes unread (marked :data:`~.limits.STREAMED`), to a route that streams it under its own
-  limit.
+  limit, once its server has counted it (:data:`~.limits.UPLOAD_ADMISSION`: 503 when the connections left
+  are kept for short requests).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from .auth import HostAndOrigin
-from .limits import STREAMED
+from .limits import STREAMED, UPLOAD_ADMISSION
 
 __all__ = ["BodyLimit", "HeadAsGet", "guard"]
 
@@ -71,7 +72,8 @@ class HeadAsGet:
 
 class BodyLimit:
     """Refuse request bodies larger than `max_bytes` with 413, whether sized or chunked; a request that
-    ``streamed`` says is an upload goes to its route unread (marked :data:`STREAMED`)."""
+    ``streamed`` says is an upload goes to its route unread (marked :data:`STREAMED`) once its server admits
+    it (:data:`UPLOAD_ADMISSION`; 503 saying why when it does not)."""
 
     def __init__(self, app: Asgi, max_bytes: int, streamed: Callable[[Scope], bool] | None = None) -> None:
         self.app = app
@@ -83,6 +85,11 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         if self.streamed is not None and self.streamed(scope):
+            admit = scope.get(UPLOAD_ADMISSION)
+            refusal = admit() if admit is not None else None
+            if refusal is not None:
+                await _answer(send, 503, refusal)
+                return
             scope[STREAMED] = True
             await self.app(scope, receive, send)
             return
@@ -105,12 +112,16 @@ class BodyLimit:
         await self.app(scope, _replay(bytes(body), receive), send)
 
     async def _refuse(self, send: Send) -> None:
-        body = json.dumps(
-            {"detail": f"request body too large: at most {self.max_bytes} bytes are accepted"}
-        ).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await _answer(send, 413, f"request body too large: at most {self.max_bytes} bytes are accepted")
+
+
+async def _answer(send: Send, status: int, detail: str) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 503:
+        headers.append((b"retry-after", b"1"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -6,22 +6,32 @@ setup for the daemon and the fleet (:func:`http_server`).
   descriptors (:func:`back_off_accept_errors`) and logs that once a minute (:func:`quiet_accept_errors`).
 - :func:`connection_class`: uvicorn's HTTP/1.1 protocol with a deadline for receiving each request (408)
   and clear answers to a request line over ``MAX_HEADER_BYTES`` (414), a header block over it (431) or a
-  malformed one (400); after such an answer what the client still sends is read and dropped for
-  ``LINGER_SECS`` before closing, so the client sees the answer rather than a reset. A client that does not
-  read its answer for ``request_timeout`` seconds (the write buffer stays full) is disconnected.
-- Fair shares of connections (:class:`ConnectionLimits`): at most ``max_connections`` at once, at most
-  ``max_per_client`` from one client (an IPv4 address, an IPv6 /64), and at most ``max_streams`` event streams
-  and long-polls (never more than half the connections: the other half is kept for short requests such as
-  ``/healthz`` and ``/status``). A connection over a cap first makes room, in this order: it closes the
-  connection idle the longest (connected, nothing asked); else it answers 408 to the oldest request not yet
-  received in full (a request head sent a byte at a time); else it ends the oldest stream of the client
-  holding the most streams (cleanly: an event stream's body ends, a long-poll answers as it would at its
-  deadline). Only when none of those is left is it answered 503 and closed at once, its file descriptor
-  freed. A stream over the stream budget ends another client's stream only when that client holds at least
-  two more than the asker; else it is 503. So a client holding many connections competes with itself.
+  malformed one (400). A client that does not read its answer for ``request_timeout`` seconds (the write
+  buffer stays full) is disconnected.
+- Every refusal is read by its client, not lost to a reset: it is answered in one write, the connection
+  stops counting at once, this end is shut (a FIN) and what the client still sends is read and dropped until
+  the client closes, for ``LINGER_SECS`` at most (at most ``MAX_LINGERING`` connections linger at once; past
+  that a refused one closes at once). A connection over a cap is answered 503 so too. An answer given before
+  its request's body arrived in full (a refused upload: 401, 403, 413, 422, 503) says ``Connection: close``
+  and closes so, the rest of the body unread.
+- Fair shares of connections (:class:`ConnectionLimits`, :class:`~.ledger.Ledger`): at most
+  ``max_connections`` at once, at most ``max_per_client`` from one client (an IPv4 address, an IPv6 /64),
+  at most ``max_streams`` event streams and long-polls (never more than half the connections). Uploads,
+  streams and long-polls together (the requests that hold a connection long) never take the last
+  ``reserved`` connections, of all and of one client's (the reserve never more than half of either): those
+  stay for short requests such as ``/healthz``; one more is answered 503 unless a slow upload makes room. A
+  connection over a cap first makes room, in this order: it answers 408 to the oldest slow upload; else it
+  closes the connection idle the longest (connected, nothing asked); else it answers 408 to the oldest
+  request not yet received in full (a request head sent a byte at a time); else it ends the oldest stream of
+  the client holding the most streams (cleanly: an event stream's body ends, a long-poll answers as it
+  would at its deadline). Only when none of those is left is it answered 503. A stream over the stream
+  budget ends another client's stream only when that client holds at least two more than the asker; else it
+  is 503. So a client holding many connections competes with itself.
+- An upload (:class:`~.guard.BodyLimit` asks :data:`UPLOAD_ADMISSION` before its body streams, then marks
+  it :data:`STREAMED`) has no deadline in total: after its first ``request_timeout`` it must bring
+  ``min_upload_rate`` bytes a second over each ``request_timeout`` window, else it is answered 408; below
+  that rate it is slow, the first closed to make room (:mod:`.upload_rate`).
 - :func:`raise_fd_limit`: the open-files soft limit raised to the hard limit, at start.
-- While an upload's body streams (:data:`STREAMED`, set by :class:`~.guard.BodyLimit`), the connection's
-  deadline counts from the last bytes received, not from the request's start.
 - :func:`bind`: the listening socket, with a clear error when the port is taken.
 """
 
@@ -30,13 +40,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import ipaddress
 import json
 import socket
-from collections import Counter
 from collections.abc import Awaitable, Callable, Generator, MutableMapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import parse_qs
 
 import h11
@@ -44,13 +52,17 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..errors import ConfigError
-from .descriptors import back_off_accept_errors, connection_cap, quiet_accept_errors, raise_fd_limit
+from .descriptors import back_off_accept_errors, quiet_accept_errors, raise_fd_limit
+from .ledger import MAX_LINGERING, ConnectionLimits, Ledger, ServerKeys, client_of
+from .upload_rate import UploadRate
 
 __all__ = [
     "ENDING",
     "LINGER_SECS",
     "MAX_HEADER_BYTES",
+    "MAX_LINGERING",
     "STREAMED",
+    "UPLOAD_ADMISSION",
     "ConnectionLimits",
     "Server",
     "ServerKeys",
@@ -70,7 +82,10 @@ END_GRACE_SECS = 1.0
 and answered 503."""
 
 STREAMED = "prooflane.streamed"
-"""The scope key :class:`BodyLimit` sets on an upload: its connection then waits on progress, not in total."""
+"""The scope key :class:`BodyLimit` sets on an upload admitted: its connection is judged by its rate."""
+UPLOAD_ADMISSION = "prooflane.upload_admission"
+"""The scope key of every request: a callable :class:`BodyLimit` calls before an upload's body streams; it
+returns None when the upload may go on (it is counted and judged by its rate from then), else why not."""
 ENDING = "prooflane.ending"
 """The scope key of a stream or long-poll: an :class:`asyncio.Event` set when it is ended to make room for
 another client; a long-poll that waits on it answers at once, as at its deadline."""
@@ -80,72 +95,6 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-
-class ServerKeys(Protocol):
-    """The config keys of an HTTP server's limits (the daemon's config and the fleet's both have them)."""
-
-    @property
-    def request_timeout_secs(self) -> float: ...
-
-    @property
-    def max_connections(self) -> int: ...
-
-    @property
-    def max_connections_per_client(self) -> int: ...
-
-    @property
-    def max_streams(self) -> int: ...
-
-
-@dataclass(frozen=True)
-class ConnectionLimits:
-    """What the clients of one server may hold, and how long they have (see the module's docstring)."""
-
-    request_timeout: float
-    """Seconds a client has to send a whole request, or to take an answer."""
-    max_connections: int
-    """Connections at once, all clients together."""
-    max_per_client: int
-    """Connections at once from one client (:func:`client_of`)."""
-    max_streams: int
-    """Event streams and long-polls at once, all clients together."""
-
-    @classmethod
-    def of(cls, config: ServerKeys) -> ConnectionLimits:
-        """The config's limits, ``max_connections`` lowered to what the open-files limit holds."""
-        return cls(
-            config.request_timeout_secs,
-            connection_cap(config.max_connections),
-            config.max_connections_per_client,
-            config.max_streams,
-        )
-
-    @property
-    def client_cap(self) -> int:
-        """Connections one client may hold."""
-        return max(1, min(self.max_per_client, self.max_connections))
-
-    @property
-    def stream_cap(self) -> int:
-        """Streams at once: ``max_streams``, and never more than half the connections (the rest stay for
-        short requests)."""
-        return max(1, min(self.max_streams, self.max_connections // 2))
-
-
-def client_of(peername: Any) -> str:
-    """Who a connection counts against: its peer's IPv4 address (an IPv4-mapped IPv6 one as IPv4), or its
-    IPv6 /64 (one machine's usual share); ``local`` for a socket without an address."""
-    host = peername[0] if isinstance(peername, tuple) and peername else ""
-    try:
-        address = ipaddress.ip_address(str(host).split("%", 1)[0])
-    except ValueError:
-        return str(host) or "local"
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            return str(address.ipv4_mapped)
-        return str(ipaddress.ip_network(f"{address}/64", strict=False))
-    return str(address)
 
 
 def asks_to_wait(scope: Scope) -> bool:
@@ -197,16 +146,6 @@ def http_server(
     )
 
 
-class _Ledger:
-    """Who holds a server's connections: each client's, and which are streams. Only the event loop touches
-    it (no lock). Invariant: a connection is in ``by_client[its client]`` from its admission until it is
-    closed or made room for, and in ``streams`` while it serves a stream (never once made room for)."""
-
-    def __init__(self) -> None:
-        self.by_client: dict[str, set[_Connection]] = {}
-        self.streams: set[_Connection] = set()
-
-
 @dataclass
 class _Stream:
     """A stream or long-poll in progress on a connection."""
@@ -222,15 +161,19 @@ def _never(scope: Scope) -> bool:
 
 
 class _Connection(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol with a deadline for receiving each request, one for the client to take
-    its answer, fair shares of connections and streams, and a lingering close."""
+    """uvicorn's HTTP/1.1 protocol with a deadline for receiving each request, a minimum rate for uploads,
+    one for the client to take its answer, fair shares (:class:`~.ledger.Ledger`, whose
+    :class:`~.ledger.Holder` it is) and a lingering close."""
 
     limits: ConnectionLimits
     """This server's limits (set by :func:`connection_class`)."""
-    ledger: _Ledger
-    """This server's connections by client and its streams (one per server, from :func:`connection_class`)."""
+    ledger: Ledger
+    """This server's connections by client, its streams and uploads (one per server, from
+    :func:`connection_class`)."""
     holds_open: Callable[[Scope], bool]
     """Whether a request is a stream or long-poll (a staticmethod, set by :func:`connection_class`)."""
+    clock: Callable[[], float] | None = None
+    """The clock uploads are judged on (None: the event loop's; a test's, from :func:`connection_class`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -238,61 +181,40 @@ class _Connection(H11Protocol):
         self._deadline: asyncio.TimerHandle | None = None
         self._write_deadline: asyncio.TimerHandle | None = None
         self._lingering = False
+        self._lingers = False  # it holds one of the ledger's lingering places
         self._turned_away = False
-        self._opened_at = 0.0
-        self._peer = ""
+        self.opened_at = 0.0
+        self.peer = ""
         self._stream: _Stream | None = None
+        self._upload: UploadRate | None = None
+        self._judging: asyncio.TimerHandle | None = None
         self._app = self.app
         self.app = self._gate  # handle_events runs each request's cycle with self.app
 
     # --- admission ---------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._peer = client_of(transport.get_extra_info("peername"))
-        refusal = self._make_room()
+        self.peer = client_of(transport.get_extra_info("peername"))
+        refusal = self.ledger.make_room(self.peer)
         if refusal is not None:
-            self._turn_away(transport, refusal)
+            assert isinstance(transport, asyncio.Transport)
+            self._turned_away = True  # never counted: answered 503 before anything is read
+            transport.write(_answer_bytes(503, "Service Unavailable", f"{refusal}: try again"))
+            self._linger(transport, LINGER_SECS)
             return
         super().connection_made(transport)  # type: ignore[arg-type]
-        self.ledger.by_client.setdefault(self._peer, set()).add(self)
-        self._opened_at = self.loop.time()
+        self.ledger.admit(self)
+        self.opened_at = self.loop.time()
         self._arm()
-
-    def _make_room(self) -> str | None:
-        """None when this new connection may be served (after another was closed to make room, if need be);
-        else why not."""
-        limits = self.limits
-        mine = self.ledger.by_client.get(self._peer, set())
-        if len(mine) >= limits.client_cap and not _make_room_among(mine):
-            return f"too many connections from {self._peer} (at most {limits.client_cap} from one client)"
-        if len(self.connections) >= limits.max_connections and not _make_room_among(self.connections):
-            return f"too many connections (at most {limits.max_connections})"
-        return None
-
-    def _turn_away(self, transport: asyncio.BaseTransport, detail: str) -> None:
-        """One connection too many: answer 503 in one write and close, before reading anything."""
-        self._turned_away = True
-        body = json.dumps({"detail": f"{detail}: try again"})
-        answer = (
-            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n"
-            f"content-length: {len(body) + 1}\r\nconnection: close\r\n\r\n{body}\n"
-        )
-        assert isinstance(transport, asyncio.WriteTransport)
-        transport.write(answer.encode())
-        transport.close()
 
     def _leave(self) -> None:
         """Stop counting this connection (closed, or closing to make room): its place is free now."""
         self.connections.discard(self)
-        mine = self.ledger.by_client.get(self._peer)
-        if mine is not None:
-            mine.discard(self)
-            if not mine:
-                del self.ledger.by_client[self._peer]
-        self.ledger.streams.discard(self)
+        self.ledger.leave(self)
+        self._end_upload()
 
     @property
-    def _idle(self) -> bool:
+    def idle(self) -> bool:
         """Connected, nothing asked (or a kept-alive connection between requests)."""
         return (
             self._stream is None and not self._lingering and not self.transport.is_closing()
@@ -301,9 +223,9 @@ class _Connection(H11Protocol):
         )  # fmt: skip
 
     @property
-    def _incomplete(self) -> bool:
+    def incomplete(self) -> bool:
         """A request begun and not received in full, nothing answered yet (its head, or a body that is
-        not an upload's)."""
+        not an upload's: an upload is judged by its rate)."""
         if self._stream is not None or self._lingering or self.transport.is_closing():
             return False
         their, ours = self.conn.their_state, self.conn.our_state
@@ -313,15 +235,84 @@ class _Connection(H11Protocol):
             return bool(self.conn.trailing_data[0])
         return their is h11.SEND_BODY and not getattr(self, "scope", {}).get(STREAMED)
 
-    # --- streams and long-polls --------------------------------------------------------------------
+    @property
+    def stream_started_at(self) -> float | None:
+        stream = self._stream
+        return None if stream is None or stream.ending.is_set() else stream.started_at
+
+    @property
+    def upload_started_at(self) -> float | None:
+        return None if self._upload is None else self._upload.started_at
+
+    def close_idle(self) -> None:
+        self.transport.close()
+        self._leave()  # connection_lost follows
+
+    # --- uploads -----------------------------------------------------------------------------------
+
+    def _now(self) -> float:
+        return (self.clock or self.loop.time)()
+
+    def _admit_upload(self) -> str | None:
+        """As an upload's body is about to stream (:data:`UPLOAD_ADMISSION`): None when it may (it is
+        counted from now on, and judged by its rate instead of the request's deadline); else why not."""
+        if self._upload is not None or self.conn.their_state is not h11.SEND_BODY:
+            return None  # its body is in already: a short request
+        refusal = self.ledger.admit_held(self.peer)
+        if refusal is not None:
+            return refusal
+        self._upload = UploadRate(self.limits.request_timeout, self.limits.min_upload_rate, self._now())
+        self.ledger.uploads.add(self)
+        self._disarm()
+        self._judge_later()
+        return None
+
+    def slowness(self) -> str | None:
+        """Why this connection's upload counts as slow (:meth:`UploadRate.slow`), or None."""
+        upload = self._upload
+        if upload is None or self._lingering or not upload.slow(self._now(), self.flow.read_paused):
+            return None
+        return (f"upload slower than {upload.minimum:,.0f} bytes/s (min_upload_bytes_per_sec): its "
+                "connection was closed to make room for another")  # fmt: skip
+
+    def _judge_later(self) -> None:
+        assert self._upload is not None
+        self._judging = self.loop.call_later(self._upload.until_judged(self._now()), self._judge)
+
+    def _judge(self) -> None:
+        """At the end of a window: cut the upload off if that window brought too few bytes."""
+        self._judging = None
+        if self._upload is None:
+            return
+        why = self._upload.too_slow(self._now(), self.flow.read_paused)
+        if why is None:
+            self._judge_later()
+        else:
+            self.refuse(408, "Request Timeout", why)
+
+    def _end_upload(self) -> None:
+        """Stop counting and judging this connection's upload (its body is in, or it was answered or cut)."""
+        if self._judging is not None:
+            self._judging.cancel()
+            self._judging = None
+        self._upload = None
+        self.ledger.uploads.discard(self)
+
+    # --- each request; streams and long-polls ------------------------------------------------------
 
     async def _gate(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Every request's way into the application: a stream or long-poll is counted (refused when over
-        its budget) and can be ended to make room."""
-        if scope["type"] != "http" or not self.holds_open(scope):
+        """Every request's way into the application: it may ask to stream an upload; an answer started
+        before its body is in closes the connection; a stream or long-poll is counted (refused when over its
+        budget) and can be ended to make room."""
+        if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
-        refusal = self._admit_stream()
+        scope[UPLOAD_ADMISSION] = self._admit_upload
+        send = self._answering(self.cycle, send)
+        if not self.holds_open(scope):
+            await self._app(scope, receive, send)
+            return
+        refusal = self.ledger.admit_held(self.peer) or self.ledger.admit_stream(self.peer)
         if refusal is not None:
             await _answer(send, 503, refusal)
             return
@@ -335,20 +326,21 @@ class _Connection(H11Protocol):
             self._stream = None
             self.ledger.streams.discard(self)
 
-    def _admit_stream(self) -> str | None:
-        """None when one more stream of this client's may start (after ending another client's, if that
-        one holds at least two more); else why not."""
-        streams = self.ledger.streams
-        cap = self.limits.stream_cap
-        if len(streams) < cap:
-            return None
-        held = Counter(c._peer for c in streams)
-        heaviest, most = held.most_common(1)[0]
-        if most > held[self._peer] + 1:
-            victim = min((c for c in streams if c._peer == heaviest), key=_stream_start)
-            victim._end_stream()
-            return None
-        return f"too many event streams and long-polls (at most {cap} at once): try again"
+    def _answering(self, cycle: Any, send: Send) -> Send:
+        """``send``, watching each answer start: an upload ends there, and an answer started before its
+        request's body was in full (a refused upload) says ``Connection: close`` and closes lingering, the
+        rest of the body unread."""
+
+        async def answering(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                self._end_upload()
+                if self.conn.their_state is h11.SEND_BODY and cycle is not None and not self._lingering:
+                    headers = [(k, v) for k, v in message.get("headers", ()) if k.lower() != b"connection"]
+                    message = {**message, "headers": [*headers, (b"connection", b"close")]}
+                    cycle.transport = _ClosingLingering(self)
+            await send(message)
+
+        return answering
 
     async def _run_stream(self, stream: _Stream, scope: Scope, receive: Receive, send: Send) -> None:
         async def tracked(message: Message) -> None:
@@ -382,7 +374,7 @@ class _Connection(H11Protocol):
             if not app.done():
                 app.cancel()
 
-    def _end_stream(self) -> None:
+    def end_stream(self) -> None:
         """End this connection's stream to make room: its place is free at once, the connection closes once
         the stream has ended (and within ``END_GRACE_SECS + LINGER_SECS`` in any case)."""
         assert self._stream is not None
@@ -395,6 +387,9 @@ class _Connection(H11Protocol):
     # --- the connection's life ---------------------------------------------------------------------
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._lingers:
+            self._lingers = False
+            self.ledger.left_lingering()
         if self._turned_away:
             return
         self._leave()
@@ -427,12 +422,19 @@ class _Connection(H11Protocol):
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE and self.conn.their_state is not h11.SEND_BODY:
             self._disarm()  # the request is fully received: the app has it
-        elif self.conn.their_state is h11.SEND_BODY and getattr(self, "scope", {}).get(STREAMED):
-            self._arm()  # an upload streams: it has request_timeout from its last bytes
+            self._end_upload()
+        elif self._upload is not None and not self._lingering:
+            now, held = self._now(), self.flow.read_paused
+            self._upload.received(len(data), now, held)
+            why = self._upload.too_slow(now, held)
+            if why is not None:
+                self.refuse(408, "Request Timeout", why)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing():
+        if self._lingering:
+            self._unset_keepalive_if_required()  # it closes by itself, lingering
+        elif not self.transport.is_closing():
             self._arm()  # the next request on this connection gets its own deadline
 
     def _arm(self) -> None:
@@ -454,66 +456,74 @@ class _Connection(H11Protocol):
             return
         if their in (h11.IDLE, h11.SEND_BODY) and ours in (h11.IDLE, h11.SEND_RESPONSE):
             detail = f"request not received in full within {self._request_timeout:g} s"
-            self._refuse(408, "Request Timeout", detail)
+            self.refuse(408, "Request Timeout", detail)
 
     def send_400_response(self, msg: str) -> None:
         received = self.conn.trailing_data[0]
         if len(received) >= MAX_HEADER_BYTES and b"\n" not in received:  # the request line alone is too long
-            self._refuse(414, "URI Too Long", f"the request line exceeds {MAX_HEADER_BYTES} bytes")
+            self.refuse(414, "URI Too Long", f"the request line exceeds {MAX_HEADER_BYTES} bytes")
         elif len(received) >= MAX_HEADER_BYTES:
-            self._refuse(431, "Request Header Fields Too Large",
-                         f"request line and headers exceed {MAX_HEADER_BYTES} bytes")  # fmt: skip
+            self.refuse(431, "Request Header Fields Too Large",
+                        f"request line and headers exceed {MAX_HEADER_BYTES} bytes")  # fmt: skip
         else:
-            self._refuse(400, "Bad Request", f"not a valid HTTP/1.1 request: {msg}")
+            self.refuse(400, "Bad Request", f"not a valid HTTP/1.1 request: {msg}")
 
-    def _refuse(self, status: int, reason: str, detail: str, linger: float = LINGER_SECS) -> None:
-        """Answer in one write, then read and drop what the client still sends for ``linger`` seconds
-        before closing."""
+    def refuse(self, status: int, reason: str, detail: str, linger: float = LINGER_SECS) -> None:
+        """Answer in one write, then close lingering (:meth:`_close_lingering`)."""
+        if self._lingering or self.transport.is_closing():
+            return
+        self.transport.write(_answer_bytes(status, reason, detail))
+        self._close_lingering(linger)
+
+    def _close_lingering(self, linger: float) -> None:
+        """Stop counting this connection (its place is free now) and close it lingering (:meth:`_linger`)."""
+        if self._lingering:
+            return
         self._disarm()
-        body = (json.dumps({"detail": detail}) + "\n").encode()
-        head = (
-            f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
-        ).encode()
-        self.transport.write(head + body)
+        self._leave()
+        self._unset_keepalive_if_required()
+        self.flow.resume_reading()  # what the client still sends is read, to be dropped
+        self._linger(self.transport, linger)
+
+    def _linger(self, transport: asyncio.Transport, linger: float) -> None:
+        """Shut this end (a FIN, once the answer is out), then close when the client does or after
+        ``linger`` seconds, dropping what it still sends; at once when ``MAX_LINGERING`` linger already."""
         self._lingering = True
-        if self.transport.can_write_eof():
-            self.transport.write_eof()
-        self.loop.call_later(linger, self.transport.close)
+        if linger <= 0 or not transport.can_write_eof() or not self.ledger.take_lingering_place():
+            transport.close()
+            return
+        self._lingers = True
+        transport.write_eof()
+        self.loop.call_later(linger, transport.close)
 
 
-def _make_room_among(candidates: set[Any]) -> bool:
-    """Close one of ``candidates`` to make room for a new connection: the one idle the longest, else the
-    oldest request not received in full (answered 408), else the oldest stream of the client holding the
-    most; False when none is left (every one is a short request in progress)."""
-    live = [c for c in candidates if isinstance(c, _Connection) and not c._turned_away]
-    idle = [c for c in live if c._idle]
-    if idle:
-        oldest = min(idle, key=_opened)
-        oldest.transport.close()
-        oldest._leave()  # connection_lost follows
-        return True
-    incomplete = [c for c in live if c._incomplete]
-    if incomplete:
-        oldest = min(incomplete, key=_opened)
-        detail = "request not received in full: its connection was closed to make room for another"
-        oldest._refuse(408, "Request Timeout", detail, linger=0.0)  # its descriptor is wanted now
-        oldest._leave()
-        return True
-    streams = [c for c in live if c._stream is not None and not c._stream.ending.is_set()]
-    if streams:
-        heaviest, _ = Counter(c._peer for c in streams).most_common(1)[0]
-        min((c for c in streams if c._peer == heaviest), key=_stream_start)._end_stream()
-        return True
-    return False
+class _ClosingLingering(asyncio.Transport):
+    """The transport a request's cycle answers on when its answer started before the request's body was in
+    full: writes go to the connection's, and its ``close`` is the connection's lingering close."""
+
+    def __init__(self, connection: _Connection) -> None:
+        super().__init__()
+        self._connection = connection
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self._connection.transport.write(data)
+
+    def is_closing(self) -> bool:
+        return self._connection.transport.is_closing()
+
+    def close(self) -> None:
+        self._connection._close_lingering(LINGER_SECS)
 
 
-def _opened(connection: _Connection) -> float:
-    return connection._opened_at
-
-
-def _stream_start(connection: _Connection) -> float:
-    return connection._stream.started_at if connection._stream is not None else 0.0
+def _answer_bytes(status: int, reason: str, detail: str) -> bytes:
+    """A whole answer (its head says ``Connection: close``) with a JSON ``detail``, for one write."""
+    body = (json.dumps({"detail": detail}) + "\n").encode()
+    retry = "retry-after: 1\r\n" if status == 503 else ""
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n{retry}"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode() + body
 
 
 async def _answer(send: Send, status: int, detail: str) -> None:
@@ -526,11 +536,19 @@ async def _answer(send: Send, status: int, detail: str) -> None:
 
 
 def connection_class(
-    limits: ConnectionLimits, holds_open: Callable[[Scope], bool] = _never
+    limits: ConnectionLimits,
+    holds_open: Callable[[Scope], bool] = _never,
+    clock: Callable[[], float] | None = None,
 ) -> type[_Connection]:
     """The protocol class of a server with these limits (a ledger of its own); ``holds_open`` says which
-    requests are streams or long-polls."""
-    attrs = {"limits": limits, "ledger": _Ledger(), "holds_open": staticmethod(holds_open)}
+    requests are streams or long-polls; ``clock`` is the one uploads are judged on (a test's; None: the
+    event loop's)."""
+    attrs = {
+        "limits": limits,
+        "ledger": Ledger(limits),
+        "holds_open": staticmethod(holds_open),
+        "clock": None if clock is None else staticmethod(clock),
+    }
     return type("Connection", (_Connection,), attrs)
 
 

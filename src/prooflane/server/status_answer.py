@@ -4,7 +4,9 @@ Everyone polls ``/status`` (the dashboard every 1.5 s and on every event, a flee
 follows), so an answer costs: a snapshot (each job's text is kept while it does not change), its tag, and,
 only when the tag is new or the kept encoding older than ``REUSE_SECS``, an encoding (and a gzip of it).
 A client whose ``If-None-Match`` names the tag is answered ``304 Not Modified`` with no body: its copy is
-current but for what the clock moves (``prooflane.status.ages``).
+current but for what the clock moves (``prooflane.status.ages``). The tag is the snapshot's and the bounds'
+(:func:`bounded_tag`): the same snapshot listed to other bounds (``?next=``, ``?ended=``, ``?jobs=``) is
+another body, so another tag.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ __all__ = [
     "MAX_LISTED",
     "REUSE_SECS",
     "StatusAnswers",
+    "bounded_tag",
     "takes_gzip",
 ]
 
@@ -70,7 +73,7 @@ class StatusAnswers:
     def answer(self, request: Request, waiting: int, ended: int) -> Response:
         """The answer to one request: ``waiting`` and ``ended`` jobs listed besides those holding work."""
         snapshot = self._snapshot()
-        tag = snapshot.tag()
+        tag = bounded_tag(snapshot.tag(), waiting, ended)
         headers = {"ETag": tag, "Vary": "Accept-Encoding", "Cache-Control": "no-cache"}
         if _names(request.headers.get("if-none-match", ""), tag):
             return Response(status_code=304, headers=headers)
@@ -90,6 +93,14 @@ class StatusAnswers:
             body = kept.zipped
             headers["Content-Encoding"] = "gzip"
         return Response(body, media_type="application/json", headers=headers)
+
+
+def bounded_tag(tag: str, waiting: int, ended: int) -> str:
+    """A snapshot's entity tag for its answer listing ``waiting`` and ``ended`` jobs whole: every query
+    parameter that changes the body is in it (``jobs`` sets both bounds), so no bound's copy passes for
+    another's."""
+    weak = "W/" if tag.startswith("W/") else ""
+    return f'{weak}"{tag.removeprefix("W/").strip(chr(34))}.n{waiting}.e{ended}"'
 
 
 def _names(if_none_match: str, tag: str) -> bool:
