@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -237,6 +238,31 @@ def test_serve_reports_a_port_in_use_and_a_bad_config(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "profile" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_serve_on_a_data_folder_it_cannot_write_is_one_line_and_makes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only file system (as the kernel says it: access(2) answers EROFS), and a file in the way."""
+    read_only = tmp_path / "mounted"
+    read_only.mkdir()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == read_only else real_access(p, mode))
+    result = runner.invoke(app, ["serve", "--data", str(read_only / "data")])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.stderr.strip() == (
+        f"error: data_dir {read_only / 'data'} cannot be made: {read_only} cannot be written "
+        "(read-only, or not yours)"
+    )
+    assert list(read_only.iterdir()) == []
+    (tmp_path / "file").write_text("")
+    result = runner.invoke(app, ["serve", "--data", str(tmp_path / "file")])
+    assert result.exit_code == 1
+    assert (
+        result.stderr.strip()
+        == f"error: data_dir {tmp_path / 'file'} is not a folder: the daemon keeps its "
+        + ("journal, keys and log there")
+    )
 
 
 def test_circuits_register_and_list(daemon: Served, circuit_files: tuple[Path, Path]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import socket
 import tempfile
@@ -22,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..circuits.profiles import PROFILES as PROFILES_BY_NAME
 from ..client import Client
 from ..config import DEFAULT_PORT, DEFAULT_URL, Config
+from ..errors import ConfigError
 from ..states import JobState
 from .app import app
 from .daemon_process import READY_PREFIX, DaemonProcess
@@ -90,6 +92,7 @@ def serve(
         if port:
             overrides["port"] = port
         loaded = Config.load(config, **overrides)
+        _check_writable(loaded.data_dir)
         # Standard error, and data_dir/prooflane.log rotated: docs/operations.md, "Logs".
         file = None
         if loaded.log_file is not None:
@@ -102,6 +105,21 @@ def serve(
             print(f"dashboard: {url}/", flush=True)
 
         run(loaded, loaded.host, bind_port, on_ready=ready, parent_pid=parent_pid)
+
+
+def _check_writable(data_dir: Path) -> None:
+    """Refuse, in one line, a data folder the daemon could not write (a read-only file system, a folder of
+    another user's), before anything is made, so nothing is left behind."""
+    target = data_dir.absolute()
+    folder = target
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if folder.is_dir() and os.access(folder, os.W_OK | os.X_OK):
+        return
+    what = "cannot be written (read-only, or not yours)" if folder.is_dir() else "is not a folder"
+    if folder == target:
+        raise ConfigError(f"data_dir {data_dir} {what}: the daemon keeps its journal, keys and log there")
+    raise ConfigError(f"data_dir {data_dir} cannot be made: {folder} {what}")
 
 
 # --- status -----------------------------------------------------------------------------------
