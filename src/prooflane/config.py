@@ -109,6 +109,12 @@ class Config:
     max_partitions_per_job: int = 1024  # a circom job's witnesses or circuit inputs (one partition each)
     # The circom keys each synthesis process keeps read, by their files' sizes (docs/config.md).
     synthesis_key_cache_bytes: int = 256 << 20
+    # A partition's synthesis (a circuit's witness generator, its matrices) may run this long; past it, the
+    # process running it is ended and the partition fails, naming the limit (docs/config.md).
+    synthesis_timeout_secs: float = 300.0
+    # WebAssembly memory a circom witness generator may use for one partition, reserved from the memory budget
+    # with it; 0: 64 MiB and 1 KiB a wire of the circuit (docs/config.md).
+    witness_memory_bytes: int = 0
     ray: RaySettings = field(default_factory=RaySettings)
     request_timeout_secs: float = 30.0
     max_connections: int = 1024  # HTTP connections at once (lowered to what the open-files limit holds)
@@ -159,6 +165,9 @@ class Config:
         _check(self.max_circuit_bytes >= 1024, "max_circuit_bytes", "expected at least 1024")
         _check(self.max_partitions_per_job >= 1, "max_partitions_per_job", "expected at least 1")
         _check(self.synthesis_key_cache_bytes >= 0, "synthesis_key_cache_bytes", "expected 0 or more bytes")
+        _check(self.synthesis_timeout_secs > 0, "synthesis_timeout_secs", "expected a number of seconds > 0")
+        _check(self.witness_memory_bytes == 0 or self.witness_memory_bytes >= 1 << 20, "witness_memory_bytes",
+               "expected 0 (automatic) or at least 1048576 (1 MiB)")  # fmt: skip
         check_server_keys(self)
         check_tokens(self, ("token", "read_tokens", "submit_tokens", "admin_tokens"))
         _check(self.log_format in LOG_FORMATS, "log_format", f"expected one of {', '.join(LOG_FORMATS)}")

@@ -2,13 +2,16 @@
 
 The oldest job's lowest partition always comes first within a priority. Entries of a job can be removed
 at once (cancellation, failure). Event-loop only: no locks, nothing awaits between a check and a pop.
+
+``first`` looks past the jobs a caller names (the dispatcher's one exception to the order: a job whose
+synthesis runs long waits for it, and the jobs behind it go on) and ``take`` removes what it found.
 """
 
 from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -72,6 +75,22 @@ class WorkQueue(Generic[T]):
             del self._jobs[key.job_id]
         self._count -= 1
         return key, item
+
+    def first(self, allowed: Callable[[str], bool]) -> tuple[WorkKey, T] | None:
+        """The first item, in queue order, of a job for which ``allowed(job_id)`` holds, or None. Costs the
+        queued jobs, not their partitions (each job's first partition is looked at)."""
+        heads = (min(partitions.values()) for job, partitions in self._jobs.items() if allowed(job))
+        found = min(heads, default=None)
+        return None if found is None else (found[0], found[2])
+
+    def take(self, key: WorkKey) -> T:
+        """Remove the item queued at ``key`` (as ``first`` found it); its heap entry goes when reached."""
+        partitions = self._jobs[key.job_id]
+        _, _, item = partitions.pop(key.partition)
+        if not partitions:
+            del self._jobs[key.job_id]
+        self._count -= 1
+        return item
 
     async def get(self) -> tuple[WorkKey, T]:
         """Take the first item, waiting for one."""

@@ -371,10 +371,10 @@ async def test_an_engine_that_cannot_go_on_stops_loudly_and_says_why(
     async with Engine(engine_config(), backend=InProcessBackend()) as engine:
         failed = asyncio.create_task(engine.until_failed())
 
-        def broken() -> bool:  # a fault of the engine's own (a bug), not of a worker or a job
+        def broken() -> None:  # a fault of the engine's own (a bug), not of a worker or a job
             raise RuntimeError("the dispatcher cannot go on")
 
-        monkeypatch.setattr(engine._dispatcher, "_can_synthesize", broken)
+        monkeypatch.setattr(engine._dispatcher, "_next", broken)
         await engine.submit(JobRequest.model_validate({"kind": "winning-post", "sector": {"size": 256}}))
         async with asyncio.timeout(WAIT):
             error = await failed

@@ -48,6 +48,7 @@ __all__ = [
     "Finished",
     "PoolProcessDied",
     "PoolReplaced",
+    "PoolTimedOut",
     "RemoteError",
     "WorkerDied",
     "WorkerInfo",
@@ -67,6 +68,11 @@ class DeviceFault(RemoteError):
 
 class PoolProcessDied(ProoflaneError):
     """Raised when a process of the CPU-side pool died while it held work; the work may be retried."""
+
+
+class PoolTimedOut(ProoflaneError):
+    """Raised when a call on the CPU-side pool ran past its time limit and its process was ended; the work
+    is not retried (it would run as long again)."""
 
 
 class PoolReplaced(PoolProcessDied):
@@ -242,11 +248,20 @@ class DeviceBackend(ABC):
         Raises what ``call`` raised, or :class:`PoolProcessDied` when the process running it died.
         """
 
-    async def synthesize(self, call: Callable[[Any], tuple[Any, float]], task: Any) -> tuple[Any, float]:
+    async def synthesize(
+        self, call: Callable[[Any], tuple[Any, float]], task: Any, *, limit: float | None = None
+    ) -> tuple[Any, float]:
         """``call(task)``, a partition's synthesis, as :meth:`run` does it: (the synthesized partition,
         milliseconds). The engine hands what comes back to a worker's ``prove`` as it is; a backend may
-        give it in a form of its own that its workers open (the process backend's :mod:`.parcel`)."""
-        return await self.run(call, task)
+        give it in a form of its own that its workers open (the process backend's :mod:`.parcel`).
+
+        Past ``limit`` seconds the synthesis is ended (its process, where the backend has one of its own)
+        and :class:`PoolTimedOut` raised."""
+        try:
+            async with asyncio.timeout(limit):
+                return await self.run(call, task)
+        except TimeoutError:
+            raise PoolTimedOut(f"it ran past its time limit of {limit:g} s, and was ended") from None
 
     @abstractmethod
     def new_worker(self, worker_id: str, device: Device) -> DeviceWorker:

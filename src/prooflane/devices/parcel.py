@@ -29,7 +29,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Parcel", "opened", "park"]
+__all__ = ["Parcel", "opened", "park", "unpark"]
 
 _ALIGN = 64  # each buffer starts on a cache line (numpy and the C core read them as words)
 _INLINE_BELOW = 1 << 16  # smaller buffers stay in the pickle
@@ -83,8 +83,10 @@ def opened(value: Any) -> Any:
     return value.open() if isinstance(value, Parcel) else value
 
 
-def park(value: Any, folder: str) -> Parcel:
-    """``value`` as a parcel, its buffers in a new file of ``folder`` (inline where it cannot be written)."""
+def park(value: Any, folder: str, name: str | None = None) -> Parcel:
+    """``value`` as a parcel, its buffers in a new file of ``folder`` (inline where it cannot be written),
+    named ``name`` when given (the daemon then knows the file's name before it is written, and removes it
+    when the process writing it is ended: :func:`unpark`)."""
     buffers: list[pickle.PickleBuffer] = []
 
     def out_of_band(buffer: pickle.PickleBuffer) -> bool:
@@ -96,14 +98,18 @@ def park(value: Any, folder: str) -> Parcel:
     head = pickle.dumps(value, protocol=5, buffer_callback=out_of_band)
     raw = [b.raw() for b in buffers]
     try:
-        path, spans = _write(raw, folder)
+        path, spans = _write(raw, folder, name)
     except OSError as exc:
         return Parcel(head, None, (), tuple(r.tobytes() for r in raw), exc.strerror or str(exc))
     return Parcel(head, path, spans)
 
 
-def _write(raw: list[memoryview], folder: str) -> tuple[str, tuple[tuple[int, int], ...]]:
-    fd, path = tempfile.mkstemp(dir=folder, suffix=".parcel")
+def _write(raw: list[memoryview], folder: str, name: str | None) -> tuple[str, tuple[tuple[int, int], ...]]:
+    if name is None:
+        fd, path = tempfile.mkstemp(dir=folder, suffix=".parcel")
+    else:
+        path = os.path.join(folder, name)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     spans, at = [], 0
     try:
         with os.fdopen(fd, "wb") as file:
@@ -118,6 +124,12 @@ def _write(raw: list[memoryview], folder: str) -> tuple[str, tuple[tuple[int, in
         _unlink(path)
         raise
     return path, tuple(spans)
+
+
+def unpark(folder: str, name: str) -> None:
+    """Remove the file a parcel named ``name`` was being written to in ``folder``, if it is there (its
+    process was ended before the daemon claimed it)."""
+    _unlink(os.path.join(folder, name))
 
 
 def _unlink(path: str) -> None:

@@ -36,6 +36,8 @@ import asyncio
 import functools
 import logging
 import multiprocessing
+import os
+import secrets
 import shutil
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -49,7 +51,7 @@ from .child import ChildProcess
 from .cores import CoreBudget
 from .cuda import device_index
 from .in_child import finalizer_main, prover_main
-from .parcel import Parcel, park
+from .parcel import Parcel, park, unpark
 from .pool import SynthesisPool
 
 __all__ = ["ProcessBackend", "ProcessWorker", "mp_context"]
@@ -91,8 +93,11 @@ class ProcessBackend(DeviceBackend):
         self._io = ThreadPoolExecutor(max_workers=4 * workers + 4, thread_name_prefix="prooflane-io")
         # Processes are started in one thread of their own, off the event loop (see ChildProcess.start).
         self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prooflane-start")
+        # Lanes beyond the cores: a synthesis that runs long leaves its slot to other jobs while its process
+        # goes on (engine/dispatch.py), until synthesis_timeout_secs ends it.
+        most = max(pool_size, 2 * (os.cpu_count() or 1), 4)
         self._pool = SynthesisPool(
-            self._ctx, pool_size, niceness, self.budget, self._starter, threads=threads
+            self._ctx, pool_size, niceness, self.budget, self._starter, most, threads=threads
         )
         self.parcels: str | None = None  # the folder of synthesized partitions in shared memory
         self._parcel_problem = ""  # why parcels last travelled inline (logged once a cause)
@@ -115,12 +120,20 @@ class ProcessBackend(DeviceBackend):
     async def run(self, call: Callable[..., T], *args: Any) -> T:
         return await self._pool.run(call, *args)
 
-    async def synthesize(self, call: Callable[[Any], tuple[Any, float]], task: Any) -> tuple[Any, float]:
-        """As :meth:`DeviceBackend.synthesize`, the partition coming back as a :class:`~.parcel.Parcel` in
-        shared memory (inline, logged once a cause, where the folder cannot hold it)."""
+    async def synthesize(
+        self, call: Callable[[Any], tuple[Any, float]], task: Any, *, limit: float | None = None
+    ) -> tuple[Any, float]:
+        """As :meth:`DeviceBackend.synthesize` (past ``limit`` its process is ended and another takes its
+        place), the partition coming back as a :class:`~.parcel.Parcel` in shared memory (inline, logged
+        once a cause, where the folder cannot hold it)."""
         if self.parcels is None:
-            return await self._pool.run(call, task)
-        parcel, ms = await self._pool.run(_parked, self.parcels, call, task)
+            return await self._pool.run(call, task, limit=limit)
+        name = f"{secrets.token_hex(8)}.parcel"
+        try:
+            parcel, ms = await self._pool.run(_parked, self.parcels, name, call, task, limit=limit)
+        except BaseException:  # its process may have been ended while it wrote the file
+            unpark(self.parcels, name)
+            raise
         parcel.claim()
         if parcel.problem and parcel.problem != self._parcel_problem:
             log.warning(
@@ -329,7 +342,9 @@ class ProcessWorker(DeviceWorker):
         self.finalizer.kill()
 
 
-def _parked(folder: str, call: Callable[[Any], tuple[Any, float]], task: Any) -> tuple[Parcel, float]:
-    """In a pool process: ``call(task)``, its partition parked in ``folder``."""
+def _parked(
+    folder: str, name: str, call: Callable[[Any], tuple[Any, float]], task: Any
+) -> tuple[Parcel, float]:
+    """In a pool process: ``call(task)``, its partition parked in ``folder`` as ``name``."""
     synthesized, ms = call(task)
-    return park(synthesized, folder), ms
+    return park(synthesized, folder, name), ms

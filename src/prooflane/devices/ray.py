@@ -335,10 +335,15 @@ def _live_nodes() -> list[tuple[str, dict[str, float]]]:
 
 
 async def _pool_result(ref: Any) -> Any:
-    """A pool task's result: what the call raised is raised again; a lost task is PoolProcessDied."""
+    """A pool task's result: what the call raised is raised again; a lost task is PoolProcessDied; a
+    cancelled wait ends the task."""
     exceptions = _ray().exceptions
     try:
         return await ref
+    except asyncio.CancelledError:  # its work is nobody's now: the task (and its process) is ended
+        with contextlib.suppress(Exception):
+            _ray().cancel(ref, force=True)
+        raise
     except exceptions.RayTaskError as exc:
         if isinstance(exc.cause, Exception):
             raise exc.cause from None

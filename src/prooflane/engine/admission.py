@@ -30,11 +30,14 @@ from ..kinds import (
     BUILTIN_KINDS,
     CIRCOM,
     WTNS_HEADER_BYTES,
+    WTNS_VERSION,
     CircomInput,
     CircuitMeta,
     StorageInput,
     kind_spec,
+    witness_memory_bytes,
     wtns_limit,
+    wtns_version,
     wtns_wires,
 )
 from ..models import InlineSector, JobRequest
@@ -84,7 +87,8 @@ class Admission:
             raise TooLarge(_too_many(len(req.witnesses or []), most))
         job_id = req.job_id or uuid.uuid4().hex
         meta = self._circuits.meta(req.kind, req.circuit)
-        self._check_fits(req.kind, meta)  # before anything is created for the job
+        computed = any(isinstance(w, dict) for w in req.witnesses or []) if req.kind == CIRCOM else False
+        self._check_fits(req.kind, meta, computed)  # before anything is created for the job
         await self._circuits.keys.ensure(meta)  # a key file deleted: made again, or the job refused
         admitting = self._admitting[job_id] = asyncio.get_running_loop().create_future()
         try:
@@ -374,12 +378,16 @@ class Admission:
         for path in (self._pipeline.config.data_dir / "sectors" / job_id, *building):
             await asyncio.to_thread(shutil.rmtree, path, True)
 
-    def _check_fits(self, kind: str, meta: CircuitMeta) -> None:
-        budget = self._pipeline.budget
-        need = meta.partition_bytes + meta.worker_key_bytes(counted_up_front(self._pipeline.config))
+    def _check_fits(self, kind: str, meta: CircuitMeta, computed: bool = False) -> None:
+        """Refuse a job whose partition could never be reserved: its estimate, its witness generator's
+        memory where its witnesses are ``computed`` from circuit inputs, and a loaded key."""
+        budget, cfg = self._pipeline.budget, self._pipeline.config
+        generator = witness_memory_bytes(meta.wires, cfg.witness_memory_bytes) if computed else 0
+        need = meta.partition_bytes + generator + meta.worker_key_bytes(counted_up_front(cfg))
         if not budget.could_ever_fit(need):
             raise TooLarge(
-                f"a {kind} partition needs {need} bytes (its reservation plus a loaded proving key and its "
+                f"a {kind} partition needs {need} bytes (its reservation, its witness generator's memory "
+                "(witness_memory_bytes) where it computes one, plus a loaded proving key and its "
                 "tables, if msm_tables = true), more "
                 f"than the whole memory budget of {budget.total} bytes: raise memory_budget_bytes "
                 "or use a smaller profile"
@@ -425,9 +433,11 @@ def check_witnesses(
         # Its header first: a witness of another circuit is refused naming both counts, not its size.
         fd, _ = open_regular(path, 1 << 62, f"witnesses[{i}]")
         try:
-            found = wtns_wires(os.pread(fd, WTNS_HEADER_BYTES, 0))
+            head = os.pread(fd, WTNS_HEADER_BYTES, 0)
         finally:
             os.close(fd)
+        _check_version(head, f"witnesses[{i}] {raw!r}")
+        found = wtns_wires(head)
         if wires is not None and found is not None and found != wires:
             raise Invalid(f"witnesses[{i}] {raw!r}: this witness has {found:,} wires, the circuit {wires:,}")
         fd, _ = open_regular(path, limit, f"witnesses[{i}]")
@@ -471,8 +481,19 @@ def _check_head(head: bytes, label: str, wires: int) -> None:
         raise Invalid(
             f"{label}: not a .wtns witness ({what}, where a .wtns file starts with 'wtns' and its header)"
         )
+    _check_version(head, label)
     if found != wires:
         raise Invalid(f"{label}: this witness has {found:,} wires, the circuit {wires:,}")
+
+
+def _check_version(head: bytes, label: str) -> None:
+    """Refuse a .wtns of another version than the one read: at once, not at its synthesis."""
+    version = wtns_version(head[:WTNS_HEADER_BYTES])
+    if version is not None and version != WTNS_VERSION:
+        raise Invalid(
+            f"{label}: a .wtns file of version {version}: prooflane reads version {WTNS_VERSION} "
+            "(as circom 2 and snarkjs write it); nothing kept"
+        )
 
 
 def _keep_witnesses(received: list[tuple[Path, str]], folder: Path) -> list[str]:

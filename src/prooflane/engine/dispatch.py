@@ -10,25 +10,42 @@ devices while partitions still wait for synthesis, more often in a row than fill
 explain, the devices are waiting on synthesis and a slot is added; when syntheses keep ending with the
 ready queue full, the devices are the bottleneck and a slot is taken away (docs/engine.md, "Circom
 circuits").
+
+A synthesis runs at most ``synthesis_timeout_secs``: past it the backend ends the process that runs it and
+the partition fails, naming the limit (a circuit's witness generator that never returns, or an input that
+makes a legitimate one loop for ever). A synthesis that has run ``long_synthesis_secs`` counts against its
+own job's slots only: the partitions of other jobs may take the slot it held (they overtake the partitions
+of its job, the one exception to the queue's order), so one stuck synthesis holds one process, never every
+slot, while a circuit whose every synthesis is long keeps the slots it had.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+from collections import Counter
 
 from .. import events as ev
-from ..devices.backend import DeviceBackend, PoolProcessDied, PoolReplaced
-from ..kinds import SynthesisTask, synthesize_partition
+from ..devices.backend import DeviceBackend, PoolProcessDied, PoolReplaced, PoolTimedOut
+from ..kinds import SynthesisTask, reservation_bytes, synthesize_partition, witness_memory_bytes
+from ..scheduler import WorkKey
 from ..states import JobState, PartitionState
 from ..store import Store
 from .pipeline import Pipeline
 from .records import PartitionRun
 from .tables import counted_up_front
 
-__all__ = ["Dispatcher"]
+__all__ = ["Dispatcher", "long_synthesis_secs"]
 
 P = PartitionState
+LONG_SYNTHESIS_SECS = 10.0
+
+
+def long_synthesis_secs(timeout_secs: float) -> float:
+    """How long a synthesis runs before it counts against its own job's slots only: 10 s, or half
+    ``synthesis_timeout_secs`` where that is less (the built-in kinds synthesize a partition in well under a
+    second)."""
+    return min(LONG_SYNTHESIS_SECS, timeout_secs / 2)
 
 
 class Dispatcher:
@@ -46,26 +63,32 @@ class Dispatcher:
         # however fast synthesis is: growing needs one more.
         self._starved, self._starved_limit = 0, workers + 2
         self._fed, self._fed_limit = 0, 4 * workers  # in a row that ended with the ready queue full
+        # When each running synthesis started (event loop only): a key for each partition synthesizing.
+        self._started: dict[PartitionRun, float] = {}
+        self._long_secs = long_synthesis_secs(cfg.synthesis_timeout_secs)
 
     async def run(self) -> None:
         """Take partitions in scheduler order, reserve memory for each (atomically), start its synthesis."""
         pipeline = self._pipeline
         while True:
             pipeline.kick.clear()
-            while self._can_synthesize() and (head := pipeline.pending.peek()) is not None:
-                _, part = head
+            while (head := self._next()) is not None:
+                key, part = head
                 reservation = pipeline.budget.try_reserve(
-                    f"{part.name}#{part.attempt}", part.job.meta.partition_bytes, headroom=self._headroom()
+                    f"{part.name}#{part.attempt}", self._reservation_bytes(part), headroom=self._headroom()
                 )
                 if reservation is None:
                     break  # the oldest highest-priority partition waits; nothing overtakes it
-                pipeline.pending.pop()
+                pipeline.pending.take(key)
                 part.reservation = reservation
                 part.move(P.SYNTHESIZING)
                 if part.job.state is JobState.QUEUED:  # running from its first synthesis, as the tracker says
                     part.job.move(JobState.RUNNING)
                     pipeline.write(functools.partial(_mark_running, part.job.job_id))
                 self.active += 1
+                self._started[part] = pipeline.clock()
+                # Looked at again once it has run long (its slot may then go to another job).
+                asyncio.get_running_loop().call_later(self._long_secs, pipeline.kick.set)
                 # Said in the same turn as the partition leaves the queue: the queue depth shown is
                 # what waits, at every turn (engine/journal_check.py checks it).
                 pipeline.post(
@@ -84,17 +107,49 @@ class Dispatcher:
     def _synthesis_ended(self, part: PartitionRun, task: asyncio.Task[None]) -> None:
         """Whatever way the synthesis task ended (even cancelled before it ran): count it, free its slot."""
         self.active -= 1
+        self._started.pop(part, None)
         part.task = None
         if task.cancelled():
             self._pipeline.release(part)
         self._pipeline.kick.set()
 
-    def _can_synthesize(self) -> bool:
+    def _next(self) -> tuple[WorkKey, PartitionRun] | None:
+        """The partition to synthesize next, if one may start: the head of the queue, but for the jobs
+        whose syntheses run long, which count their own long ones against the slots."""
+        pipeline = self._pipeline
+        if pipeline.journal_problem is not None:  # a proof made now could not be stored
+            return None
+        long = self._long_by_job()
+        short = self.active - sum(long.values())
+        if not long:
+            return pipeline.pending.peek() if self._room(short) else None
+        return pipeline.pending.first(lambda job_id: self._room(short + long[job_id]))
+
+    def _room(self, held: int) -> bool:
+        """Whether another synthesis may start where ``held`` syntheses count against the slots."""
         cfg = self._pipeline.config
-        return (
-            self._pipeline.journal_problem is None  # a proof made now could not be stored
-            and self.active < self.slots
-            and self.active + len(self._pipeline.ready) < cfg.prefetch_partitions + self.slots
+        return held < self.slots and held + len(self._pipeline.ready) < cfg.prefetch_partitions + self.slots
+
+    def _long_by_job(self) -> Counter[str]:
+        """The syntheses running for ``long_synthesis_secs`` or more, by job."""
+        since = self._pipeline.clock() - self._long_secs
+        return Counter(part.job.job_id for part, started in self._started.items() if started <= since)
+
+    def overdue(self) -> list[str]:
+        """A health reason for each synthesis running past ``synthesis_timeout_secs`` (its process is being
+        ended: for a moment on the process backend, for as long as it runs where none can be ended)."""
+        now, limit = self._pipeline.clock(), self._pipeline.config.synthesis_timeout_secs
+        return [
+            f"partition {part.name} has been synthesizing for {now - started:.0f} s, past its limit "
+            f"(synthesis_timeout_secs = {limit:g})"
+            for part, started in self._started.items()
+            if now - started > limit
+        ]
+
+    def _reservation_bytes(self, part: PartitionRun) -> int:
+        meta, cfg = part.job.meta, self._pipeline.config
+        return reservation_bytes(
+            meta.partition_bytes, meta.wires, part.job.inputs[part.index], cfg.witness_memory_bytes
         )
 
     def _adapt(self, ready_before: int) -> None:
@@ -124,24 +179,23 @@ class Dispatcher:
 
     async def _synthesize(self, part: PartitionRun) -> None:
         pipeline, job = self._pipeline, part.job
+        cfg = pipeline.config
         task = SynthesisTask(
-            job.job_id, part.index, job.meta.key_path, job.inputs[part.index],
-            pipeline.config.synthesis_key_cache_bytes,
+            job.job_id, part.index, job.meta.key_path, job.inputs[part.index], cfg.synthesis_key_cache_bytes,
+            witness_memory_bytes(job.meta.wires, cfg.witness_memory_bytes),
         )  # fmt: skip
         try:
-            synthesized, ms = await self._backend.synthesize(synthesize_partition, task)
+            synthesized, ms = await self._backend.synthesize(
+                synthesize_partition, task, limit=cfg.synthesis_timeout_secs
+            )
+        except PoolTimedOut as exc:
+            self._failed(part, f"{exc} (synthesis_timeout_secs = {cfg.synthesis_timeout_secs:g})")
+            return
         except PoolProcessDied as exc:
             pipeline.retry(part, str(exc), blame=not isinstance(exc, PoolReplaced))
             return
         except Exception as exc:
-            reason = str(exc) or type(exc).__name__
-            pipeline.post(
-                ev.SynthesisFailed(
-                    at=pipeline.clock(), job_id=job.job_id, partition=part.index, reason=reason,
-                    attempt=part.attempt,
-                )
-            )  # fmt: skip
-            pipeline.fail_partition(part, f"synthesis failed: {reason}")
+            self._failed(part, str(exc) or type(exc).__name__)
             return
         if not part.live:
             pipeline.release(part)
@@ -160,6 +214,17 @@ class Dispatcher:
         part.synthesized = synthesized
         pipeline.ready.push(part.key, part)
         self._adapt(ready_before)
+
+    def _failed(self, part: PartitionRun, reason: str) -> None:
+        """The partition's synthesis failed for good: said, and its job failed naming it."""
+        pipeline = self._pipeline
+        pipeline.post(
+            ev.SynthesisFailed(
+                at=pipeline.clock(), job_id=part.job.job_id, partition=part.index, reason=reason,
+                attempt=part.attempt,
+            )
+        )  # fmt: skip
+        pipeline.fail_partition(part, f"synthesis failed: {reason}")
 
 
 def _mark_running(job_id: str, journal: Store) -> None:

@@ -436,6 +436,7 @@ class Engine:
             if name not in self._pipeline.tracker.health().devices_down  # not yet posted: said here
         ]
         reasons += self._devices.hung()
+        reasons += self._dispatcher.overdue()
         reasons += self._circuits.keys.problems()
         stalled = self._pipeline.stalled(*self._devices.busy())
         return (*reasons, stalled) if stalled else tuple(reasons)

@@ -73,15 +73,18 @@ class Pipeline:
     def post(self, event: ev.Event) -> None:
         """Apply one event to the tracker (event loop only) and let the dispatcher look again."""
         self.tracker.apply(event)
-        if isinstance(event, _PROGRESS):
-            self.progressed_at = event.at
+        if isinstance(event, _PROGRESS) or (isinstance(event, ev.JobSubmitted) and not self._waiting()):
+            self.progressed_at = event.at  # a job that arrives to an empty queue starts the stall clock
         if self.watch is not None:
             self.watch(event)
         self.kick.set()
 
+    def _waiting(self) -> int:
+        return len(self.pending) + len(self.ready)
+
     def stalled(self, busy_workers: int, live_workers: int) -> str | None:
         """Why the queue is stalled, or None: work waits, capacity is free, nothing moved for a while."""
-        waiting = len(self.pending) + len(self.ready)
+        waiting = self._waiting()
         limit = self.config.stall_secs
         quiet = self.clock() - self.progressed_at
         if waiting and busy_workers < live_workers and quiet >= limit:
@@ -224,9 +227,12 @@ class Pipeline:
             del self.jobs[job.job_id]
 
 
+# A partition that moved, or a job that ended: the stall check's evidence of progress. A submission is not
+# (work waiting is what a stall is made of; one to an empty queue only starts the clock), and neither is a
+# cancel.
 _PROGRESS = (
-    ev.JobSubmitted, ev.SynthesisStarted, ev.SynthesisFinished, ev.LeaseGranted, ev.DeviceSectionFinished,
-    ev.FinalizeFinished, ev.PartitionRetried, ev.JobDone, ev.JobFailed, ev.JobCancelled,
+    ev.SynthesisStarted, ev.SynthesisFinished, ev.LeaseGranted, ev.DeviceSectionFinished,
+    ev.FinalizeFinished, ev.PartitionRetried, ev.JobDone, ev.JobFailed,
 )  # fmt: skip
 
 

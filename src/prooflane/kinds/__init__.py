@@ -23,16 +23,19 @@ from .spec import (
     StorageInput,
     SynthesisTask,
     kind_spec,
+    reservation_bytes,
+    witness_memory_bytes,
 )
 from .synthesis import synthesize_partition
 from .wasm import WitnessGenerator, inspect_wasm
-from .wtns import WTNS_HEADER_BYTES, wtns_limit, wtns_wires
+from .wtns import WTNS_HEADER_BYTES, WTNS_VERSION, wtns_limit, wtns_version, wtns_wires
 
 __all__ = [
     "BUILTIN_KINDS",
     "CIRCOM",
     "CIRCOM_SPEC",
     "WTNS_HEADER_BYTES",
+    "WTNS_VERSION",
     "CircomInput",
     "CircuitMeta",
     "KindSpec",
@@ -43,7 +46,10 @@ __all__ = [
     "inspect_zkey",
     "kind_spec",
     "prepare_builtin",
+    "reservation_bytes",
     "synthesize_partition",
+    "witness_memory_bytes",
     "wtns_limit",
+    "wtns_version",
     "wtns_wires",
 ]

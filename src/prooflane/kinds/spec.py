@@ -17,6 +17,8 @@ __all__ = [
     "StorageInput",
     "SynthesisTask",
     "kind_spec",
+    "reservation_bytes",
+    "witness_memory_bytes",
 ]
 
 CIRCOM = "circom"
@@ -67,6 +69,33 @@ class CircomInput:
     witness: str | dict[str, Any]
     wasm: str | None
 
+    @property
+    def computed(self) -> bool:
+        """Whether the witness is computed from circuit inputs (by the circuit's generator)."""
+        return isinstance(self.witness, dict)
+
+
+WITNESS_MEMORY_BASE = 64 << 20
+WITNESS_MEMORY_PER_WIRE = 1024
+"""The automatic ``witness_memory_bytes``: circomlib's SHA-256(512) generator holds 16.6 MiB for 62,417
+wires (about 280 bytes a wire), so 1 KiB a wire leaves it 3.6 times its need, and the base covers a
+small circuit's runtime."""
+
+
+def witness_memory_bytes(wires: int, configured: int) -> int:
+    """The WebAssembly memory a witness generator of a ``wires``-wire circuit may use for one partition:
+    ``configured`` (``witness_memory_bytes``), or where that is 0, the base and 1 KiB a wire."""
+    return configured or WITNESS_MEMORY_BASE + WITNESS_MEMORY_PER_WIRE * wires
+
+
+def reservation_bytes(
+    partition_bytes: int, wires: int, inputs: StorageInput | CircomInput, configured: int
+) -> int:
+    """A partition's reservation: its estimate (``CircuitMeta.partition_bytes``), and where its witness is
+    computed from circuit inputs, the memory its generator may use."""
+    computed = isinstance(inputs, CircomInput) and inputs.computed
+    return partition_bytes + (witness_memory_bytes(wires, configured) if computed else 0)
+
 
 @dataclass(frozen=True)
 class SynthesisTask:
@@ -78,3 +107,5 @@ class SynthesisTask:
     inputs: StorageInput | CircomInput
     key_cache_bytes: int = 256 << 20
     """How much of the circom keys a synthesis process keeps read (``synthesis_key_cache_bytes``)."""
+    witness_memory_bytes: int = 64 << 20
+    """The WebAssembly memory its witness generator may use (:func:`witness_memory_bytes`)."""

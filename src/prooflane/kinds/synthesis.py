@@ -39,31 +39,35 @@ def synthesize_partition(task: SynthesisTask) -> tuple[Any, float]:
     else:
         from ..groth16 import read_wtns, synthesize
 
+        key = _key_matrices(task.key_path, task.key_cache_bytes)
         if isinstance(inputs.witness, str):
             from ..files import read_limited
 
             # checked when the job was accepted; read as carefully now, since the file may have changed
-            limit = wtns_limit(_key_matrices(task.key_path, task.key_cache_bytes).n_vars)
+            limit = wtns_limit(key.n_vars)
             witness = read_wtns(inputs.witness, read_limited(inputs.witness, limit, "witness"))
         else:
-            witness = _computed(inputs.witness, inputs.wasm)
-        key = _key_matrices(task.key_path, task.key_cache_bytes)
+            from .wasm_witness import GeneratorLimits
+
+            limits = GeneratorLimits(memory_bytes=task.witness_memory_bytes, wires=key.n_vars)
+            witness = _computed(inputs.witness, inputs.wasm, limits)
         if len(witness) != key.n_vars:
             raise ValueError(f"this witness has {len(witness):,} wires, the circuit {key.n_vars:,}")
         synthesized = synthesize(key, witness)
     return synthesized, (time.perf_counter() - started) * 1000
 
 
-def _computed(values: dict[str, Any], wasm: str | None) -> Any:
+def _computed(values: dict[str, Any], wasm: str | None, limits: Any = None) -> Any:
     """The witness of circuit inputs ``values`` by the generator ``wasm``: run in this process by wasmtime
-    (:mod:`.wasm_witness`); a generator that is not circom 2's goes to snarkjs (node) as before."""
+    (:mod:`.wasm_witness`) within ``limits`` (a ``GeneratorLimits``; None: the defaults); a generator that
+    is not circom 2's goes to snarkjs (node) as before."""
     from ..groth16 import Witness, curve_by_prime, read_wtns
     from .wasm_witness import NotCircom2, compute_witness
 
     if wasm is None:
         raise ValueError("circuit inputs were given but the circuit has no witness generator (.wasm)")
     try:
-        prime, wires = compute_witness(wasm, values)
+        prime, wires = compute_witness(wasm, values, limits)
     except NotCircom2:
         folder = tempfile.mkdtemp(prefix="prooflane-wtns-")
         try:

@@ -29,18 +29,39 @@ its instance kept for the next witness (``init`` starts each afresh); its compil
 Its field product is first rewritten on 64-bit limbs (``wasm_field``: 1.5x the witness's speed), where it
 can be, and ``field_product`` says which runs. Errors are ``ValueError`` with one line, as the node
 helper's were: the input named where the protocol can name it.
+
+A generator is untrusted code, and one input may make a legitimate one loop for ever (a ``var`` loop bound
+by a signal). Its time is bounded by the process that runs it: the synthesis pool ends a synthesis past
+``synthesis_timeout_secs`` by ending its process (which also ends a loop in a host function), at no cost to
+the generator's code (wasmtime's epoch checks cost 13% of SHA-256's witness time, measured). Within the
+process, every witness runs within :class:`GeneratorLimits`:
+
+- memory: the store's limiter caps each WebAssembly memory at the partition's allowance, reserved from the
+  memory budget (``witness_memory_bytes``), so ``memory.grow`` past it fails and the failure names the
+  limit; the wires the generator says are checked against the key's before any memory is taken for them;
+- address space: where the process's address space is limited (``ulimit -v``), memories are mapped at
+  their size and moved when they grow, instead of a 4 GiB reservation and a guard each, so that several
+  generators fit (their loads and stores then check bounds in code: 18% of SHA-256's witness time);
+- the host's own loop (a message read a character at a time) reads at most ``MESSAGE_CHARS``.
+
+A generator that failed is dropped from the cache (its memory goes back), and every wasmtime error and
+trap becomes a one-line ``ValueError`` naming what failed (the trap, the limit, the input), which the
+pool can send back (wasmtime's own errors hold pointers and cannot be pickled).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import hashlib
 import importlib.metadata
 import logging
 import os
+import resource
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,7 +72,14 @@ from .wasm_field import PRIMES, patched
 
 log = logging.getLogger("prooflane.synthesis")
 
-__all__ = ["CIRCOM2_EXPORTS", "NotCircom2", "WasmWitness", "compute_witness", "field_product"]
+__all__ = [
+    "CIRCOM2_EXPORTS",
+    "GeneratorLimits",
+    "NotCircom2",
+    "WasmWitness",
+    "compute_witness",
+    "field_product",
+]
 
 CIRCOM2_EXPORTS = frozenset({
     "getFieldNumLen32", "getRawPrime", "readSharedRWMemory", "writeSharedRWMemory", "init",
@@ -108,6 +136,23 @@ _FAILURES = {
     6: "an input array index is out of range",
 }
 _FNV_OFFSET, _FNV_PRIME, _MASK64 = 0xCBF29CE484222325, 0x100000001B3, (1 << 64) - 1
+MAX_FIELD_WORDS = 8  # 32-bit words of a field element: 256 bits (BN254's and BLS12-381's r take 8)
+MESSAGE_CHARS = 1024  # the most characters read of one message the generator prints
+MESSAGES = 16  # the most messages kept of one witness
+
+
+@dataclass(frozen=True)
+class GeneratorLimits:
+    """What one witness computation may use: ``memory_bytes``, the most bytes each of its WebAssembly
+    memories may hold (the partition's ``witness_memory_bytes``, reserved from the budget); ``wires``, the
+    wires the circuit's key has (None: not known), checked before memory is taken for them. Its time is
+    the synthesis pool's to bound (see the module's docstring)."""
+
+    memory_bytes: int = 512 << 20
+    wires: int | None = None
+
+    def memory_text(self) -> str:
+        return f"{self.memory_bytes / (1 << 20):g} MiB (witness_memory_bytes)"
 
 
 class _Failed(Exception):
@@ -132,29 +177,40 @@ def _i32(word: int) -> int:
 
 
 class WasmWitness:
-    """One circom 2 witness generator, compiled and instantiated; :meth:`witness` runs it."""
+    """One circom 2 witness generator, compiled and instantiated (its start function run within
+    ``limits``); :meth:`witness` runs it."""
 
-    def __init__(self, path: str, *, rewrite: bool = True) -> None:
+    def __init__(self, path: str, *, rewrite: bool = True, limits: GeneratorLimits | None = None) -> None:
         import wasmtime
 
+        limits = limits or GeneratorLimits()
         self._wasmtime = wasmtime
-        engine, module, self.field_product, curve = _compiled(wasmtime, path, rewrite)
+        module, self.field_product, curve = _compiled(wasmtime, path, rewrite)
         missing = sorted(CIRCOM2_EXPORTS - {e.name for e in module.exports})
         if missing:
             raise NotCircom2(f"witness generator {path}: not a circom 2 generator (no {', '.join(missing)})")
-        self._store = wasmtime.Store(engine)
+        self._store = wasmtime.Store(_engine())
         self._said = _Said()  # what the handlers note: not this object, which would make a cycle through
         # the store that the collector never frees (35 MB a generator)
-        imports = [self._import(item.module, item.name or "", item.type) for item in module.imports]
-        instance = wasmtime.Instance(self._store, module, imports)
-        self._exports = instance.exports(self._store)
-        self.n32: int = self._call("getFieldNumLen32")
-        self._call("getRawPrime")
-        self.prime = self._read()
+        self._limit(limits)
+        try:
+            imports = [self._import(item.module, item.name or "", item.type) for item in module.imports]
+            instance = wasmtime.Instance(self._store, module, imports)
+            self._exports = instance.exports(self._store)
+            self.n32: int = self._call("getFieldNumLen32")
+            if not 1 <= self.n32 <= MAX_FIELD_WORDS:  # read a word at a time below, by Python
+                raise ValueError(
+                    f"the generator did not start: its field takes {self.n32} 32-bit words: "
+                    f"expected 1 to {MAX_FIELD_WORDS}"
+                )
+            self._call("getRawPrime")
+            self.prime = self._read()
+        except (wasmtime.WasmtimeError, wasmtime.Trap, _Failed) as exc:
+            raise ValueError(f"the generator did not start: {self._failed(exc, limits)}") from None
         if curve is not None and self.prime != PRIMES[curve]:  # another field than the one found in it
-            self.__init__(path, rewrite=False)  # type: ignore[misc]
+            self.__init__(path, rewrite=False, limits=limits)  # type: ignore[misc]
             return
-        loops = wasmtime.Module(engine, _LOOPS)
+        loops = wasmtime.Module(_engine(), _LOOPS)
         own = [self._exports[i.name or ""] for i in loops.imports]
         self._loops: Any = wasmtime.Instance(self._store, loops, own).exports(self._store)
         self._buffer: Any = self._loops["buffer"]
@@ -163,56 +219,96 @@ class WasmWitness:
     """How the generator multiplies field elements: "64-bit limbs (wide arithmetic)", its product
     rewritten (``wasm_field``), or "the generator's own (32-bit limbs): why"."""
 
-    def witness(self, values: dict[str, Any]) -> FieldVector:
+    def witness(self, values: dict[str, Any], limits: GeneratorLimits | None = None) -> FieldVector:
         """Every wire's value for circuit inputs ``values`` (name -> a number or a nested list of them), as
-        the prover takes them; ``ValueError`` with one line naming the input, or the generator's own
-        message, when it fails."""
+        the prover takes them, within ``limits``; ``ValueError`` with one line naming the input, the limit,
+        the trap or the generator's own message, when it fails."""
+        limits = limits or GeneratorLimits()
         self._said.failure, self._said.messages = None, []
+        self._limit(limits)
         try:
             self._call("init", 1)  # with its checks, as snarkjs runs it
-            given = 0
-            for name, value in values.items():
-                flat = _flat(value, name)
-                h = fnv1a64(name)
-                high, low = _i32(h >> 32), _i32(h & 0xFFFFFFFF)
-                size = self._call("getInputSignalSize", high, low)
-                if size <= 0:  # an input takes a value at least; the generator says 0 or less of others
-                    raise ValueError(f"input {name!r} is not an input signal of the circuit")
-                if len(flat) != size:
-                    raise ValueError(f"input {name!r}: {len(flat)} values given, the signal takes {size}")
-                width = 4 * self.n32
-                numbers = b"".join(_number(item, name, self.prime).to_bytes(width, "little") for item in flat)
-                self._room(len(numbers))
-                self._buffer.write(self._store, numbers, 0)
-                self._loops["set_input"](self._store, high, low, len(flat), self.n32)
-                given += len(flat)
+            given = sum(self._set_input(name, value, limits) for name, value in values.items())
             expected = self._call("getInputSize")
             if given < expected:
                 raise ValueError(
                     f"not all inputs were given: {given} of the circuit's {expected} input values"
                 )
             wires = self._call("getWitnessSize")
+            if limits.wires is not None and wires != limits.wires:
+                raise ValueError(
+                    f"the generator computes {wires:,} wires, the circuit's key has {limits.wires:,}"
+                )
             width = 4 * self.n32
-            self._room(wires * width)
+            self._room(wires * width, limits)
             self._loops["get_witness"](self._store, wires, self.n32)
             raw = self._buffer.read(self._store, 0, wires * width)
             return _field_vector(raw, wires, self.n32)
-        except (self._wasmtime.WasmtimeError, _Failed) as exc:  # a trap: the generator failed (it said how)
-            raise ValueError(self._failed(str(exc))) from None
+        except (self._wasmtime.WasmtimeError, self._wasmtime.Trap, _Failed) as exc:
+            raise ValueError(self._failed(exc, limits)) from None
 
-    def _failed(self, trap: str) -> str:
+    def _set_input(self, name: str, value: Any, limits: GeneratorLimits) -> int:
+        """Set input signal ``name``'s values; how many were set."""
+        flat = _flat(value, name)
+        h = fnv1a64(name)
+        high, low = _i32(h >> 32), _i32(h & 0xFFFFFFFF)
+        size = self._call("getInputSignalSize", high, low)
+        if size <= 0:  # an input takes a value at least; the generator says 0 or less of others
+            raise ValueError(f"input {name!r} is not an input signal of the circuit")
+        if len(flat) != size:
+            raise ValueError(f"input {name!r}: {len(flat)} values given, the signal takes {size}")
+        width = 4 * self.n32
+        numbers = b"".join(_number(item, name, self.prime).to_bytes(width, "little") for item in flat)
+        self._room(len(numbers), limits)
+        self._buffer.write(self._store, numbers, 0)
+        self._loops["set_input"](self._store, high, low, len(flat), self.n32)
+        return len(flat)
+
+    def _limit(self, limits: GeneratorLimits) -> None:
+        """Apply ``limits`` to the store: the size of each of its memories."""
+        self._store.set_limits(memory_size=limits.memory_bytes)
+
+    def _failed(self, exc: BaseException, limits: GeneratorLimits) -> str:
+        """One line saying why the generator failed: its own words where it said any, else the trap; where
+        it ran out of memory or out of its memory's bounds, how much it holds of its limit."""
         said = " ".join(m.strip() for m in self._said.messages if m.strip())
+        wasmtime = self._wasmtime
+        code = exc.trap_code if isinstance(exc, wasmtime.Trap) else None
         if self._said.failure is not None:
             what = _FAILURES.get(self._said.failure, f"error code {self._said.failure}")
+            if self._said.failure == 5:
+                what += self._memory_held(limits)
             return f"{what}. {said}".strip() if said else what
-        return said or f"the generator trapped: {trap.splitlines()[0]}"
+        text = _first_line(exc)
+        if code is None and "memory" in text and ("limit" in text or "minimum" in text):
+            return f"the generator needs more memory than its limit of {limits.memory_text()}: {text}"
+        trap = f"the generator trapped: {_TRAPS.get(code, text) if code is not None else text}"
+        if code is wasmtime.TrapCode.MEMORY_OUT_OF_BOUNDS:
+            trap += self._memory_held(limits)
+        return f"{trap}. {said}" if said else trap
+
+    def _memory_held(self, limits: GeneratorLimits) -> str:
+        """How much memory the generator holds, of its limit (a ``memory.grow`` past the limit fails, and
+        the generator then runs out of memory or out of its memory's bounds)."""
+        try:
+            memory = self._exports["memory"]
+            held = memory.data_len(self._store) if isinstance(memory, self._wasmtime.Memory) else None
+        except (AttributeError, KeyError):
+            held = None
+        if held is None:
+            return f" (its memory limit: {limits.memory_text()})"
+        return f" (its memory holds {held / (1 << 20):.1f} MiB of its limit of {limits.memory_text()})"
 
     def _call(self, name: str, *args: int) -> int:
         result = self._exports[name](self._store, *args)  # type: ignore[operator]
         return int(result) if result is not None else 0
 
-    def _room(self, nbytes: int) -> None:
-        """The loops' memory holds at least ``nbytes``."""
+    def _room(self, nbytes: int, limits: GeneratorLimits) -> None:
+        """The loops' memory holds at least ``nbytes`` (inputs or wires), within ``limits``."""
+        if nbytes > limits.memory_bytes:
+            raise ValueError(
+                f"{nbytes:,} bytes of values exceed the generator's limit of {limits.memory_text()}"
+            )
         short = nbytes - self._buffer.data_len(self._store)
         if short > 0:
             self._buffer.grow(self._store, -(-short // 65536))
@@ -238,6 +334,35 @@ class WasmWitness:
         return wasmtime.Func(self._store, kind, handler)
 
 
+_TRAPS: dict[Any, str] = {}
+"""Each wasmtime trap code in words (filled in by ``_engine``, which imports wasmtime)."""
+
+
+def _trap_words(wasmtime: Any) -> dict[Any, str]:
+    code = wasmtime.TrapCode
+    return {
+        code.STACK_OVERFLOW: "its call stack overflowed (wasm stack overflow)",
+        code.MEMORY_OUT_OF_BOUNDS: "it accessed memory out of bounds",
+        code.HEAP_MISALIGNED: "a misaligned atomic memory access",
+        code.TABLE_OUT_OF_BOUNDS: "a table access out of bounds",
+        code.INDIRECT_CALL_TO_NULL: "an indirect call to a null table entry",
+        code.BAD_SIGNATURE: "an indirect call with the wrong signature",
+        code.INTEGER_OVERFLOW: "an integer overflow",
+        code.INTEGER_DIVISION_BY_ZERO: "an integer division by zero",
+        code.BAD_CONVERSION_TO_INTEGER: "a float that is no integer converted to one",
+        code.UNREACHABLE: "it executed an `unreachable` instruction",
+        code.ALLOCATION_TOO_LARGE: "an allocation too large",
+    }
+
+
+def _first_line(exc: BaseException) -> str:
+    """What a wasmtime error or trap says, in one line (its cause, not the backtrace before it)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if "Caused by:" in lines:
+        lines = lines[lines.index("Caused by:") + 1 :]
+    return (lines[0] if lines else type(exc).__name__).removeprefix("wasm trap: ")
+
+
 class _Said:
     """What the generator's runtime imports were told: a failure's code and the messages it printed."""
 
@@ -250,39 +375,77 @@ class _Said:
         raise _Failed(code)  # traps the call in progress
 
     def on_message(self, caller: Any) -> None:
+        """Read a message, a character at a time, until 0: at most ``MESSAGE_CHARS`` of it
+        (``getMessageChar`` is the generator's own, and may never say 0)."""
         read = caller["getMessageChar"]
-        chars = []
-        while (c := read(caller)) != 0:
-            chars.append(chr(c))
-        self.messages.append("".join(chars))
+        chars: list[str] = []
+        while len(chars) < MESSAGE_CHARS and (c := read(caller)) != 0:
+            chars.append(chr(c) if 0 < c < 0x110000 else "?")
+        if len(self.messages) < MESSAGES:
+            self.messages.append("".join(chars))
 
 
-def _compiled(wasmtime: Any, path: str, rewrite: bool) -> tuple[Any, Any, str, str | None]:
-    """The engine and module of the generator at ``path``, its field product on 64-bit limbs where
-    ``wasm_field`` can rewrite it (wasmtime's wide arithmetic), how it multiplies, and the curve whose
-    field the rewritten product is of (None: not rewritten)."""
+@functools.cache
+def _engine() -> Any:
+    """This process's one wasmtime engine (every generator compiled for it): wide arithmetic, and where the
+    address space is limited, memories mapped at their size (``ENGINE_SETTINGS``)."""
+    import wasmtime
+
+    config = wasmtime.Config()
+    config.wasm_wide_arithmetic = True
+    if _address_space_limited():
+        config.memory_reservation = 0
+        config.memory_guard_size = 0
+        config.memory_reservation_for_growth = 0
+    _TRAPS.update(_trap_words(wasmtime))
+    atexit.register(_let_go)
+    return wasmtime.Engine(config)
+
+
+def _let_go() -> None:
+    """At the process's exit, before its modules are torn down: the generators and the engine freed while
+    wasmtime's bindings still stand (its objects freed after them say so on standard error)."""
+    _CACHE.clear()
+    _engine.cache_clear()
+
+
+def _address_space_limited() -> bool:
+    """Whether this process's address space is limited (``ulimit -v``): then each memory is mapped at its
+    size, not in a 4 GiB reservation with a guard."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return soft != resource.RLIM_INFINITY
+
+
+def _engine_settings() -> str:
+    """The engine's settings that its compiled code depends on (part of a compiled generator's name)."""
+    return "wide|reservation 0" if _address_space_limited() else "wide"
+
+
+def _compiled(wasmtime: Any, path: str, rewrite: bool) -> tuple[Any, str, str | None]:
+    """The module of the generator at ``path``, its field product on 64-bit limbs where ``wasm_field`` can
+    rewrite it (wasmtime's wide arithmetic), how it multiplies, and the curve whose field the rewritten
+    product is of (None: not rewritten)."""
     try:
         with open(path, "rb") as f:
             original = f.read()
     except OSError as exc:
         raise ValueError(f"witness generator {path}: {exc.strerror}") from None
-    config = wasmtime.Config()
-    config.wasm_wide_arithmetic = True
-    engine = wasmtime.Engine(config)
+    engine = _engine()
     rewritten, why = (None, "its field is not the one found in it")
     if rewrite:
         rewritten, why = _rewritten(wasmtime, original)
     if rewritten is not None:
         try:
-            return engine, _module(wasmtime, engine, rewritten), REWRITTEN, why
+            return _module(wasmtime, engine, rewritten), REWRITTEN, why
         except wasmtime.WasmtimeError as exc:
-            why = f"rewritten, it did not compile: {str(exc).splitlines()[0]}"
+            why = f"rewritten, it did not compile: {_first_line(exc)}"
     try:
         module = _module(wasmtime, engine, original)
     except wasmtime.WasmtimeError as exc:
-        raise ValueError(f"witness generator {path}: not a WebAssembly module wasmtime can run: "
-                         f"{str(exc).splitlines()[0]}") from None  # fmt: skip
-    return engine, module, f"the generator's own (32-bit limbs): {why}", None
+        raise ValueError(
+            f"witness generator {path}: not a WebAssembly module wasmtime can run: {_first_line(exc)}"
+        ) from None
+    return module, f"the generator's own (32-bit limbs): {why}", None
 
 
 @functools.cache
@@ -306,7 +469,9 @@ def _module(wasmtime: Any, engine: Any, code: bytes) -> Any:
     where = cache_folder(COMPILED_ENV, "wasm")
     if where is None:
         return wasmtime.Module(engine, code)
-    digest = hashlib.sha256(code + f"|wasmtime {_wasmtime_version()}|wide".encode()).hexdigest()
+    digest = hashlib.sha256(
+        code + f"|wasmtime {_wasmtime_version()}|{_engine_settings()}".encode()
+    ).hexdigest()
     path = where / f"{digest}.cwasm"
     with contextlib.suppress(OSError, wasmtime.WasmtimeError):
         module = wasmtime.Module.deserialize_file(engine, str(path))
@@ -385,17 +550,30 @@ def _number(item: Any, name: str, prime: int) -> int:
 _CACHE: OrderedDict[str, tuple[Fingerprint | None, WasmWitness]] = OrderedDict()
 
 
-def compute_witness(path: str, values: dict[str, Any]) -> tuple[int, FieldVector]:
-    """The field's prime and every wire's value of the generator at ``path`` for ``values`` (the generator
-    compiled once per process and file)."""
+def compute_witness(
+    path: str, values: dict[str, Any], limits: GeneratorLimits | None = None
+) -> tuple[int, FieldVector]:
+    """The field's prime and every wire's value of the generator at ``path`` for ``values``, within
+    ``limits`` (the generator compiled once per process and file, and kept while it succeeds: one that
+    failed is dropped, and its memory with it)."""
+    limits = limits or GeneratorLimits()
     now = fingerprint(path)
     found = _CACHE.pop(path, None)
-    if found is not None and found[0] == now:
-        generator = found[1]
-    else:
-        generator = WasmWitness(path)
-        log.info("witness generator %s compiled: field product %s", path, generator.field_product)
+    generator = found[1] if found is not None and found[0] == now else None
+    failure = None
+    try:
+        if generator is None:
+            generator = WasmWitness(path, limits=limits)
+            log.info("witness generator %s compiled: field product %s", path, generator.field_product)
+        wires = generator.witness(values, limits)
+    except NotCircom2:
+        raise
+    except ValueError as exc:
+        failure = str(exc)  # raised below, outside this block: its traceback would keep the generator alive
+    if failure is not None or generator is None:
+        found = generator = None
+        raise ValueError(failure)
     _CACHE[path] = (now, generator)
     while len(_CACHE) > _KEPT:
         _CACHE.popitem(last=False)
-    return generator.prime, generator.witness(values)
+    return generator.prime, wires

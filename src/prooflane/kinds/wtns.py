@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["WTNS_HEADER_BYTES", "wtns_limit", "wtns_wires"]
+__all__ = ["WTNS_HEADER_BYTES", "WTNS_VERSION", "wtns_limit", "wtns_version", "wtns_wires"]
+
+WTNS_VERSION = 2
+"""The ``.wtns`` version prooflane reads and writes (``groth16.read_wtns``), as circom 2 and snarkjs do."""
 
 
 def wtns_wires(head: bytes) -> int | None:
@@ -20,6 +23,15 @@ def wtns_wires(head: bytes) -> int | None:
         return None
     (wires,) = struct.unpack_from("<I", head, 28 + n8)
     return int(wires)
+
+
+def wtns_version(head: bytes) -> int | None:
+    """The version a .wtns file's header says (its first bytes, ``head``), or None when those bytes are not
+    the start of a .wtns file with its header section first."""
+    if wtns_wires(head) is None:
+        return None
+    (version,) = struct.unpack_from("<I", head, 4)
+    return int(version)
 
 
 WTNS_HEADER_BYTES = 4096
