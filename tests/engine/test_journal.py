@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from prooflane.config import Config
+from prooflane.engine.journal_check import CHECK_SLICE
 from prooflane.server import create_app
 from prooflane.states import JobState
 from prooflane.store import JournalInUse, JournalUnreadable
@@ -59,3 +60,38 @@ async def test_a_second_engine_on_the_same_data_folder_is_refused_at_start(
         with pytest.raises(JournalInUse, match="in use by another prooflane daemon"):
             async with running(config):
                 pass
+
+
+async def test_the_periodic_check_reads_the_jobs_that_changed_in_slices_and_finds_a_disagreement(
+    engine_config: Callable[..., Config], sector: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Jobs that agreed and have not changed since are not read again (once: every job, every 5 s, in one
+    turn of the event loop); each slice is read in a turn of its own; a job that changes and then
+    disagrees with the journal is found."""
+    config = engine_config()
+    async with running(config, sector=sector) as h:
+        held = h.gate.hold(lambda step: step.call == "synthesize_partition")
+        jobs = [await h.submit("winning-post") for _ in range(40)]
+        await held.reached.wait()
+        read: list[list[str]] = []
+        journal = h.engine._pipeline.journal
+        real = journal.job_states
+
+        def job_states(job_ids: list[str]) -> dict[str, str]:
+            read.append(job_ids)
+            return real(job_ids)
+
+        monkeypatch.setattr(journal, "job_states", job_states)
+        agreed: dict[str, int] = {}
+        assert await h.engine._check_in_slices(agreed) == []
+        assert sorted(j for ids in read for j in ids) == sorted(jobs)  # every job, the first time
+        assert max(map(len, read)) <= CHECK_SLICE
+        read.clear()
+        assert await h.engine._check_in_slices(agreed) == []
+        assert read == [] or read == [[]]  # nothing changed: nothing read
+        assert await h.engine.cancel(jobs[-1])  # the job changed...
+        journal.set_job_state(jobs[-1], JobState.DONE)  # ...and the journal says otherwise, behind its back
+        assert await h.engine._check_in_slices(agreed) == [
+            f"job {jobs[-1]} is cancelled in the live view and done in the journal"
+        ]
+        held.release.set()

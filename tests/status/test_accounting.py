@@ -8,10 +8,13 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from prooflane import events as ev
 from prooflane.errors import IllegalTransition
 from prooflane.status.rss import ProcessMemory
+from prooflane.status.timing import DeviceBusy
 from prooflane.status.tracker import Outcome
 from tests.support.tracker import Script, worker_of
 
@@ -188,3 +191,34 @@ def test_throughput_is_per_hour_over_the_last_minute_and_ten() -> None:
     history = s.status()["history"]
     assert history["proofs_per_hour_1m"] == 60.0
     assert history["proofs_per_hour_10m"] == 6.0  # the others left the window: C alone over 600 s
+
+
+@given(
+    st.lists(
+        st.tuples(st.floats(0, 30, allow_nan=False), st.floats(0, 20, allow_nan=False), st.booleans()),
+        max_size=60,
+    )
+)
+def test_the_busy_fraction_kept_with_its_total_equals_the_sum_of_the_minute(
+    steps: list[tuple[float, float, bool]],
+) -> None:
+    """Intervals open and close, reads come in between (the clock only moves on): each read equals the sum
+    over every closed interval's overlap with the last minute, as the fraction was computed before its
+    total was kept."""
+    busy = DeviceBusy("cpu:0", "cpu", since=0.0)
+    closed: list[tuple[float, float]] = []
+    now = 0.0
+    for gap, length, read in steps:
+        now += gap
+        busy.start(now)
+        opened = now
+        now += length
+        interval = busy.stop(now)
+        assert interval == (opened, now)
+        closed.append(interval)
+        if read:
+            now += gap / 3
+            start = max(now - 60.0, 0.0)
+            naive = sum(max(0.0, min(e, now) - max(s, start)) for s, e in closed)
+            expected = min(1.0, naive / (now - start)) if now > start else 0.0
+            assert busy.fraction(now) == pytest.approx(expected, abs=1e-9)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import itertools
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -41,7 +42,14 @@ from ..store import JournalUnreadable, JournalUnwritable, Store
 from .admission import Admission
 from .device_loop import DeviceLoop
 from .dispatch import Dispatcher
-from .journal_check import CHECK_SECS, against_journal
+from .journal_check import (
+    CHECK_SECS,
+    CHECK_SLICE,
+    FULL_CHECK_EVERY,
+    against_journal,
+    jobs_against_journal,
+    queue_against_journal,
+)
 from .logbook import HealthLog
 from .pipeline import Pipeline
 from .records import journal_view, live_view
@@ -442,25 +450,53 @@ class Engine:
         return (*reasons, stalled) if stalled else tuple(reasons)
 
     def check_journal(self) -> list[str]:
-        """Compare the live view with the journal now (:mod:`prooflane.engine.journal_check`): where they
-        disagree, in words, kept in the snapshots (invariant violations, a reason against health) until the
-        next comparison, and counted. The engine does this every ``CHECK_SECS``."""
+        """Compare the live view with the journal now, every job (:mod:`prooflane.engine.journal_check`):
+        where they disagree, in words, kept in the snapshots (invariant violations, a reason against health)
+        until the next comparison, and counted. The engine also does this every ``CHECK_SECS``, in slices
+        (:meth:`_check_journal_often`)."""
         pipeline = self._pipeline
         with self._reading():
             found = against_journal(pipeline.tracker.records, pipeline.journal, len(pipeline.pending))
+        self._journal_checked(found)
+        return found
+
+    def _journal_checked(self, found: list[str]) -> None:
+        pipeline = self._pipeline
         if tuple(found) != pipeline.tracker.records.journal_disagreements:
             if found:
                 log.error("the live view disagrees with the journal: %s", "; ".join(found))
             pipeline.post(ev.JournalChecked(at=pipeline.clock(), disagreements=tuple(found)))
         pipeline.tracker.journal_checked()
-        return found
 
     async def _check_journal_often(self) -> None:
-        while True:
+        """Every ``CHECK_SECS``: the jobs that changed since they last agreed with the journal (every job at
+        every ``FULL_CHECK_EVERY``-th time), ``CHECK_SLICE`` of them a turn, each within one turn; then the
+        queue, in one."""
+        agreed: dict[str, int] = {}  # job id -> the version at which it last agreed with the journal
+        for count in itertools.count(1):
             await asyncio.sleep(CHECK_SECS)
-            if self.ready:
-                with contextlib.suppress(JournalUnreadable):  # said in health already
-                    self.check_journal()
+            if not self.ready:
+                continue
+            if count % FULL_CHECK_EVERY == 0:
+                agreed.clear()
+            with contextlib.suppress(JournalUnreadable):  # said in health already
+                self._journal_checked(await self._check_in_slices(agreed))
+
+    async def _check_in_slices(self, agreed: dict[str, int]) -> list[str]:
+        pipeline = self._pipeline
+        records = pipeline.tracker.records
+        for gone in [job_id for job_id in agreed if job_id not in records.jobs]:
+            del agreed[gone]
+        todo = [job_id for job_id, job in records.jobs.items() if agreed.get(job_id) != job.version]
+        found: list[str] = []
+        for start in range(0, len(todo), CHECK_SLICE):
+            jobs = [records.jobs[j] for j in todo[start : start + CHECK_SLICE] if j in records.jobs]
+            with self._reading():
+                found += jobs_against_journal(jobs, pipeline.journal, agreed)
+            await asyncio.sleep(0)  # the next slice in a later turn: /status and /healthz answer between
+        with self._reading():
+            found += queue_against_journal(records, pipeline.journal, len(pipeline.pending))
+        return found
 
     def subscribe(self, last_event_id: int | None = None) -> Subscription:
         """The event stream (``GET /v1/events``), resumed after ``last_event_id`` when given."""
