@@ -178,11 +178,14 @@ class JournalChecked(EventBase):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SynthesisStarted(EventBase):
-    """The synthesis pool started the partition (pending -> synthesizing)."""
+    """The synthesis pool started the partition (pending -> synthesizing); or, with ``worker_id``, that
+    worker's own process did (a worker that synthesizes what it proves: it is busy synthesizing until the
+    partition leaves that state)."""
 
     job_id: str
     partition: int
     attempt: int = 1
+    worker_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -100,12 +100,15 @@ class PartitionState(StrEnum):
 class WorkerState(StrEnum):
     """What a configured worker does, computed from facts (its leases, its processes), never stored.
 
-    ``proving``: it holds a current lease (it may finalize others meanwhile); ``finalizing``: only its
-    finalizer works; ``idle``: it is live and holds nothing; ``restarting``: its processes died and are
-    being replaced; ``lost``: they died and cannot be brought back. A dead worker is never shown idle.
+    ``proving``: it holds a current lease (it may finalize others meanwhile); ``synthesizing``: it
+    synthesizes, in its own process, the partition it proves next (a worker that finishes its partitions
+    itself: a ``cpu`` one); ``finalizing``: only its finalizer works; ``idle``: it is live and holds
+    nothing; ``restarting``: its processes died and are being replaced; ``lost``: they died and cannot be
+    brought back. A dead worker is never shown idle.
     """
 
     IDLE = "idle"
+    SYNTHESIZING = "synthesizing"
     PROVING = "proving"
     FINALIZING = "finalizing"
     RESTARTING = "restarting"

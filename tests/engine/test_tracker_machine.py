@@ -17,6 +17,7 @@ jobs it promises with exact counts.
 from __future__ import annotations
 
 import json
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from prooflane import events as ev
 from prooflane.status.ages import advance
+from prooflane.status.encode import to_json_text
 from prooflane.status.invariants import broken_invariants
 from prooflane.status.tracker import Outcome, StatusSnapshot, StatusTracker, TrackerConfig
 
@@ -513,7 +515,10 @@ class TrackerMachine(RuleBasedStateMachine):
         text = snapshot.to_json_text()
         assert text == json.dumps(snapshot.to_json(), separators=(",", ":"))
         records = self.tracker.records
-        records.recent_partitions_json = None  # what a tracker that never kept anything would build
+        # the texts a tracker that never kept anything would make
+        records.recent_partitions_text = deque(
+            map(to_json_text, records.recent_partitions), maxlen=records.recent_partitions.maxlen
+        )
         for job in records.jobs.values():
             job.views = None
         assert self.tracker.snapshot().to_json_text() == text

@@ -66,7 +66,7 @@ def test_dead_and_lost_workers_are_counted_by_state_and_up_follows_health() -> N
     samples = metric_samples(render(tracker))
     assert samples[("prooflane_up", ())] == 1
     assert {dict(k[1])["state"]: v for k, v in samples.items() if k[0] == workers} == {
-        "idle": 2, "proving": 0, "finalizing": 0, "restarting": 0, "lost": 0,
+        "idle": 2, "synthesizing": 0, "proving": 0, "finalizing": 0, "restarting": 0, "lost": 0,
     }  # fmt: skip
     tracker.apply(ev.WorkerDied(at=clock.now, worker_id='cpu0/w"0', reason="exit code -9"))
     tracker.apply(ev.WorkerLost(at=clock.now, worker_id="cpu1/w0", reason="no device"))

@@ -238,3 +238,27 @@ def test_a_finalization_running_past_stall_secs_is_seen_too_and_ends_with_its_le
     assert "finalization of A/0" in worker_of(s.status(), "W0")["stuck"]
     s.finalize(token)
     assert s.tracker.health().ok and worker_of(s.status(), "W0")["stuck"] is None
+
+
+def test_a_worker_synthesizing_its_own_partition_is_busy_until_that_partition_moves_on(s: Script) -> None:
+    """A worker that synthesizes what it proves shows synthesizing, with the partition, from the start of
+    that synthesis until the partition leaves synthesizing (finished, retried, cancelled): computed from the
+    partition's state, so no late event can leave it shown busy, nor an early one idle."""
+    s.job("A", partitions=2)
+    s(ev.SynthesisStarted, job_id="A", partition=0, worker_id="W0")
+    s.clock.advance(2.0)
+    worker = worker_of(s.status(), "W0")
+    assert (worker["state"], worker["current_job"], worker["current_partition"]) == ("synthesizing", "A", 0)
+    assert worker["current_token"] is None and worker["busy_secs"] == 2.0
+    assert worker["busy_seconds_total"] == 0.0  # not device-section time
+    s(ev.SynthesisFinished, job_id="A", partition=0, synth_ms=2000.0)
+    assert worker_of(s.status(), "W0")["state"] == "idle"  # synthesized, its lease not yet granted
+    token = s.lease("W0", "A", 0)
+    assert worker_of(s.status(), "W0")["state"] == "proving"
+    s.prove_end(token)
+    s.finalize(token)
+    s(ev.SynthesisStarted, job_id="A", partition=1, worker_id="W0")
+    assert worker_of(s.status(), "W0")["state"] == "synthesizing"
+    s(ev.JobCancelled, job_id="A", reason="cancelled by request")
+    assert worker_of(s.status(), "W0")["state"] == "idle"
+    assert s.tracker.invariants() == []

@@ -9,11 +9,13 @@ unseen (a field written without a partition moving) and compare with what a fres
 from __future__ import annotations
 
 import json
+from collections import deque
 
 import pytest
 
 from prooflane import events as ev
 from prooflane.states import JobState, PartitionState
+from prooflane.status.encode import to_json_text
 from prooflane.status.invariants import broken_invariants
 from prooflane.status.tracker import StatusSnapshot
 from tests.support.tracker import Script
@@ -21,8 +23,11 @@ from tests.support.tracker import Script
 
 def fresh_text(s: Script) -> str:
     """The ``/status`` text of a tracker that never kept anything between reads."""
-    s.tracker.records.recent_partitions_json = None
-    for job in s.tracker.records.jobs.values():
+    records = s.tracker.records
+    records.recent_partitions_text = deque(
+        map(to_json_text, records.recent_partitions), maxlen=records.recent_partitions.maxlen
+    )
+    for job in records.jobs.values():
         job.views = None
     return s.tracker.snapshot().to_json_text()
 

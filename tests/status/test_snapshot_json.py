@@ -34,6 +34,7 @@ ADDED: dict[str, tuple[str, ...]] = {
     "memory": ("used_bytes", "tree_rss_bytes"),
     "workers": ("last_error", "restarts", "node", "last_restart_secs_ago", "stuck"),
     "devices": ("workers_down", "node", "memory"),
+    "pipelines": ("partition_counts",),
     "history": (
         "proofs_per_hour_1m",
         "proofs_per_hour_10m",

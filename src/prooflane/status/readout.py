@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from ..states import JobState, PartitionState, Priority, WorkerState
-from .encode import json_frame, to_json_text
+from .encode import json_frame
 from .records import Job, JobViews, MemoryLedger, Records, Worker
 from .rss import this_machine
 from .snapshot import (
+    PARTITIONS_LISTED,
     CountersStatus,
     DeviceMemoryStatus,
     DeviceStatus,
@@ -28,12 +29,12 @@ from .snapshot import (
     JournalCheckStatus,
     LiveJobsStatus,
     MemoryStatus,
+    PartitionCounts,
     PartitionStatus,
     PipelineEntry,
     Pipelines,
     PipelineStatus,
     RecentJob,
-    RecentPartition,
     StatusSnapshot,
     SynthesisStatus,
     TablesStatus,
@@ -126,7 +127,7 @@ def snapshot(r: Records, now: float, head: SnapshotHead) -> StatusSnapshot:
         recent_jobs=tuple(_recent_job(j, now) for j in reversed(r.recent_jobs)),
         recent_failures=tuple(_recent_job(j, now) for j in reversed(r.recent_failures)),
         recent_partitions=recent,
-        recent_partitions_json=_recent_partitions_json(r, recent),
+        recent_partitions_json=_recent_partitions_json(r),
         live_jobs=_live_jobs(entries),
         pipelines=Pipelines(entries, now),
     )
@@ -220,12 +221,12 @@ def _entry(job: Job, now: float) -> PipelineEntry:
     if views is None or views.version != job.version:
         # The job or a partition changed since its entry was built (any write moves the version).
         version = job.version
-        partitions = tuple(p.status() for p in job.partitions)
-        status = _pipeline_status(job, now, partitions)
+        counts = Counter(p.state for p in job.partitions)
+        status = _pipeline_status(job, now, _listed(job), counts)
         before, between, after = json_frame(status)
-        holds = any(p.state in _HOLDING for p in partitions)
+        holds = any(counts[state] for state in _HOLDING)
         rank = pipeline_rank(status.state, job.priority, job.ended_at, holds)
-        pending = sum(p.state is P.PENDING for p in partitions)
+        pending = counts[P.PENDING]
         group = (status.proof_kind, status.priority, status.state)
         entry = PipelineEntry(
             status, (before, between, after), job.submitted_at, job.ended_at, rank, pending, group
@@ -234,15 +235,28 @@ def _entry(job: Job, now: float) -> PipelineEntry:
     return views.entry
 
 
-def _recent_partitions_json(r: Records, recent: tuple[RecentPartition, ...]) -> str:
-    """Their JSON text, made again only after a partition was added."""
-    kept = r.recent_partitions_json
-    if kept is None or kept[0] != r.recent_partitions_added:
-        kept = r.recent_partitions_json = (r.recent_partitions_added, to_json_text(recent))
-    return kept[1]
+def _recent_partitions_json(r: Records) -> str:
+    """Their JSON text: each partition's, made once as it was added, joined (256 of them at every read
+    made again took a third of a /status at full load)."""
+    return f"[{','.join(r.recent_partitions_text)}]"
 
 
-def _pipeline_status(job: Job, now: float, partitions: tuple[PartitionStatus, ...]) -> PipelineStatus:
+def _listed(job: Job) -> tuple[PartitionStatus, ...]:
+    """The job's partitions ``/status`` lists: all of them, or for a job of more than ``PARTITIONS_LISTED``,
+    those in flight, failed or cancelled first, then done, then pending, in index order."""
+    partitions = job.partitions
+    if len(partitions) > PARTITIONS_LISTED:
+        first = sorted(partitions, key=lambda p: (_LISTED_FIRST.get(p.state, 0), p.index))
+        partitions = sorted(first[:PARTITIONS_LISTED], key=lambda p: p.index)
+    return tuple(p.status() for p in partitions)
+
+
+_LISTED_FIRST = {P.DONE: 1, P.PENDING: 2}  # the rest (in flight, failed, cancelled) first: 0
+
+
+def _pipeline_status(
+    job: Job, now: float, partitions: tuple[PartitionStatus, ...], counts: Counter[PartitionState]
+) -> PipelineStatus:
     state = job.outcome or (JobState.RUNNING if job.started else JobState.QUEUED)
     end = job.ended_at if job.ended_at is not None else now
     return PipelineStatus(
@@ -254,6 +268,7 @@ def _pipeline_status(job: Job, now: float, partitions: tuple[PartitionStatus, ..
         elapsed_secs=end - job.submitted_at,
         total_partitions=len(job.partitions),
         partitions_done=job.done,
+        partition_counts=PartitionCounts(**{state.value: n for state, n in counts.items()}),
         partitions=partitions,
         partitions_json=partitions_json(partitions),
         reason=job.reason,
@@ -322,20 +337,34 @@ def stuck(r: Records, worker: Worker, now: float) -> str | None:
 def _worker(r: Records, worker: Worker, now: float) -> WorkerStatus:
     lease = r.leases[worker.current] if worker.current is not None else None
     busy = max(0.0, now - lease.granted_at) if lease is not None else 0.0
+    own = worker.own_synthesis() if lease is None and worker.live else None
+    if own is not None:  # synthesizing its next partition itself: that partition, for as long
+        partition, since = own
+        return _worker_status(r, worker, now, partition.job.job_id, partition.index, None, now - since)
+    job, index, token = (
+        (lease.partition.job.job_id, lease.partition.index, lease.token) if lease else (None,) * 3
+    )
+    return _worker_status(r, worker, now, job, index, token, busy)
+
+
+def _worker_status(
+    r: Records, worker: Worker, now: float, job: str | None, index: int | None, token: int | None, busy: float
+) -> WorkerStatus:
     finalizing = []
-    for token in worker.finalizing:
-        p = r.leases[token].partition
-        finalizing.append(FinalizingLease(p.job.job_id, p.index, token))
+    for lease_token in worker.finalizing:
+        p = r.leases[lease_token].partition
+        finalizing.append(FinalizingLease(p.job.job_id, p.index, lease_token))
+    proving = busy if token is not None else 0.0  # the device-section total counts leases only
     return WorkerStatus(
         worker_id=worker.worker_id,
         device=worker.device.name,
         state=worker.state,
-        current_job=lease.partition.job.job_id if lease else None,
-        current_partition=lease.partition.index if lease else None,
-        current_token=lease.token if lease else None,
+        current_job=job,
+        current_partition=index,
+        current_token=token,
         busy_secs=busy,
         finalizing=tuple(finalizing),
-        busy_seconds_total=r.busy_total.get(worker.worker_id, 0.0) + busy,
+        busy_seconds_total=r.busy_total.get(worker.worker_id, 0.0) + proving,
         last_error=worker.last_error,
         restarts=worker.restarts,
         node=worker.node,

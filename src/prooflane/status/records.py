@@ -204,6 +204,9 @@ class Worker:
     last_error: str | None = None  # why its processes last died
     restarts: int = 0  # deaths after which its processes were (or are being) replaced
     last_restart_at: float | None = None  # when the last of those deaths was (None while restarts == 0)
+    # the partition it last began to synthesize itself, and when: it is synthesizing while that partition is,
+    # in that attempt (a fact of the partition's, so nothing has to clear it)
+    synthesizing: tuple[Partition, int, float] | None = None
 
     @property
     def live(self) -> bool:
@@ -212,13 +215,24 @@ class Worker:
 
     @property
     def state(self) -> WorkerState:
-        """restarting or lost while down; else proving with a current lease, finalizing with finalizing
-        leases, idle otherwise."""
+        """restarting or lost while down; else proving with a current lease, synthesizing its own next
+        partition, finalizing with finalizing leases, idle otherwise."""
         if self.down is not None:
             return self.down
         if self.current is not None:
             return WorkerState.PROVING
+        if self.own_synthesis() is not None:
+            return WorkerState.SYNTHESIZING
         return WorkerState.FINALIZING if self.finalizing else WorkerState.IDLE
+
+    def own_synthesis(self) -> tuple[Partition, float] | None:
+        """The partition this worker synthesizes itself now, and since when (None: it synthesizes none)."""
+        if self.synthesizing is None:
+            return None
+        partition, attempt, since = self.synthesizing
+        if partition.state is not PartitionState.SYNTHESIZING or partition.attempt != attempt:
+            return None
+        return partition, since
 
 
 @dataclass(slots=True, eq=False)
@@ -241,8 +255,8 @@ class Records:
     machine: MachineStatus | None = None  # None: the machine the tracker runs on (tests give a fixed one)
     arithmetic: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # never changes
     products: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # never changes
-    recent_partitions_added: int = 0  # bumped with every append to recent_partitions
-    recent_partitions_json: tuple[int, str] | None = None  # the read-out's text of them, at that count
+    # each of recent_partitions as JSON text, made once as it is added (invariant: the same partitions)
+    recent_partitions_text: deque[str] = field(default_factory=deque)
     seq: int = 0  # the id of the last event received (applied or dropped)
     stale: int = 0
     illegal: int = 0
@@ -282,6 +296,7 @@ class Records:
             history=MinuteHistory(config.history_minutes),
             recent_jobs=deque(maxlen=config.recent_jobs),
             recent_partitions=deque(maxlen=config.recent_partitions),
+            recent_partitions_text=deque(maxlen=config.recent_partitions),
             proofs_done=CompletionRate(),
             partitions_done=CompletionRate(),
             failures_kept=config.recent_failures,

@@ -63,12 +63,35 @@ class PartitionStatus:
     reason: str | None
 
 
+PARTITIONS_LISTED = 16
+"""The most partitions a job lists in ``/status`` (``partitions``): a job of more lists those in flight,
+failed or cancelled first, then done, then pending, and counts all of them by state (``partition_counts``),
+so that one job of 1,024 partitions cannot make ``/status`` hundreds of KiB."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionCounts:
+    """A job's partitions by state (all of them, listed or not)."""
+
+    pending: int = 0
+    synthesizing: int = 0
+    synthesized: int = 0
+    proving: int = 0
+    finalizing: int = 0
+    done: int = 0
+    failed: int = 0
+    cancelled: int = 0
+
+
 @dataclass(frozen=True, slots=True)
 class PipelineStatus:
     """One job in the live view (running, or finished within the retention time).
 
     Only ``started_secs_ago`` and ``elapsed_secs`` change from one read to the next while the job stays the
     same, so the tracker keeps the rest of its JSON text (``json_frame``) and encodes just those two.
+
+    ``partitions``: at most ``PARTITIONS_LISTED`` of its partitions, in index order (every one of a job of at
+    most that many); ``partition_counts``: all of them by state.
     """
 
     job_id: str
@@ -82,6 +105,7 @@ class PipelineStatus:
     reason: str | None
     failed_partition: int | None
     circuit: str | None = None  # the registered circuit of a circom job; None for built-in kinds
+    partition_counts: PartitionCounts = field(default_factory=PartitionCounts, kw_only=True)
     partitions: tuple[PartitionStatus, ...] = field(kw_only=True, metadata=json_text_in("partitions_json"))
     # The partitions as JSON text, cached by the tracker while they do not change (not part of the value).
     partitions_json: str | None = field(default=None, compare=False, repr=False, metadata=NOT_JSON)

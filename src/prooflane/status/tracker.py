@@ -24,7 +24,6 @@ the running loop), so the live view never changes without ``seq`` moving.
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import threading
 import time
@@ -45,6 +44,8 @@ from ..states import (
     check_partition_move,
 )
 from . import readout, records
+from .encode import to_json_text
+from .expiry import ExpiryTimer
 from .feed import EventFeed, Subscription
 from .invariants import InvariantCheck
 from .readout import SnapshotHead, TrackerTotals
@@ -112,8 +113,7 @@ class StatusTracker:
         self._r = Records.new(self.config)
         self._invariants_at: tuple[int, list[str]] = (-1, [])
         self._check_invariants = InvariantCheck()
-        # The timer armed on a running loop for the oldest ended job's expiry, and that loop.
-        self._expiry_timer: tuple[asyncio.AbstractEventLoop, asyncio.TimerHandle] | None = None
+        self._expiry = ExpiryTimer(clock, self.expire)  # the oldest ended job's, on a running loop
 
     # --- writing ---------------------------------------------------------------------------------------
 
@@ -153,21 +153,8 @@ class StatusTracker:
             self._fold(ev.JobExpired(at=(job.ended_at or 0.0) + retention, job_id=job.job_id))
 
     def _arm_expiry(self) -> None:
-        if not self._r.ended:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return  # no loop (a synchronous caller): the next event or read expires the job
-        if self._expiry_timer is not None and self._expiry_timer[0] is loop:
-            return  # armed already (a timer left on another, finished loop never fires: arm a new one)
-        due = (self._r.ended[0].ended_at or 0.0) + self.config.retention_secs
-        handle = loop.call_later(max(0.0, due - self._clock()), self._expiry_due)
-        self._expiry_timer = (loop, handle)
-
-    def _expiry_due(self) -> None:
-        self._expiry_timer = None
-        self.expire()
+        if self._r.ended:
+            self._expiry.arm((self._r.ended[0].ended_at or 0.0) + self.config.retention_secs)
 
     def _fold(self, event: ev.Event) -> Outcome:
         self._r.seq += 1
@@ -208,7 +195,7 @@ class StatusTracker:
                 self._r.journal_disagreed += bool(event.disagreements)
                 return {}
             case ev.SynthesisStarted():
-                return self._synthesis(event.job_id, event.partition, event.attempt, P.SYNTHESIZING)
+                return self._synthesis_started(event)
             case ev.SynthesisFinished():
                 return self._synthesis_finished(event)
             case ev.SynthesisFailed():
@@ -374,6 +361,14 @@ class StatusTracker:
             partition.reason = reason
         return {}
 
+    def _synthesis_started(self, event: ev.SynthesisStarted) -> dict[str, Any]:
+        context = self._synthesis(event.job_id, event.partition, event.attempt, P.SYNTHESIZING)
+        if event.worker_id is not None:  # its own process synthesizes it: the worker is busy with it
+            partition = self._partition(event.job_id, event.partition, event.attempt)
+            partition.worker_id = event.worker_id
+            self._r.workers[event.worker_id].synthesizing = (partition, event.attempt, event.at)
+        return context
+
     def _synthesis_finished(self, event: ev.SynthesisFinished) -> dict[str, Any]:
         partition = self._partition(event.job_id, event.partition, event.attempt)
         partition.expect(P.SYNTHESIZING)
@@ -464,8 +459,9 @@ class StatusTracker:
         self._r.phases["finalize"].observe(event.finalize_ms / 1000)
         self._r.history.count_partition(event.at)
         self._r.partitions_done.count(event.at)
-        self._r.recent_partitions.append(partition.recent())
-        self._r.recent_partitions_added += 1
+        recent = partition.recent()
+        self._r.recent_partitions.append(recent)
+        self._r.recent_partitions_text.append(to_json_text(recent))
         return context
 
     def _end_lease(self, token: ev.LeaseToken, at: float) -> None:
