@@ -97,6 +97,9 @@ class Config:
     # builds a key's in the background once it is proven and uses them where they fit; true builds them when
     # a worker first loads a key; false never (docs/config.md).
     msm_tables: bool | str = "auto"
+    # A finalizer process beside each worker's prover ("auto": on cuda devices; on cpu devices the prover
+    # finishes each partition itself, as the core would run both anyway): docs/config.md, docs/engine.md.
+    split_prove: bool | str = "auto"
     core_budget: int = 0
     memory_budget_bytes: int = 0
     memory_margin_bytes: int = 2 * _GIB
@@ -177,6 +180,8 @@ class Config:
         _check(self.log_file_backups >= 1, "log_file_backups", "expected at least 1")
         _check(isinstance(self.msm_tables, bool) or self.msm_tables == "auto", "msm_tables",
                f"expected true, false or \"auto\", got {self.msm_tables!r}")  # fmt: skip
+        _check(isinstance(self.split_prove, bool) or self.split_prove == "auto", "split_prove",
+               f"expected true, false or \"auto\", got {self.split_prove!r}")  # fmt: skip
         _check(not (self.msm_tables is True and self.ray.address), "msm_tables",
                "the tables are kept by local worker processes, not on a Ray cluster")  # fmt: skip
         for root in self.allowed_roots:

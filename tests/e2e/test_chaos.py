@@ -36,11 +36,16 @@ def test_killing_any_process_of_the_daemon_loses_no_job_and_health_tells_the_tru
 ) -> None:
     data = tmp_path_factory.mktemp("chaos") / "data"
     seed_keys(tmp_path_factory, data)
-    settings = ChaosSettings(jobs=4, mix=SMALL_MIX, seed=7, interval=(0.2, 0.8), quota=2, keep_busy=True)
+    # With a finalizer beside each prover (split_prove): every kind of process a daemon may have.
+    kinds = (*DEFAULT_KINDS, ProcessKind.FINALIZER)
+    settings = ChaosSettings(
+        jobs=4, mix=SMALL_MIX, seed=7, interval=(0.2, 0.8), quota=2, keep_busy=True, kinds=kinds,
+        config="max_attempts = 10\nsplit_prove = true\n",
+    )  # fmt: skip
     report = ChaosRun(settings, data).run()
     assert report.violations == []
     faults = {row["kind"]: row for row in report.by_kind()}
-    assert sorted(faults) == sorted(kind.value for kind in DEFAULT_KINDS)
+    assert sorted(faults) == sorted(kind.value for kind in kinds)
     assert {(row["injected"], row["survived"]) for row in faults.values()} == {(2, 2)}
     assert set(report.jobs.values()) == {"done"} and len(report.jobs) >= 4
     assert report.verified_partitions == report.partitions

@@ -436,9 +436,8 @@ async def test_killed_worker_process_is_replaced_and_the_job_completes(
         job_id = await engine.submit(JobRequest(kind="porep-c2", sector=str(sector)))
         await watch.until(lambda: bool(watch.of("lease_granted")))
         victim = before[watch.of("lease_granted")[0]["worker_id"]]
-        assert victim.prover_pid is not None and victim.finalizer_pid is not None
+        assert victim.prover_pid is not None and victim.finalizer_pid is None  # a cpu worker: one process
         os.kill(victim.prover_pid, signal.SIGKILL)
-        os.kill(victim.finalizer_pid, signal.SIGKILL)
         assert await engine.wait_proof(job_id, WAIT) is not None
         await watch.until(lambda: bool(watch.of("worker_died")))
         await watch.until(lambda: len(watch.of("worker_registered")) == 3)
@@ -518,10 +517,10 @@ async def test_restart_resumes_without_proving_done_partitions_again(
 async def test_workers_run_below_the_daemon_at_the_configured_niceness(
     tmp_path: Path, keys_dir: Path
 ) -> None:
-    async with Engine(config(tmp_path, keys_dir, worker_niceness=7)) as engine:
+    async with Engine(config(tmp_path, keys_dir, worker_niceness=7, split_prove=True)) as engine:
         own = os.getpriority(os.PRIO_PROCESS, 0)
         pids = [pid for w in engine.workers() for pid in (w.prover_pid, w.finalizer_pid)]
-        assert pids and None not in pids
+        assert pids and None not in pids  # a prover and a finalizer each (split_prove)
         assert {os.getpriority(os.PRIO_PROCESS, pid) - own for pid in pids if pid is not None} == {7}
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -26,6 +27,9 @@ KILLS = 12
 # One worker (its prover is the one prover of the tree); each kill blames the partition proving, which may be
 # the same one again and again: allowed, so that every job still ends done.
 CONFIG = 'devices = ["cpu:0"]\nmax_attempts = 100\n'
+# With a finalizer beside the prover (a cuda device's layout, asked for on a cpu one), the finalizer of one
+# partition runs while the prover proves the next.
+SPLIT = CONFIG + "split_prove = true\n"
 MIX = ("porep-c2", "winning-post")  # ten partitions, one: each finalizer overlaps the next device section
 
 
@@ -34,12 +38,28 @@ def proving_while_finalizing(status: dict[str, Any]) -> bool:
     return worker["state"] == "proving" and bool(worker["finalizing"])
 
 
+def synthesizing_its_own(status: dict[str, Any]) -> bool:
+    (worker,) = status["workers"]
+    return worker["state"] == "synthesizing"
+
+
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("profile", ["tiny", "small"])
+@pytest.mark.parametrize(
+    ("profile", "config", "moment"),
+    [
+        ("tiny", SPLIT, proving_while_finalizing),
+        ("small", SPLIT, proving_while_finalizing),
+        ("small", CONFIG, synthesizing_its_own),  # a cpu worker's own layout: killed as it synthesizes
+    ],
+    ids=["tiny-split", "small-split", "small-own-synthesis"],
+)
 def test_provers_killed_while_their_finalizer_holds_a_partition_leave_no_phantom_job(
-    tmp_path_factory: pytest.TempPathFactory, profile: str
+    tmp_path_factory: pytest.TempPathFactory,
+    profile: str,
+    config: str,
+    moment: Callable[[dict[str, Any]], bool],
 ) -> None:
-    daemon = start_daemon(tmp_path_factory, f"phantoms-{profile}", extra_config=CONFIG, profile=profile)
+    daemon = start_daemon(tmp_path_factory, f"phantoms-{profile}", extra_config=config, profile=profile)
     with contextlib.ExitStack() as stack:
         stack.callback(daemon.stop)
         url = daemon.url
@@ -58,7 +78,7 @@ def test_provers_killed_while_their_finalizer_holds_a_partition_leave_no_phantom
                 if status["counters"]["queue_depth"] < 4:  # keep a stream of jobs coming
                     n = next(numbers)
                     job_ids.append(client.submit(MIX[n % 2], sector=sector, job_id=f"p-{n:04}"))
-                if not proving_while_finalizing(status):
+                if not moment(status):
                     continue
                 provers = [p for p in daemon_tree(daemon.pid) if p.kind is ProcessKind.PROVER]
                 if provers and kill_and_wait(provers[0].pid):

@@ -35,7 +35,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 async def worker() -> AsyncIterator[ProcessWorker]:
-    backend = ProcessBackend(pool_size=1, workers=1)
+    """A worker with a finalizer beside its prover (``split_prove``: a cuda device's layout)."""
+    backend = ProcessBackend(pool_size=1, workers=1, split_prove=True)
     made = backend.new_worker("cpu:0/w0", backend.device("cpu:0"))
     async with asyncio.timeout(60):
         await made.start()
@@ -269,7 +270,7 @@ async def test_a_finish_whose_early_g2_msm_was_for_another_partition_computes_it
     tmp_path: Path,
 ) -> None:
     key_path, task = _partition(tmp_path)
-    backend = ProcessBackend(pool_size=1, workers=1)
+    backend = ProcessBackend(pool_size=1, workers=1, split_prove=True)
     await backend.start()
     worker = backend.new_worker("cpu:0/w0", backend.device("cpu:0"))
     try:
@@ -289,7 +290,7 @@ async def test_a_finish_whose_early_g2_msm_was_for_another_partition_computes_it
 
 async def test_device_sections_finalizations_and_syntheses_share_the_core_budget(tmp_path: Path) -> None:
     key_path, task = _partition(tmp_path)
-    backend = ProcessBackend(pool_size=2, workers=2, cores=1)
+    backend = ProcessBackend(pool_size=2, workers=2, cores=1, split_prove=True)
     await backend.start()
     workers = [backend.new_worker(f"cpu:{n}/w0", backend.device(f"cpu:{n}")) for n in range(2)]
     try:
@@ -315,6 +316,31 @@ async def test_device_sections_finalizations_and_syntheses_share_the_core_budget
     finally:
         for worker in workers:
             worker.kill()
+        await backend.stop()
+
+
+async def test_a_cpu_worker_finishes_its_partitions_in_its_prover_with_no_finalizer(tmp_path: Path) -> None:
+    """``split_prove = "auto"`` on a cpu device: one process, which proves and finishes; the core budget
+    sees its device section and its finish, one at a time."""
+    import psutil
+
+    key_path, task = _partition(tmp_path)
+    backend = ProcessBackend(pool_size=1, workers=1, cores=1)
+    await backend.start()
+    worker = backend.new_worker("cpu:0/w0", backend.device("cpu:0"))
+    try:
+        async with asyncio.timeout(120):
+            await worker.start()
+            assert worker.finishes_itself and worker.info().finalizer_pid is None
+            names = [p.name() for p in psutil.Process().children(recursive=True)]
+            assert Role.PROVER.value in names and Role.FINALIZER.value not in names
+            synthesized, _ = await backend.run(synthesize_partition, task)
+            proven = await worker.prove(key_path, synthesized, _granted, "job/0")
+            assert proven is not None
+            assert (await worker.finish(key_path, proven[0], "job/0")).verified
+        assert backend.budget.steps == 3 and backend.budget.peak == 1  # synthesis, device section, finish
+    finally:
+        worker.kill()
         await backend.stop()
 
 

@@ -12,6 +12,7 @@ docs/engine.md ("Device backends").
 """
 
 from .backend import (
+    OWN_SYNTHESIS,
     Device,
     DeviceBackend,
     DeviceFault,
@@ -31,6 +32,7 @@ from .process import ProcessBackend
 from .ray import RayBackend
 
 __all__ = [
+    "OWN_SYNTHESIS",
     "Device",
     "DeviceBackend",
     "DeviceFault",

@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 from ..errors import ProoflaneError, WorkerDied
 
 __all__ = [
+    "OWN_SYNTHESIS",
     "Device",
     "DeviceBackend",
     "DeviceFault",
@@ -55,6 +56,10 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+
+OWN_SYNTHESIS = "own"
+"""What the engine gives a worker's ``prove`` for the partition the worker synthesized itself."""
 
 
 class RemoteError(ProoflaneError):
@@ -116,6 +121,19 @@ class DeviceWorker(ABC):
     Subclasses implement :meth:`start`, :meth:`_stage`, :meth:`_prove_start`, :meth:`finish`,
     :meth:`drop_key` and :meth:`_end`; the device lock and the death bookkeeping live here.
     """
+
+    finishes_itself = False
+    """Whether the worker finishes each partition itself before it takes the next (a ``cpu`` worker of the
+    process backend: its prover, with no finalizer beside it): the engine waits for a partition's finish
+    before it hands the worker another, which would otherwise wait in the worker while another is free.
+    Such a worker also synthesizes the built-in kinds' partitions it proves (:meth:`synthesize_own`): the
+    whole partition runs in one process, as a plain prover runs it."""
+
+    async def synthesize_own(self, call: Callable[[Any], tuple[Any, float]], task: Any, label: str) -> float:
+        """``call(task)``, a built-in kind's partition synthesized in the worker itself, kept there for the
+        next ``prove``, which is given ``OWN_SYNTHESIS`` instead of a synthesized partition; milliseconds.
+        Only a worker that ``finishes_itself`` does."""
+        raise NotImplementedError(f"{type(self).__name__} synthesizes nothing of its own")
 
     def __init__(self, worker_id: str, device: Device) -> None:
         self.worker_id = worker_id
@@ -262,6 +280,12 @@ class DeviceBackend(ABC):
                 return await self.run(call, task)
         except TimeoutError:
             raise PoolTimedOut(f"it ran past its time limit of {limit:g} s, and was ended") from None
+
+    def own_synthesis(self, devices: tuple[str, ...]) -> bool:
+        """Whether every worker of ``devices`` synthesizes the built-in kinds' partitions it proves itself
+        (:attr:`DeviceWorker.finishes_itself`): the engine then hands those partitions to free workers instead
+        of the synthesis pool."""
+        return False
 
     @abstractmethod
     def new_worker(self, worker_id: str, device: Device) -> DeviceWorker:

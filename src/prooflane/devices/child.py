@@ -44,6 +44,7 @@ class ChildProcess:
         *,
         threads: int = 0,
         tables: bool = False,
+        extra: tuple[Any, ...] = (),
     ) -> None:
         self.name = name
         self._io = io
@@ -52,7 +53,7 @@ class ChildProcess:
         parent, self._child = ctx.Pipe(duplex=True)
         self._conn: Connection = parent
         self._proc = ctx.Process(
-            target=target, args=(self._child, os.getpid(), threads, tables), name=name, daemon=True
+            target=target, args=(self._child, os.getpid(), threads, tables, *extra), name=name, daemon=True
         )
         self._lock = asyncio.Lock()  # one request in flight per process: replies match requests in order
         self._pidfd: int | None = None

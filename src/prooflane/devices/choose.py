@@ -29,4 +29,5 @@ def backend_for(config: Config) -> DeviceBackend:
         cores=resolved.core_budget,
         threads=resolved.threads_per_call,
         tables=resolved.msm_tables is True,  # "auto": each key's stored tables, when the daemon says
+        split_prove=resolved.split_prove,
     )

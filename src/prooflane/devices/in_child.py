@@ -16,16 +16,16 @@ import os
 import select
 import signal
 import threading
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 import psutil
 
 from ..groth16.arithmetic import THREADS_ENV
 from . import frames
-from .backend import DeviceFault, Finished
+from .backend import OWN_SYNTHESIS, DeviceFault, Finished
 from .cuda import CudaDevice
-from .keys import drop_key, give_back_free_memory, load_key, loaded_key
+from .keys import drop_key, give_back_when_grown, load_key, loaded_key
 from .parcel import Parcel, opened
 from .roles import Role
 from .steps import DEVICE_SECTION_BASES, FINALIZE_BASES, device_section, early_b2, finalize
@@ -155,6 +155,7 @@ class ProverSide(_Side):
         super().__init__()
         self._staged: tuple[Any, Any] | None = None  # (key, synthesized) for the next ``start``
         self._cuda: CudaDevice | None = None  # the GPU, on a cuda device
+        self._own: Any = None  # the partition this process synthesized itself, for the next ``stage``
 
     def device(self, kind: str, index: int) -> int | None:
         """Use device ``kind:index`` from now on (asked once, before any partition); its memory in bytes, or
@@ -171,10 +172,21 @@ class ProverSide(_Side):
             raise RuntimeError("need on a device without memory of its own")
         return self._cuda.need(self._key(key_path))
 
+    def synthesize(self, call: Callable[[Any], tuple[Any, float]], task: Any) -> float:
+        """``call(task)``, a built-in kind's partition synthesized here (a worker that finishes itself),
+        kept for the next ``stage``; milliseconds."""
+        self._own = None
+        self._own, ms = call(task)
+        return float(ms)
+
     def stage(self, key_path: str, synthesized: Any) -> None:
         key = self._key(key_path)
         if self._cuda is not None:
             self._cuda.upload(key)  # once per key: the bases stay resident until dropped
+        if synthesized == OWN_SYNTHESIS:
+            if self._own is None:
+                raise RuntimeError("stage of its own synthesis, but none was made")
+            synthesized, self._own = self._own, None
         self._staged = (key, opened(synthesized))
 
     def start(self) -> tuple[dict[str, Any], float]:
@@ -189,6 +201,11 @@ class ProverSide(_Side):
         if self._cuda is not None and key is not None:
             self._cuda.release(key)
         drop_key(key_path)
+
+    def finish(self, key_path: str, fields: dict[str, Any], label: str) -> Finished:
+        """``prove_finish`` and verification of the partition just proven, here (a worker with no finalizer
+        beside its prover: ``finishes``), its G2 MSM with them."""
+        return finalize(self._key(key_path), fields)
 
 
 class FinalizerSide(_Side):
@@ -237,20 +254,26 @@ def serve(conn: Connection, side: _Side) -> None:
         frames.send(conn, reply)
         del args, reply  # a partition's vectors are not kept while the process waits for the next request
         if op in _HEAVY:
-            give_back_free_memory()
+            give_back_when_grown()
 
 
 # Requests after which the process has freed large temporaries (a prove's vectors, a key's points): glibc
-# keeps freed heap for reuse, and a 2^20 prover held 265 MB less after giving it back.
-_HEAVY = frozenset({"start", "b2", "finish", "drop"})
+# keeps freed heap for reuse, and a 2^20 prover held 265 MB less after giving it back (once it grew by
+# TRIM_GROWTH_BYTES since it last did: a prover of one partition size keeps that working memory).
+_HEAVY = frozenset({"start", "b2", "finish", "drop"})  # (a synthesis here is followed by its start)
 
 
-def prover_main(conn: Connection, daemon_pid: int, threads: int = 0, tables: bool = False) -> None:
+def prover_main(
+    conn: Connection, daemon_pid: int, threads: int = 0, tables: bool = False, finishes: bool = False
+) -> None:
     """A worker's prover process (``threads``: each MSM's and NTT's, 0 for the prover's default; ``tables``:
-    keep fixed-base tables of its keys' bases)."""
+    keep fixed-base tables of its keys' bases; ``finishes``: it finishes its partitions itself, with the
+    finalizer's bases too)."""
     exit_with(daemon_pid, name=Role.PROVER, threads=threads)
     side = ProverSide()
     side.tables = tables
+    if finishes:
+        side.bases = tuple(dict.fromkeys(DEVICE_SECTION_BASES + FINALIZE_BASES))
     serve(conn, side)
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..errors import WorkerDied
-from .backend import Device, DeviceBackend, DeviceWorker, Finished, RemoteError, WorkerInfo
+from .backend import OWN_SYNTHESIS, Device, DeviceBackend, DeviceWorker, Finished, RemoteError, WorkerInfo
 from .cuda import CudaDevice, device_index
 from .keys import drop_key, load_key, loaded_key
 from .steps import device_section, finalize
@@ -29,9 +29,9 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Step:
-    """One step about to run: ``name`` is "run" (the CPU pool; ``call`` names the function), "stage",
-    "prove_start" or "finish"; ``worker_id`` for a worker's steps; ``label`` the partition (``job/index``)
-    where the engine gave one; ``args`` the pool call's arguments."""
+    """One step about to run: ``name`` is "run" (the CPU pool; ``call`` names the function), "synthesize" (a
+    worker's own), "stage", "prove_start" or "finish"; ``worker_id`` for a worker's steps; ``label`` the
+    partition (``job/index``) where the engine gave one; ``args`` the pool call's arguments."""
 
     name: str
     worker_id: str | None = None
@@ -48,11 +48,17 @@ class InProcessBackend(DeviceBackend):
 
     name = "inprocess"
 
-    def __init__(self, hook: Hook | None = None) -> None:
+    def __init__(self, hook: Hook | None = None, *, own_synthesis: bool = False) -> None:
         super().__init__()
         self.hook = hook
         self.workers: dict[str, InProcessWorker] = {}  # the newest worker of each id
         self.steps: list[Step] = []  # every step run, in order
+        # Its workers finish their partitions and synthesize the built-in kinds' themselves, as the process
+        # backend's cpu workers do (a "synthesize" step of the worker's, then stage, prove_start, finish).
+        self.own = own_synthesis
+
+    def own_synthesis(self, devices: tuple[str, ...]) -> bool:
+        return self.own
 
     async def run(self, call: Callable[..., T], *args: Any) -> T:
         await self._before(Step("run", call=call.__name__, args=args))
@@ -88,6 +94,8 @@ class InProcessWorker(DeviceWorker):
         self.keys: set[str] = set()  # the keys it holds (for tests of eviction)
         self.working_on: str | None = None  # the partition whose step runs now (from its hook to its end)
         self._cuda: CudaDevice | None = None  # its GPU, on a cuda device (selected in this process)
+        self.finishes_itself = backend.own
+        self._own: Any = None  # the partition it synthesized itself, for its next stage
 
     def info(self) -> WorkerInfo:
         return WorkerInfo(self.worker_id, self.device.name, None, None)
@@ -105,8 +113,18 @@ class InProcessWorker(DeviceWorker):
     async def device_need(self, key_path: str) -> tuple[int, int] | None:
         return None if self._cuda is None else self._cuda.need(load_key(key_path))
 
+    async def synthesize_own(self, call: Callable[[Any], tuple[Any, float]], task: Any, label: str) -> float:
+        if not self.finishes_itself:
+            return await super().synthesize_own(call, task, label)
+        async with self._working("synthesize", label):
+            self._own, ms = _remote(lambda: call(task))
+            self.check_alive()
+        return float(ms)
+
     async def _stage(self, key_path: str, synthesized: Any, label: str) -> None:
         async with self._working("stage", label):
+            if synthesized == OWN_SYNTHESIS:
+                synthesized, self._own = self._own, None
             self.keys.add(key_path)
             key = load_key(key_path)
             if (cuda := self._cuda) is not None:

@@ -194,25 +194,17 @@ class SynthesisPool:
                 self._end(lane)
 
 
-_TRIM_GROWTH_BYTES = 32 << 20  # heap growth since the last trim that makes a pool process trim again
-_trimmed_at = 0  # in a pool process: its resident bytes after the last trim
-
-
 def _trimmed(call: Callable[..., T], *args: Any) -> T:
     """In a pool process: ``call(*args)``, then give free heap back to the system when it grew by more
-    than ``_TRIM_GROWTH_BYTES`` (a synthesis frees most of what it allocated)."""
-    global _trimmed_at
+    than ``TRIM_GROWTH_BYTES`` (a synthesis frees most of what it allocated)."""
+    from .keys import give_back_when_grown
+
     try:
         return call(*args)
     except Exception as exc:
         raise _picklable(exc) from None
     finally:
-        resident = _resident_bytes()
-        if resident - _trimmed_at > _TRIM_GROWTH_BYTES:
-            from .keys import give_back_free_memory
-
-            give_back_free_memory()
-            _trimmed_at = _resident_bytes()
+        give_back_when_grown()
 
 
 def _picklable(exc: Exception) -> Exception:
@@ -224,14 +216,6 @@ def _picklable(exc: Exception) -> Exception:
         lines = str(exc).strip().splitlines()
         return RuntimeError(f"{type(exc).__name__}: {lines[0] if lines else 'no message'}")
     return exc
-
-
-def _resident_bytes() -> int:
-    try:
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 def _pool_pids(pool: ProcessPoolExecutor | None) -> list[int]:

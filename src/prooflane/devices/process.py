@@ -54,7 +54,7 @@ from .in_child import finalizer_main, prover_main
 from .parcel import Parcel, park, unpark
 from .pool import SynthesisPool
 
-__all__ = ["ProcessBackend", "ProcessWorker", "mp_context"]
+__all__ = ["ProcessBackend", "ProcessWorker", "mp_context", "splits"]
 
 T = TypeVar("T")
 log = logging.getLogger("prooflane.engine")
@@ -83,9 +83,11 @@ class ProcessBackend(DeviceBackend):
         cores: int = 0,
         threads: int = 0,
         tables: bool = False,
+        split_prove: bool | str = "auto",
     ) -> None:
         super().__init__()
         self._ctx = mp_context()
+        self._split = split_prove  # "auto": a finalizer beside each cuda worker, none beside a cpu one
         self._niceness = niceness
         self._threads = threads  # each MSM's and NTT's threads in a worker (0: the prover's default)
         self._tables = tables  # workers keep fixed-base tables of their keys' bases (``msm_tables``)
@@ -154,7 +156,11 @@ class ProcessBackend(DeviceBackend):
             starter=self._starter,
             threads=self._threads,
             tables=self._tables,
+            finishes_itself=not splits(self._split, device.kind),
         )
+
+    def own_synthesis(self, devices: tuple[str, ...]) -> bool:
+        return bool(devices) and not any(splits(self._split, d.split(":")[0]) for d in devices)
 
     def pool_pids(self) -> list[int]:
         """The pool's process ids (for diagnostics and fault tests)."""
@@ -176,50 +182,52 @@ class ProcessWorker(DeviceWorker):
         starter: Executor | None = None,
         threads: int = 0,
         tables: bool = False,
+        finishes_itself: bool = False,
     ) -> None:
         super().__init__(worker_id, device)
         self._budget = budget or CoreBudget(0)
         self._starter = starter or io
+        self.finishes_itself = finishes_itself
         # Lower priority than the daemon: its event loop schedules the devices and answers /status.
         self.prover = ChildProcess(
-            f"{worker_id} prover", prover_main, ctx, io, niceness, threads=threads, tables=tables
-        )
-        self.finalizer = ChildProcess(
-            f"{worker_id} finalizer",
-            finalizer_main,
-            ctx,
-            io,
-            niceness,
-            self._budget,
-            threads=threads,
-            tables=tables,
-        )
+            f"{worker_id} prover", prover_main, ctx, io, niceness, self._budget, threads=threads,
+            tables=tables, extra=(finishes_itself,),
+        )  # fmt: skip
+        # Without a finalizer of its own, the prover finishes each partition itself (``finalizer`` is it).
+        self.finalizer = self.prover
+        if not finishes_itself:
+            self.finalizer = ChildProcess(
+                f"{worker_id} finalizer", finalizer_main, ctx, io, niceness, self._budget, threads=threads,
+                tables=tables,
+            )  # fmt: skip
+        self._processes = tuple(dict.fromkeys((self.prover, self.finalizer)))
         self._pending: set[asyncio.Task[Any]] = set()  # requests nobody awaits (see _early_b2)
         # A partition's early G2 MSM and its finish each send the finalizer two requests (the key's load,
         # then the work); taking turns keeps each pair together, so the MSM is done before its finish.
         self._finalizer_turn = asyncio.Lock()
         # The keys each process has loaded: a key is loaded by a request of its own, so that a death while
         # it loads (most of a fresh worker's first partition of a kind) blames no partition.
-        self._loaded: dict[ChildProcess, set[str]] = {self.prover: set(), self.finalizer: set()}
+        self._loaded: dict[ChildProcess, set[str]] = {process: set() for process in self._processes}
         self._needs: dict[str, tuple[int, int]] = {}  # key path -> its device bytes (a cuda device)
 
     def info(self) -> WorkerInfo:
-        return WorkerInfo(self.worker_id, self.device.name, self.prover.pid, self.finalizer.pid)
+        finalizer = None if self.finishes_itself else self.finalizer.pid
+        return WorkerInfo(self.worker_id, self.device.name, self.prover.pid, finalizer)
 
     async def start(self) -> None:
-        """Wait until both processes answer; from then on, either one ending makes the worker die."""
+        """Wait until its processes answer; from then on, any one ending makes the worker die."""
         try:
-            await asyncio.gather(self.prover.start(self._starter), self.finalizer.start(self._starter))
-            await asyncio.gather(self.prover.ping(), self.finalizer.ping())
+            await asyncio.gather(*(process.start(self._starter) for process in self._processes))
+            await asyncio.gather(*(process.ping() for process in self._processes))
             self.memory_bytes = await self._device()
         except WorkerDied as exc:
             self.die(str(exc))
             raise
-        self.prover.watch(functools.partial(self._died, self.prover))
-        self.finalizer.watch(functools.partial(self._died, self.finalizer))
+        for process in self._processes:
+            process.watch(functools.partial(self._died, process))
 
     def _part_ended(self) -> bool:
-        return self.prover.exited or self.finalizer.exited
+        return any(process.exited for process in self._processes)
 
     async def prove(
         self, key_path: str, synthesized: Any, grant: Callable[[], bool], label: str = ""
@@ -230,7 +238,8 @@ class ProcessWorker(DeviceWorker):
         async with self.device.lock, self._budget.slot():
             if not grant():
                 return None
-            self._early_b2(key_path, synthesized, label)
+            if not self.finishes_itself:
+                self._early_b2(key_path, synthesized, label)
             return await self._prove_start(label)
 
     async def _device(self) -> int | None:
@@ -278,6 +287,12 @@ class ProcessWorker(DeviceWorker):
         if not task.cancelled():
             task.exception()
 
+    async def synthesize_own(self, call: Callable[[Any], tuple[Any, float]], task: Any, label: str) -> float:
+        if not self.finishes_itself:
+            return await super().synthesize_own(call, task, label)
+        ms: float = await self._call(self.prover, "synthesize", call, task, compute=True, label=label)
+        return ms
+
     async def _stage(self, key_path: str, synthesized: Any, label: str) -> None:
         await self._load(self.prover, key_path)
         await self._call(self.prover, "stage", key_path, synthesized, label=label)
@@ -295,20 +310,15 @@ class ProcessWorker(DeviceWorker):
         return finished
 
     async def map_tables(self, key_path: str) -> bool:
-        mapped = await asyncio.gather(
-            self._call(self.prover, "map_tables", key_path),
-            self._call(self.finalizer, "map_tables", key_path),
-        )
-        for process in (self.prover, self.finalizer):
+        mapped = await asyncio.gather(*(self._call(p, "map_tables", key_path) for p in self._processes))
+        for process in self._processes:
             self._loaded[process].add(key_path)  # mapping them loaded the key
         return all(mapped)
 
     async def drop_key(self, key_path: str) -> None:
         for loaded in self._loaded.values():
             loaded.discard(key_path)
-        await asyncio.gather(
-            self._call(self.prover, "drop", key_path), self._call(self.finalizer, "drop", key_path)
-        )
+        await asyncio.gather(*(self._call(process, "drop", key_path) for process in self._processes))
 
     async def _load(self, process: ChildProcess, key_path: str, compute: bool = False) -> None:
         """Have ``process`` load the key by a request of its own, once: a request sent after this one (the
@@ -338,8 +348,17 @@ class ProcessWorker(DeviceWorker):
         self.die(reason, frozenset([working_on] if working_on is not None else []))
 
     def _end(self) -> None:
-        self.prover.kill()
-        self.finalizer.kill()
+        for process in self._processes:
+            process.kill()
+
+
+def splits(split_prove: bool | str, device_kind: str) -> bool:
+    """Whether a worker of a ``device_kind`` device has a finalizer beside its prover (``split_prove``).
+
+    "auto": on a ``cuda`` device, yes (the GPU's device section overlaps the finalization on a core); on a
+    ``cpu`` device, no: the device is a core, which would run both, so the prover finishes each partition
+    itself before it takes the next, as a plain prover does (docs/engine.md, "What the layout is")."""
+    return device_kind == "cuda" if split_prove == "auto" else bool(split_prove)
 
 
 def _parked(

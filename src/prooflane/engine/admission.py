@@ -250,7 +250,7 @@ class Admission:
         job.partitions = [
             PartitionRun(job, i, P.DONE if done.get(i) else P.PENDING) for i in range(record.partitions)
         ]
-        pipeline.jobs[job.job_id] = job
+        pipeline.admitted(job)
         pipeline.post(
             ev.JobSubmitted(
                 at=pipeline.clock(),

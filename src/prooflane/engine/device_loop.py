@@ -28,6 +28,7 @@ from typing import Any
 
 from .. import events as ev
 from ..devices.backend import (
+    OWN_SYNTHESIS,
     Device,
     DeviceBackend,
     DeviceFault,
@@ -37,7 +38,7 @@ from ..devices.backend import (
     WorkerInfo,
 )
 from ..errors import Unavailable
-from ..kinds import CircuitMeta
+from ..kinds import CircuitMeta, SynthesisTask, synthesize_partition
 from ..memory import CachedAllocation, MemoryBudget, Reservation
 from ..states import JobState, PartitionState
 from . import logbook
@@ -187,10 +188,12 @@ class DeviceLoop:
         return worker.death or "its processes ended"
 
     async def _work(self, worker: DeviceWorker) -> None:
-        """Prove partitions one after another: device section under the lock, then hand to the finalizer."""
+        """Prove partitions one after another: device section under the lock, then hand to the finalizer
+        (or, for a worker that finishes itself, finish it before the next; such a worker also synthesizes
+        the built-in partitions it proves, :meth:`_own_synthesis`)."""
         pipeline = self._pipeline
         while True:
-            _, part = await pipeline.ready.get()
+            part, own = await self._next_for(worker)
             pipeline.kick.set()  # a ready slot freed: the dispatcher may synthesize the next partition
             if not part.live:
                 pipeline.release(part)
@@ -205,6 +208,9 @@ class DeviceLoop:
                 continue
             allocation = await self._key_for(worker, part.job.meta)
             allocation.use()
+            if own and not await self._own_synthesis(worker, part):
+                allocation.done()
+                continue
             try:
                 on_device = await self._admit(worker, part)
             except _NeverFits as exc:
@@ -255,7 +261,85 @@ class DeviceLoop:
             if part.reservation is not None:
                 part.reservation.shrink(part.job.meta.abc_bytes)
             pipeline.post(ev.DeviceSectionFinished(at=pipeline.clock(), token=token, prove_ms=ms))
-            pipeline.spawn(self._finalize(worker, part, token, state, allocation), f"finalize {part.name}")
+            finishing = pipeline.spawn(
+                self._finalize(worker, part, token, state, allocation), f"finalize {part.name}"
+            )
+            if worker.finishes_itself:  # the next partition waits in the queue, free for any worker
+                await asyncio.wait({finishing})
+
+    async def _next_for(self, worker: DeviceWorker) -> tuple[PartitionRun, bool]:
+        """The next partition for ``worker`` and whether it synthesizes it itself: a synthesized one from
+        the ready queue; or, for a worker that synthesizes its own, the one the dispatcher hands it (it
+        waits in ``Pipeline.takers`` until either comes)."""
+        pipeline = self._pipeline
+        if not worker.finishes_itself or not pipeline.own_synthesis:
+            _, part = await pipeline.ready.get()
+            return part, False
+        while True:
+            if pipeline.ready:
+                return pipeline.ready.pop()[1], False
+            handed: asyncio.Future[PartitionRun] = asyncio.get_running_loop().create_future()
+            pipeline.takers.append((worker.worker_id, handed))
+            pipeline.kick.set()
+            ready = asyncio.ensure_future(pipeline.ready.wait_change())
+            waited: set[asyncio.Future[Any]] = {handed, ready}
+            try:
+                await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:
+                if handed.done() and not handed.cancelled():  # handed as the worker stopped: back it goes
+                    pipeline.retry(handed.result(), f"{worker.worker_id} stopped", blame=False)
+                raise
+            finally:
+                ready.cancel()
+                if not handed.done():
+                    handed.cancel()  # the dispatcher drops it from the takers
+            if not handed.cancelled():
+                return handed.result(), True
+
+    async def _own_synthesis(self, worker: DeviceWorker, part: PartitionRun) -> bool:
+        """``worker`` synthesizes ``part`` (handed to it, synthesizing) in its own process, kept there for its
+        device section; False when the partition is decided otherwise (it failed, its job ended, the worker
+        died: the death retries it)."""
+        pipeline = self._pipeline
+        job = part.job
+        task = SynthesisTask(
+            job.job_id, part.index, job.meta.key_path, job.inputs[part.index],
+            pipeline.config.synthesis_key_cache_bytes,
+        )  # fmt: skip
+        self._staging[worker.worker_id] = (part.name, pipeline.clock())  # a hung synthesis is seen too
+        try:
+            ms = await worker.synthesize_own(synthesize_partition, task, part.name)
+        except RemoteError as exc:
+            if part in self._held[worker]:
+                reason = str(exc)
+                pipeline.post(
+                    ev.SynthesisFailed(
+                        at=pipeline.clock(), job_id=job.job_id, partition=part.index, reason=reason,
+                        attempt=part.attempt,
+                    )
+                )  # fmt: skip
+                self._fail_held(worker, part, f"synthesis failed: {reason}")
+            return False
+        finally:
+            self._staging.pop(worker.worker_id, None)
+        if part not in self._held[worker]:  # the worker died meanwhile: the death decided the partition
+            return False
+        if not part.live:  # its job ended meanwhile
+            self._held[worker].discard(part)
+            pipeline.release(part)
+            return False
+        pipeline.post(
+            ev.SynthesisFinished(
+                at=pipeline.clock(),
+                job_id=job.job_id,
+                partition=part.index,
+                synth_ms=ms,
+                attempt=part.attempt,
+            )
+        )
+        part.move(P.SYNTHESIZED)
+        part.synthesized = OWN_SYNTHESIS
+        return True
 
     def _grant(self, worker: DeviceWorker, part: PartitionRun) -> bool:
         """Under the device lock: lease the partition to the worker, unless its job ended or it died."""

@@ -11,6 +11,12 @@ explain, the devices are waiting on synthesis and a slot is added; when synthese
 ready queue full, the devices are the bottleneck and a slot is taken away (docs/engine.md, "Circom
 circuits").
 
+Where every worker synthesizes the partitions it proves itself (a ``cpu`` worker of the process backend,
+which finishes its partitions too: docs/engine.md, "What the layout is, and why"), the built-in kinds'
+partitions go to the first worker waiting for one (``Pipeline.takers``), in the same order and with the same
+reservation, and not to the pool: the whole partition then runs in one process, as a plain prover runs it.
+Circom partitions (whose generators are untrusted code, bounded by the pool's limits) still go to the pool.
+
 A synthesis runs at most ``synthesis_timeout_secs``: past it the backend ends the process that runs it and
 the partition fails, naming the limit (a circuit's witness generator that never returns, or an input that
 makes a legitimate one loop for ever). A synthesis that has run ``long_synthesis_secs`` counts against its
@@ -27,7 +33,7 @@ from collections import Counter
 
 from .. import events as ev
 from ..devices.backend import DeviceBackend, PoolProcessDied, PoolReplaced, PoolTimedOut
-from ..kinds import SynthesisTask, reservation_bytes, synthesize_partition, witness_memory_bytes
+from ..kinds import StorageInput, SynthesisTask, reservation_bytes, synthesize_partition, witness_memory_bytes
 from ..scheduler import WorkKey
 from ..states import JobState, PartitionState
 from ..store import Store
@@ -57,7 +63,7 @@ class Dispatcher:
         self.active = 0  # synthesis tasks running; invariant: == partitions in state synthesizing
         cfg = pipeline.config
         self.slots = cfg.synthesis_workers  # invariant: synthesis_workers <= slots <= synthesis_workers_max
-        workers = len(cfg.devices) * cfg.workers_per_device
+        self._workers = workers = len(cfg.devices) * cfg.workers_per_device
         # Syntheses in a row that ended with nothing ready while partitions pended. Filling W idle workers
         # ends W + 1 of them so (each taken at once, then one more before the first device section ends),
         # however fast synthesis is: growing needs one more.
@@ -85,6 +91,9 @@ class Dispatcher:
                 if part.job.state is JobState.QUEUED:  # running from its first synthesis, as the tracker says
                     part.job.move(JobState.RUNNING)
                     pipeline.write(functools.partial(_mark_running, part.job.job_id))
+                if self._own(part):
+                    self._hand_to_worker(part)
+                    continue
                 self.active += 1
                 self._started[part] = pipeline.clock()
                 # Looked at again once it has run long (its slot may then go to another job).
@@ -115,15 +124,55 @@ class Dispatcher:
 
     def _next(self) -> tuple[WorkKey, PartitionRun] | None:
         """The partition to synthesize next, if one may start: the head of the queue, but for the jobs
-        whose syntheses run long, which count their own long ones against the slots."""
+        whose syntheses run long, which count their own long ones against the slots. A partition a worker
+        synthesizes itself starts once a worker waits for one."""
         pipeline = self._pipeline
         if pipeline.journal_problem is not None:  # a proof made now could not be stored
             return None
         long = self._long_by_job()
         short = self.active - sum(long.values())
         if not long:
-            return pipeline.pending.peek() if self._room(short) else None
-        return pipeline.pending.first(lambda job_id: self._room(short + long[job_id]))
+            head = pipeline.pending.peek()
+            return head if head is not None and self._may_start(head[1].job.job_id, short) else None
+        return pipeline.pending.first(lambda job_id: self._may_start(job_id, short + long[job_id]))
+
+    def _may_start(self, job_id: str, held: int) -> bool:
+        """Whether a partition of ``job_id`` may start now, where ``held`` syntheses of the pool count against
+        its slots: one a worker synthesizes itself needs a worker waiting; one for the pool, room there."""
+        if self._own(self._pipeline.jobs[job_id].partitions[0]):
+            return self._taker() is not None
+        return self._room(held)
+
+    def _own(self, part: PartitionRun) -> bool:
+        """Whether a worker synthesizes ``part`` itself (a built-in kind's, where every worker does)."""
+        return self._pipeline.own_synthesis and isinstance(part.job.inputs[part.index], StorageInput)
+
+    def _taker(self) -> tuple[str, asyncio.Future[PartitionRun]] | None:
+        """The first worker still waiting for a partition of its own to synthesize (those that stopped
+        waiting, a death or a ready partition taken instead, are dropped)."""
+        takers = self._pipeline.takers
+        while takers and takers[0][1].done():
+            takers.popleft()
+        return takers[0] if takers else None
+
+    def _hand_to_worker(self, part: PartitionRun) -> None:
+        """``part`` (reserved, synthesizing) to the first waiting worker, which synthesizes it itself."""
+        taker = self._taker()
+        assert taker is not None, "a partition of its own handed with no worker waiting"
+        self._pipeline.takers.popleft()
+        worker_id, future = taker
+        self._pipeline.post(
+            ev.SynthesisStarted(
+                at=self._pipeline.clock(), job_id=part.job.job_id, partition=part.index,
+                attempt=part.attempt, worker_id=worker_id,
+            )
+        )  # fmt: skip
+        future.set_result(part)
+
+    def capacity(self) -> int:
+        """The most partitions that may synthesize at once: the pool's slots, and each worker that
+        synthesizes its own (what ``/status`` shows as ``synthesis.max_concurrent``)."""
+        return self.slots + (self._workers if self._pipeline.own_synthesis else 0)
 
     def _room(self, held: int) -> bool:
         """Whether another synthesis may start where ``held`` syntheses count against the slots."""
@@ -170,12 +219,12 @@ class Dispatcher:
 
     def _resize(self, slots: int) -> None:
         self.slots, self._starved, self._fed = slots, 0, 0
-        self._pipeline.post(ev.SynthesisPoolSized(at=self._pipeline.clock(), max_concurrent=slots))
+        self._pipeline.post(ev.SynthesisPoolSized(at=self._pipeline.clock(), max_concurrent=self.capacity()))
 
     def _headroom(self) -> int:
         """Bytes reservations leave free so a worker can always load a proving key it needs."""
-        jobs, tables = self._pipeline.jobs.values(), counted_up_front(self._pipeline.config)
-        return max((j.meta.worker_key_bytes(tables) for j in jobs if not j.state.terminal), default=0)
+        tables = counted_up_front(self._pipeline.config)
+        return max((meta.worker_key_bytes(tables) for meta in self._pipeline.live_metas()), default=0)
 
     async def _synthesize(self, part: PartitionRun) -> None:
         pipeline, job = self._pipeline, part.job

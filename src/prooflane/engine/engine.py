@@ -100,6 +100,7 @@ class Engine:
         self._admission = Admission(self._pipeline, self._circuits)
         self._dispatcher = Dispatcher(self._pipeline, self._backend)
         self._devices = DeviceLoop(self._pipeline, self._backend, self._circuits.keys)
+        self._pipeline.own_synthesis = self._backend.own_synthesis(cfg.devices)
         self._health_log = HealthLog(self._health_to_log, clock)
         self._pipeline.watch = self._health_log.saw
         self._runner: asyncio.Task[None] | None = None
@@ -138,7 +139,7 @@ class Engine:
             raise StorageFull(f"cannot make the data folder {cfg.data_dir}: {exc.strerror or exc}") from None
         pipeline.store = Store(cfg.data_dir / "journal.sqlite3")
         await self._backend.start()
-        pipeline.post(ev.SynthesisPoolSized(at=pipeline.clock(), max_concurrent=cfg.synthesis_workers))
+        pipeline.post(ev.SynthesisPoolSized(at=pipeline.clock(), max_concurrent=self._dispatcher.capacity()))
         await self._load_circuits()
         started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._runner = asyncio.create_task(self._run(started), name="prooflane-engine")

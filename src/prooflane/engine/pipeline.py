@@ -19,12 +19,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter, deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from .. import events as ev
 from ..config import Config
 from ..errors import Unavailable
+from ..kinds import CircuitMeta
 from ..memory import MemoryBudget
 from ..scheduler import WorkQueue
 from ..states import JobState, PartitionState
@@ -54,7 +56,15 @@ class Pipeline:
         self.tables = KeyTables(self)  # which keys' fixed-base tables are stored (msm_tables = "auto")
         self.pending: WorkQueue[PartitionRun] = WorkQueue()
         self.ready: WorkQueue[PartitionRun] = WorkQueue()
+        # Workers that synthesize their own partitions, waiting for one (the dispatcher hands the next
+        # built-in partition to the first): (worker id, the future it waits on). Event loop only.
+        self.takers: deque[tuple[str, asyncio.Future[PartitionRun]]] = deque()
+        self.own_synthesis = False  # the built-in kinds' partitions go to takers, not the synthesis pool
         self.jobs: dict[str, JobRun] = {}  # live and recently ended jobs
+        # The keys of the jobs not yet ended, each with how many of them prove it: what the budget's headroom
+        # is taken over (a few keys, however many jobs). Invariant: counts the non-terminal jobs' keys.
+        self._live_keys: Counter[str] = Counter()
+        self._metas: dict[str, CircuitMeta] = {}
         self.store: Store | None = None
         self.progressed_at = clock()  # when a partition last moved (for the stall check of health)
         self.stopping = False  # set as the engine's stop begins: what ends from then on is its doing
@@ -62,6 +72,16 @@ class Pipeline:
         self.journal_problem: str | None = None  # why the journal cannot be written now (None: it can)
         self.journal_unreadable: str | None = None  # the first read of it that failed (damage: it stays)
         self._unwritten_ends: dict[JobRun, tuple[JobState, str | None, int | None]] = {}  # waiting for it
+
+    def admitted(self, job: JobRun) -> None:
+        """``job`` is live in the engine from now on."""
+        self.jobs[job.job_id] = job
+        self._live_keys[job.meta.key_path] += 1
+        self._metas[job.meta.key_path] = job.meta
+
+    def live_metas(self) -> list[CircuitMeta]:
+        """The circuits (by key) of the jobs not yet ended."""
+        return [self._metas[key] for key in self._live_keys]
 
     @property
     def journal(self) -> Store:
@@ -202,6 +222,9 @@ class Pipeline:
         )  # fmt: skip
         job.move(state)
         job.error, job.finished_at = error, finished_at
+        self._live_keys[job.meta.key_path] -= 1
+        if not self._live_keys[job.meta.key_path]:
+            del self._live_keys[job.meta.key_path]
         for part in self.pending.remove_job(job.job_id) + self.ready.remove_job(job.job_id):
             self.release(part)
         for part in job.partitions:

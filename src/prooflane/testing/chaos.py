@@ -68,8 +68,10 @@ DEFAULT_KINDS = (
     ProcessKind.RESOURCE_TRACKER,
     ProcessKind.SYNTHESIS,
     ProcessKind.PROVER,
-    ProcessKind.FINALIZER,
 )
+"""The process kinds a default daemon on cpu devices has (its workers finish and synthesize their own
+partitions: no finalizer); a daemon with ``split_prove = true``, or on cuda devices, has finalizers too
+(``ProcessKind.FINALIZER``)."""
 EXIT_WAIT_SECS = 30.0  # how long the daemon's processes may take to end after it did (else: orphans)
 POLL_SECS = 0.25
 
