@@ -19,9 +19,23 @@ RESULTS = Path(os.environ.get("PROOFLANE_BENCH_RESULTS") or Path(__file__).resol
 """Where results (and the inputs a benchmark caches) go: benchmarks/results/, or $PROOFLANE_BENCH_RESULTS."""
 
 
+def cpu_model() -> str:
+    """The CPU's model name and whether it has AVX-512 IFMA (which of the prover's paths it runs), from
+    /proc/cpuinfo ("unknown" elsewhere)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown"
+    fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
+    name = fields.get("model name\t", "").strip()
+    flags = fields.get("flags\t\t", "").split()
+    return f"{name or 'unknown'}, {'with' if 'avx512ifma' in flags else 'without'} AVX-512 IFMA"
+
+
 def machine() -> dict[str, Any]:
     """What the numbers were measured on."""
     return {
+        "cpu": cpu_model(),
         "cpus": psutil.cpu_count(logical=True),
         "memory_bytes": psutil.virtual_memory().total,
         "python": platform.python_version(),

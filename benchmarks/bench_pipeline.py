@@ -54,7 +54,17 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, claim_cpu, print_table, tree, tree_pss, tree_rss, wait_for_tables, write_json
+from _common import (
+    RESULTS,
+    claim_cpu,
+    cpu_model,
+    print_table,
+    tree,
+    tree_pss,
+    tree_rss,
+    wait_for_tables,
+    write_json,
+)
 from poseidon_merkle import DEPTH, PATHS
 from prooflane.circuits import Sector, profile_by_name
 from prooflane.cli.daemon_process import DaemonProcess
@@ -74,6 +84,9 @@ ROLES = {Role.PROVER.value: "provers", Role.FINALIZER.value: "finalizers", Role.
 CPU_HEAVY = tuple(ROLES)
 HARDWARE_EVENTS = "instructions,cycles,cache-references,cache-misses"
 SOFTWARE_EVENTS = "task-clock,context-switches,cpu-migrations,page-faults"
+# The plain provers keep what the engine keeps: every base section loaded, with its fixed-base tables (built
+# once a machine and stored, as the engine's are: the best a user of plain provers could do).
+BASES = ("a", "b1", "b2", "c", "h")
 
 
 @dataclass
@@ -111,7 +124,7 @@ def main() -> None:
 def run_profile(name: str, kinds: list[str], config: Path | None) -> None:
     """The four rows for one profile, one after another, and their report."""
     profile = profile_by_name(name)
-    print(f"== {profile.name}: {len(kinds)} jobs, load average {_load()}", flush=True)
+    print(f"== {profile.name}: {len(kinds)} jobs, load average {_load()}, CPU {cpu_model()}", flush=True)
     # Proving keys and sectors are made once per profile and kept (git-ignored) for later runs.
     cache = RESULTS / f"pipeline-{profile.name}"
     metas = {kind: prepare_builtin(kind, profile.name, CURVE, str(cache / "keys")) for kind in set(kinds)}
@@ -187,8 +200,8 @@ def run_sequential(
     kinds: list[str], sectors: list[str], metas: dict[str, Any], profile: str
 ) -> SequentialRun:
     """Prove every partition of every job here, one after the other."""
-    for kind in set(kinds):  # warm-up: keys loaded, one partition proven per kind
-        load_key(metas[kind].key_path, ("a", "b1", "b2", "c", "h"))
+    for kind in set(kinds):  # warm-up: keys and their fixed-base tables loaded, one partition proven per kind
+        load_key(metas[kind].key_path, BASES, tables=True)
         _prove_one(kind, sectors[kinds.index(kind)], 0, metas[kind], profile, SequentialRun())
     run = SequentialRun()
     wall, cpu = time.perf_counter(), time.process_time()
@@ -225,8 +238,8 @@ def _prove_one(
 def run_two_cores(kinds: list[str], sectors: list[str], metas: dict[str, Any], profile: str) -> SequentialRun:
     """Prove every partition one after the other with ``prove(..., threads=2)``: synthesis here, each MSM
     and the NTT on two threads (the libraries: one core)."""
-    for kind in set(kinds):  # warm-up: both processes' shares of every key built, one partition proven
-        preload(load_key(metas[kind].key_path))
+    for kind in set(kinds):  # warm-up: every key with its tables, one partition proven
+        preload(load_key(metas[kind].key_path, BASES, tables=True))
         _prove_two(kind, sectors[kinds.index(kind)], 0, metas[kind], profile, SequentialRun())
     run = SequentialRun()
     me = psutil.Process()
@@ -303,7 +316,7 @@ def _prove_half(
     """In a process of its own: warm up, wait for the other half, prove ``work``, report the times
     (``perf_counter`` is the machine's monotonic clock, the same in both processes)."""
     for kind in sorted({kind for kind, *_ in work}):
-        load_key(metas[kind].key_path, ("a", "b1", "b2", "c", "h"))
+        load_key(metas[kind].key_path, BASES, tables=True)
         sector = next(sector for k, sector, *_ in work if k == kind)
         _prove_one(kind, sector, 0, metas[kind], profile, SequentialRun())
     barrier.wait()

@@ -19,6 +19,13 @@ Modes:
 * ``--fresh``: for each size, serves such a tracker as ``--keepalive`` does and times ``GET /status`` on a
   fresh connection per request, plain and gzipped, against the whole live view (``/status?jobs=1000``, what
   ``/status`` answered before it was bounded); then, nothing moving, ``If-None-Match`` polls (304s).
+* ``--daemon``: the operator's case. Starts a real ``prooflane serve`` with its default config at the tiny
+  profile, submits ``--daemon-jobs`` jobs at once (winning-post, window-post, porep-c2 and snap-update in
+  turn, 1,000 by default), and while it proves them times ``GET /status`` and ``GET /healthz`` side by side,
+  each on a fresh connection every 50 ms, ``/status`` plain and gzipped in turn; every sample is checked
+  (``invariants_ok``, the jobs listed in submission order, whole ids); the answer's bytes, jobs and
+  partitions listed, the load and the CPU are reported. The synthetic rows above stay as the tracker's own
+  cost.
 * ``--url http://127.0.0.1:9821``: times ``GET /status`` on a running daemon (load it first, for example with
   ``prooflane bench --url ... --jobs 100``), and reports how many jobs and partitions each answer held.
 
@@ -518,6 +525,86 @@ def under_load(url: str, samples: int, jobs: int, kind: str, sector: str) -> dic
     return result
 
 
+DAEMON_KINDS = ("winning-post", "window-post", "porep-c2", "snap-update")
+DAEMON_EVERY = 0.05  # --daemon: a /status and a /healthz sample this often
+
+
+def daemon_row(jobs: int, samples: int) -> dict[str, Any]:
+    """A real daemon (default config, tiny profile) proving ``jobs`` jobs submitted at once; /status and
+    /healthz on fresh connections while it works (see the module's docstring)."""
+    import gzip
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+    from pathlib import Path
+
+    from prooflane import Client
+    from prooflane.cli.daemon_process import DaemonProcess
+
+    with tempfile.TemporaryDirectory(prefix="prooflane-bench-status-") as tmp:
+        daemon = DaemonProcess(Path(tmp) / "data", profile="tiny", log_path=Path(tmp) / "daemon.log")
+        daemon.start(timeout=600)
+        try:
+            port = int(urlsplit(daemon.url).port or 0)
+            with Client(daemon.url) as client:
+                sector = client.submit("winning-post", sector={"size": 256, "seed": "07"})  # type: ignore[arg-type]
+                client.proof(sector, wait=600)  # the keys made, a partition of each path warmed
+                folder = str(next((Path(tmp) / "data" / "sectors").iterdir()))
+
+                def submit(n: int) -> str:
+                    return client.submit(DAEMON_KINDS[n % len(DAEMON_KINDS)], sector=folder)
+
+                with ThreadPoolExecutor(8) as pool:
+                    ids = list(pool.map(submit, range(jobs)))
+            status: dict[str, list[float]] = {"plain": [], "gzip": []}
+            healthz: list[float] = []
+            sizes: dict[str, list[int]] = {"plain": [], "gzip": []}
+            listed: list[tuple[int, int]] = []
+            bad: list[str] = []
+            for n in range(samples):
+                coding = "gzip" if n % 2 else "plain"
+                took, code, body = _fresh_body(port, "/status", {"Accept-Encoding": coding})
+                status[coding].append(took)
+                sizes[coding].append(len(body))
+                view = json.loads(gzip.decompress(body) if coding == "gzip" else body)
+                if code != 200 or not view["invariants_ok"]:
+                    bad.append(f"sample {n}: {code}, invariants_ok {view.get('invariants_ok')}")
+                order = [p["job_id"] for p in view["pipelines"]]
+                if any(len(job) != 32 for job in order):
+                    bad.append(f"sample {n}: a job id cut short")
+                listed.append((len(order), sum(len(p["partitions"]) for p in view["pipelines"])))
+                healthz.append(_fresh_body(port, "/healthz", {})[0])
+                time.sleep(DAEMON_EVERY)
+            done = sum(1 for _ in ids)  # submitted
+        finally:
+            daemon.stop()
+    result: dict[str, Any] = {"mode": "daemon", "jobs": done, "samples": samples, "inconsistent": bad}
+    for coding, times in status.items():
+        result[f"status_{coding}_p50_ms"] = _percentile(times, 50)
+        result[f"status_{coding}_p99_ms"] = _percentile(times, 99)
+        result[f"status_{coding}_max_ms"] = max(times)
+        result[f"status_{coding}_max_bytes"] = max(sizes[coding])
+    result["healthz_p50_ms"] = _percentile(healthz, 50)
+    result["healthz_p99_ms"] = _percentile(healthz, 99)
+    result["healthz_max_ms"] = max(healthz)
+    result["most_jobs_listed"] = max(jobs for jobs, _ in listed)
+    result["most_partitions_listed"] = max(parts for _, parts in listed)
+    print_table(["figure", "value"], [[k, v] for k, v in result.items() if k != "inconsistent"])
+    print(f"inconsistent samples: {len(bad)}" + (f" (first: {bad[0]})" if bad else ""))
+    return result
+
+
+def _fresh_body(port: int, path: str, headers: dict[str, str]) -> tuple[float, int, bytes]:
+    """One GET on a new connection: milliseconds to the last byte, the status, the body as sent."""
+    start = time.perf_counter()
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.request("GET", path, headers={"Connection": "close", **headers})
+    response = connection.getresponse()
+    body = response.read()
+    took = (time.perf_counter() - start) * 1000
+    connection.close()
+    return took, response.status, body
+
+
 def _timed(call: Callable[[], object]) -> float:
     start = time.perf_counter()
     call()
@@ -547,6 +634,10 @@ def main() -> None:
                         help="time /healthz and /status through one kept-alive prooflane.Client")  # fmt: skip
     parser.add_argument("--fresh", action="store_true",
                         help="time /status on fresh connections, before/after its bound; 304s")  # fmt: skip
+    parser.add_argument(
+        "--daemon", action="store_true", help="a real daemon proving --daemon-jobs jobs: /status, /healthz"
+    )
+    parser.add_argument("--daemon-jobs", type=int, default=1000, help="jobs for --daemon (default 1000)")
     parser.add_argument("--kind", default="snap-update", help="kind of the --load jobs (default snap-update)")
     parser.add_argument("--sector", help="sector folder for the --load jobs (prooflane sector new ...)")
     args = parser.parse_args()
@@ -554,7 +645,9 @@ def main() -> None:
         parser.error("--load needs --url and --sector")
     sizes = [int(n) for n in args.jobs.split(",")]
     load = os.getloadavg()
-    if args.keepalive:
+    if args.daemon:
+        result = daemon_row(args.daemon_jobs, args.samples)
+    elif args.keepalive:
         result = keepalive(args.samples, sizes)
     elif args.fresh:
         result = fresh(args.samples, sizes)

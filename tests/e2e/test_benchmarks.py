@@ -19,6 +19,7 @@ RUNS = [
     ("bench_load.py", ["--jobs", "4", "--sse", "1", "--pollers", "1", "--hold", "0.5"], "bench_load"),
     ("bench_status.py", ["--samples", "5", "--jobs", "2"], "bench_status"),
     ("bench_status.py", ["--samples", "3", "--jobs", "30", "--fresh"], "bench_status"),
+    ("bench_status.py", ["--samples", "4", "--daemon", "--daemon-jobs", "8"], "bench_status"),
     ("bench_long_run.py", ["--jobs", "1500", "--every", "500"], "bench_long_run"),
     ("bench_fleet_follow.py", ["--daemons", "1", "--jobs", "2", "--secs", "1"], "bench_fleet_follow"),
     ("bench_synth.py", ["--profiles", "tiny", "--repeat", "1"], "bench_synth"),
