@@ -66,9 +66,24 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
+def _synthesizing_tracker() -> StatusTracker:
+    """A worker synthesizing its own partition of a circom job of 20 partitions (more than a job lists)."""
+    tracker = StatusTracker(TrackerConfig(sample_rss=False), strict=True)
+
+    def send(cls: type[ev.EventBase], **fields: Any) -> None:
+        event: Any = cls(at=tracker.records.seq + 1.0, **fields)
+        tracker.apply(event)
+
+    send(ev.WorkerRegistered, worker_id="cpu0/w0", device="cpu0")
+    send(ev.JobSubmitted, job_id="J" * 32, kind="circom", priority="normal", partitions=20, circuit="c")
+    send(ev.SynthesisStarted, job_id="J" * 32, partition=0, worker_id="cpu0/w0")
+    return tracker
+
+
 @pytest.fixture
-def page() -> Iterator[Page]:
-    _Handler.status_text = _tracker().snapshot().to_json_text()
+def page(request: pytest.FixtureRequest) -> Iterator[Page]:
+    tracker = getattr(request, "param", _tracker)
+    _Handler.status_text = tracker().snapshot().to_json_text()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -103,3 +118,18 @@ def test_restarting_and_lost_workers_are_shown_so_with_their_reason(page: Page) 
     devices = page.get_by_test_id("device")
     expect(devices.filter(has_text="cpu1")).to_contain_text("0 workers (1 down)")
     expect(devices.filter(has_text="cpu0")).to_contain_text("1 worker (1 down)")
+
+
+@pytest.mark.parametrize("page", [_synthesizing_tracker], indirect=True)
+def test_a_worker_synthesizing_its_own_partition_and_a_job_of_more_partitions_than_listed(page: Page) -> None:
+    """The worker is shown busy synthesizing, with the partition; a job of 20 partitions shows the 16 it
+    lists and says what the other 4 are."""
+    card = page.locator('[data-testid="worker-card"][data-worker-id="cpu0/w0"]')
+    expect(card).to_have_attribute("data-state", "synthesizing")
+    expect(card.get_by_test_id("worker-job")).to_have_text("J" * 32)
+    expect(card.get_by_test_id("worker-partition")).to_have_text("0")
+    row = page.locator(f'[data-testid="pipeline-row"][data-job-id="{"J" * 32}"]')
+    expect(row.get_by_test_id("partition-cell")).to_have_count(16)
+    expect(row.get_by_test_id("job-more")).to_have_text("4 more partitions not listed: 4 pending")
+    idle = card.evaluate("e => getComputedStyle(e).borderLeftColor")
+    assert idle != "rgb(154, 163, 176)"  # not the idle card's colour

@@ -132,6 +132,7 @@ function createJobRow() {
       ]),
     ]),
     h("div", { class: "cells", "data-testid": "job-cells" }),
+    h("div", { class: "job-more", "data-testid": "job-more", hidden: true }),
     h("ul", { class: "job-failures", "data-testid": "job-failures" }),
   ]);
 }
@@ -149,6 +150,10 @@ function updateJobRow(row, j) {
   setText(byTestId("job-progress", row), `${j.partitions_done}/${j.total_partitions} done`);
   const parts = j.partitions || [];
   syncKeyed(byTestId("job-cells", row), parts, (p) => p.index, createCell, updateCell);
+  const more = byTestId("job-more", row);
+  const unlisted = (j.total_partitions || 0) - parts.length;
+  more.hidden = unlisted <= 0;
+  setText(more, unlisted > 0 ? `${count(unlisted)} more partitions not listed: ${unlistedText(j, parts)}` : "");
   const failures = parts.filter((p) => p.state === "failed" && failureReason(p));
   const jobReason = failureReason(j);
   const items = failures.map((p) => ({
@@ -164,6 +169,13 @@ function updateJobRow(row, j) {
     setAttr(li, "title", t.reason);
   });
   ul.hidden = items.length === 0;
+}
+
+/** "10 pending, 998 done": the job's partitions by state, less those listed (partition_counts counts all). */
+function unlistedText(j, parts) {
+  const counts = { ...(j.partition_counts || {}) };
+  for (const p of parts) counts[p.state] = (counts[p.state] || 0) - 1;
+  return Object.entries(counts).filter(([, n]) => n > 0).map(([state, n]) => `${count(n)} ${state}`).join(", ");
 }
 
 function tickJob(row, j) {
