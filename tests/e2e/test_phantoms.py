@@ -40,7 +40,7 @@ def proving_while_finalizing(status: dict[str, Any]) -> bool:
 
 def synthesizing_its_own(status: dict[str, Any]) -> bool:
     (worker,) = status["workers"]
-    return worker["state"] == "synthesizing"
+    return bool(worker["state"] == "synthesizing")
 
 
 @pytest.mark.timeout(900)
