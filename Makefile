@@ -22,18 +22,29 @@ help:
 	@echo "make sanitize       the C extension's tests and fuzz under ASan + UBSan"
 	@echo "make bench  run the benchmarks under benchmarks/ (tables on stdout, JSON in benchmarks/results/)"
 
-$(PYSTAMP): pyproject.toml setup.py Makefile $(wildcard src/prooflane/groth16/csrc/*)
+# The demo installs prooflane alone (what it needs); the checks and tests add their tools and Ray on top.
+DEMOSTAMP := $(VENV)/.demo
+
+$(DEMOSTAMP): pyproject.toml setup.py Makefile $(wildcard src/prooflane/groth16/csrc/*)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+# The tools and Ray, on the demo's install (which rebuilds the C extension when its sources change); every
+# target below that needs them asks for $(DEV).
+$(PYSTAMP): pyproject.toml | $(DEMOSTAMP)
 	$(PY) -m pip install -q -e '.[dev,ray]'
 	touch $@
+
+DEV := $(DEMOSTAMP) $(PYSTAMP)
 
 $(NODESTAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 # The browser tests drive Debian's chromium through Playwright (Playwright's own browser download is not used).
-$(BROWSERSTAMP): $(PYSTAMP)
+$(BROWSERSTAMP): $(DEV)
 	@if [ ! -x /usr/bin/chromium ]; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi; \
@@ -42,40 +53,40 @@ $(BROWSERSTAMP): $(PYSTAMP)
 
 # The fleet's SSH test starts Debian's sshd on a loopback port (with throwaway keys); the fleet itself needs only
 # the ssh client.
-$(SSHSTAMP): $(PYSTAMP)
+$(SSHSTAMP): $(DEV)
 	@if [ ! -x /usr/sbin/sshd ] || ! command -v ssh >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-client openssh-server >/dev/null; \
 	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-client openssh-server >/dev/null; fi; \
 	fi
 	touch $@
 
-setup: $(PYSTAMP) $(NODESTAMP) $(BROWSERSTAMP) $(SSHSTAMP)
+setup: $(DEV) $(NODESTAMP) $(BROWSERSTAMP) $(SSHSTAMP)
 
-demo: $(PYSTAMP)
+demo: $(DEMOSTAMP)
 	$(VENV)/bin/prooflane demo
 
 # The whole suite in two processes, a test file to each at a time (a file's daemons and fixtures stay in one).
 test: setup portable-test sanitize
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15
 
-lint: $(PYSTAMP)
+lint: $(DEV)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks
 
-typecheck: $(PYSTAMP)
+typecheck: $(DEV)
 	$(VENV)/bin/mypy
 
 # Lanes: the unit lane (make check); the engine lane (the in-process engine, the CUDA simulator, the tracker's
 # state machine); the slow lane (real daemons, browsers, snarkjs, sshd). `make test` runs all three.
-fast-test: $(PYSTAMP) $(NODESTAMP)
+fast-test: $(DEV) $(NODESTAMP)
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 -m "not slow and not engine"
 
-engine-test: $(PYSTAMP) $(NODESTAMP)
+engine-test: $(DEV) $(NODESTAMP)
 	$(PY) -m pytest -q -p no:cacheprovider -m "engine and not slow"
 
 # mypy runs beside the tests (the tests leave part of two cores idle while they wait on their daemons); each
 # part's output is printed whole when it ends.
-check: $(PYSTAMP) $(NODESTAMP)
+check: $(DEV) $(NODESTAMP)
 	$(MAKE) --no-print-directory -j3 --output-sync=target lint typecheck fast-test
 
 # The C extension's lanes (docs/groth16.md, "The C extension"): its tests against builds of its own, each in
@@ -90,12 +101,12 @@ CURVEMATH_DEPS := setup.py scripts/build_curvemath.py $(wildcard $(CSRC)/*)
 CURVEMATH_TESTS := tests/groth16/test_curvemath.py tests/groth16/test_curvemath_build.py tests/groth16/test_curvemath_fuzz.py
 SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
-build/portable/.built: $(PYSTAMP) $(CURVEMATH_DEPS)
+build/portable/.built: $(DEV) $(CURVEMATH_DEPS)
 	mkdir -p $(@D)
 	set -o pipefail; PROOFLANE_NO_ASM=1 $(PY) scripts/build_curvemath.py $(@D) | tail -n 1 > $@.tmp
 	mv $@.tmp $@
 
-build/sanitize/.built: $(PYSTAMP) $(CURVEMATH_DEPS)
+build/sanitize/.built: $(DEV) $(CURVEMATH_DEPS)
 	mkdir -p $(@D)
 	set -o pipefail; CFLAGS="$(SANITIZE_FLAGS)" LDFLAGS="-fsanitize=address,undefined" $(PY) scripts/build_curvemath.py $(@D) | tail -n 1 > $@.tmp
 	mv $@.tmp $@
