@@ -15,6 +15,7 @@ from setuptools import Extension, setup
 
 CSRC = "src/prooflane/groth16/csrc"
 HEADERS = (
+    "cpu.h",
     "limbs.h",
     "field.h",
     "mont_x86.h",

@@ -52,9 +52,18 @@ def test_the_loaded_build_is_the_one_the_lane_asked_for() -> None:
 
 def test_the_constants_say_what_runs() -> None:
     module = extension_module()
-    assert module.asm in (0, 1) and module.mulx in (0, 1)
-    assert module.mulx <= module.asm  # the mulx products are part of the assembly
+    assert module.asm in (0, 1)
+    assert bool(module.asm) == bool(module.capabilities()["built"])  # the kernels are part of the assembly
     assert module.max_threads == 64
+
+
+def test_the_cpu_is_read_in_one_place_and_the_environment_nowhere() -> None:
+    """csrc/cpu.h alone asks the CPU what it has; no C file reads the environment (Python applies
+    PROOFLANE_NO_IFMA: arithmetic/extension.py)."""
+    sources = sorted(CSRC.glob("*.[ch]"))
+    asking = [p.name for p in sources if re.search(r"cpuid|xgetbv|__builtin_cpu_|getauxval", p.read_text())]
+    assert asking == ["cpu.h"]
+    assert [p.name for p in sources if re.search(r"\b(secure_)?getenv\b|\benviron\b", p.read_text())] == []
 
 
 def test_only_module_c_includes_python() -> None:
@@ -89,10 +98,10 @@ def test_the_core_compiles_without_python(portable: bool) -> None:
     if cc is None:
         pytest.skip("no C compiler")
     flags = ["-std=gnu11", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-Wno-unused-function"]
-    source = '#include "core.h"\nint main(void) { core_init(); return core_mulx() + CORE_ASM; }\n'
+    source = '#include "core.h"\nint main(void) { core_init(); return kernel_runs(KERNEL_MULX) + CORE_ASM; }'
     done = subprocess.run(
         [*cc, *flags, *(["-DPROOFLANE_NO_ASM"] if portable else []), f"-I{CSRC}", "-x", "c", "-"],
-        input=source,
+        input=source + "\n",
         capture_output=True,
         text=True,
         timeout=120,

@@ -9,7 +9,7 @@
  * eight chains, one a lane, whose eight ends are inverted together (Montgomery's trick, in the 4-limb
  * product) and handed back. G2's coordinates in Fq2 = Fq[u] / (u^2 + 1) are pairs of such vectors, their
  * products three (Karatsuba). Compiled for its functions alone (a target attribute): the module runs on
- * CPUs without AVX-512, where ifma_active stays 0.
+ * CPUs without AVX-512, where cpu.h's kernels "ifma-batches" and "ifma-bucket-sums" do not run.
  *
  * The first part once; the rest a template included after each of groups.h's BN254 instantiations (G and
  * E defined, after msm.h) with IFMA_K, the Fq elements of a coordinate (1 or 2). */
@@ -18,7 +18,7 @@
 
 #include <stdlib.h>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(PROOFLANE_NO_ASM) && !defined(PROOFLANE_NO_IFMA)
+#if CPU_BUILT & CPU_IFMA
 #define HAVE_IFMA 1
 #include <immintrin.h>
 
@@ -26,16 +26,6 @@
 #define M52 0xfffffffffffffULL
 #define IFMA_LANES 8
 #define IFMA_VECTORS (BATCH / IFMA_LANES)
-
-/* ifma_supported: the CPU has AVX-512F and IFMA (and the OS saves their state). ifma_active: the batches run
- * here: supported, PROOFLANE_NO_IFMA not set (non-empty, not "0") in the environment at import, and not
- * switched off by ifma_set(0) since (the tests compare both ways). */
-static int ifma_supported = 0, ifma_active = 0;
-
-static int ifma_set(int on) {
-    ifma_active = on && ifma_supported;
-    return ifma_active;
-}
 
 #define IFMA_AI inline __attribute__((always_inline))
 
@@ -201,10 +191,6 @@ static u64 IFMA381_QINV;
 static fqbls_t IFMA381_R;                               /* 2^416 mod q, plain: x·2^384 -> x·2^416 by f_mul */
 
 static void ifma_init(void) {
-    __builtin_cpu_init();
-    const char *off = getenv("PROOFLANE_NO_IFMA");
-    ifma_supported = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512ifma");
-    ifma_active = ifma_supported && !(off != NULL && off[0] != '\0' && strcmp(off, "0") != 0);
     u64 x[6];
     to52(IFMA_Q.l, BN_Q.p, 4);
     to52(IFMA_ONE.l, BN_Q.one, 4);
@@ -345,12 +331,7 @@ static IFMA_TARGET IFMA_AI v416x2 v416x2_one(void) { return (v416x2){v416_one(),
 
 #else
 #define HAVE_IFMA 0
-#define ifma_active 0
 static void ifma_init(void) {}
-static int ifma_set(int on) {
-    (void)on;
-    return 0;
-}
 #endif /* HAVE_IFMA */
 #endif /* PROOFLANE_IFMA_COMMON */
 
@@ -447,7 +428,9 @@ static IFMA_TARGET int GF(ifma_batch)(GF(batcher) *s) {
     return 1;
 }
 
-static int GF(fast_batch)(GF(batcher) *s) { return ifma_active && s->size >= 2 * IFMA_LANES && GF(ifma_batch)(s); }
+static int GF(fast_batch)(GF(batcher) *s) {
+    return kernel_runs(KERNEL_IFMA_BATCHES) && s->size >= 2 * IFMA_LANES && GF(ifma_batch)(s);
+}
 
 /* unit_batched's weighted bucket sum, sum of (b + 1)·bucket b, in the lanes: lane i runs the running sums
  * over the buckets of its segment, b = i·seg + j (seg = nb / 8), from the top, to R_i = sum of the
@@ -571,7 +554,7 @@ static IFMA_TARGET int GF(ifma_sums)(const GF(batcher) *s, size_t nb, GF(jac) *s
 }
 
 static int GF(fast_sums)(const GF(batcher) *s, size_t nb, GF(jac) *sum) {
-    return ifma_active && nb >= 8 * IFMA_LANES && GF(ifma_sums)(s, nb, sum);
+    return kernel_runs(KERNEL_IFMA_SUMS) && nb >= 8 * IFMA_LANES && GF(ifma_sums)(s, nb, sum);
 }
 
 #undef VE

@@ -1,4 +1,4 @@
-/* ntt.h's coset transforms in AVX-512 IFMA lanes, where the CPU has it (ifma_active), on both curves: r
+/* ntt.h's coset transforms in AVX-512 IFMA lanes, where cpu.h's kernel "ifma-ntt" runs, on both curves: r
  * is below 2^254 on each, so ifma.h's v260 arithmetic (five 52-bit limbs, R = 2^256, the 4-limb form's
  * own) holds it, and a product of operands below 2r stays exact (4r² / 2^256 < r). The same butterflies,
  * stages, threads and barriers as ntt.h; only the arithmetic runs eight values at a time.
@@ -223,7 +223,7 @@ static IFMA_TARGET void coset_lanes(coset_job *job, int t, size_t lo, size_t hi)
 /* Blocks for the three vectors where the lanes run: IFMA active, and every thread's block at least one
  * chunk of 64 values. 0, or -1 when memory ran out. */
 static int coset_lanes_alloc(coset_job *job, int threads) {
-    if (!ifma_active || job->n < 64 * (size_t)threads) return 0;
+    if (!kernel_runs(KERNEL_IFMA_NTT) || job->n < 64 * (size_t)threads) return 0;
     for (int v = 0; v < 3; v++) {
         job->lanes[v] = aligned_alloc(64, job->n / 8 * sizeof(v260));
         if (job->lanes[v] == NULL) return -1;

@@ -157,7 +157,7 @@ static void *subgroup_worker(void *arg) {
         if (lo >= job->count || lo >= __atomic_load_n(&job->first, __ATOMIC_RELAXED)) break;
         size_t hi = lo + SUBGROUP_CHUNK < job->count ? lo + SUBGROUP_CHUNK : job->count;
 #if HAVE_IFMA
-        if (ifma_active) {
+        if (kernel_runs(KERNEL_IFMA_SUBGROUP)) {
             if (job->group == 1)
                 g1bls_first_outside_ifma(job, lo, hi);
             else
