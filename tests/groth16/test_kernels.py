@@ -305,7 +305,8 @@ def test_the_coset_values_in_ifma_lanes_equal_the_4_limb_ones(curve: Curve) -> N
 def test_the_subgroup_tests_in_ifma_lanes_equal_the_one_point_ones(curve: Curve, group: int) -> None:
     """ifma_subgroup.h: eight points at a time against the one-point test, over subgroup points, points of
     the curve outside it and infinity, one at a time (a partial group of lanes) and in runs that put an
-    outsider in every lane position; the one-point test agrees with [r]P = 0 (test_subgroup.py)."""
+    outsider in every lane position, and rows at an address of no alignment; the one-point test agrees with
+    [r]P = 0 (test_subgroup.py)."""
     cm, cid = extension_module(), CURVE_IDS[curve.name]
     pair = Pair(cm, "ifma-subgroup", cid)
     rng, be, q = random.Random(61 + group), library(curve), curve.q
@@ -321,6 +322,8 @@ def test_the_subgroup_tests_in_ifma_lanes_equal_the_one_point_ones(curve: Curve,
         cases.append(np.stack([*inside[:at], zero, outside[at % 8], *inside[at:]]))
     cases.append(np.stack([*inside, zero]))  # none outside
     for rows in cases:
+        unaligned = np.frombuffer(b"\0" * 4 + rows.tobytes(), np.uint8)[4:].reshape(rows.shape)  # any address
         for threads in (1, 2):
             want = pair.twin(cm.first_outside_subgroup, cid, group, rows, threads)
             assert pair.fast(cm.first_outside_subgroup, cid, group, rows, threads) == want
+            assert pair.fast(cm.first_outside_subgroup, cid, group, unaligned, threads) == want

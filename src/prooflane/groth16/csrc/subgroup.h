@@ -120,22 +120,24 @@ static void g2bls_target(g2bls_aff *t, const g2bls_aff *q) {
 }
 
 /* G_first_outside_ifma(job, lo, hi): rows lo..hi of a job eight at a time (infinity is inside), the unsure
- * lanes by the one-point test; stops at the first row outside. */
+ * lanes by the one-point test; stops at the first row outside. The rows are copied (they may lie at any
+ * address: a mapped section's, a caller's buffer), never read through a pointer of their type. */
 #define DEFINE_FIRST_OUTSIDE_IFMA(G, K, LIMBS)                                                             \
     static void G##_first_outside_ifma(subgroup_job *job, size_t lo, size_t hi) {                         \
-        const G##_aff *rows = (const G##_aff *)job->rows;                                                 \
         size_t k = lo;                                                                                    \
         while (k < hi) {                                                                                  \
+            G##_aff row[IFMA_LANES], t[IFMA_LANES];                                                       \
             const G##_aff *p[IFMA_LANES];                                                                 \
-            G##_aff t[IFMA_LANES];                                                                        \
             size_t at[IFMA_LANES];                                                                        \
             int n = 0;                                                                                    \
-            for (; k < hi && n < IFMA_LANES; k++)                                                         \
-                if (!G##_aff_is_inf(&rows[k])) {                                                          \
-                    at[n] = k;                                                                            \
-                    G##_target(&t[n], &rows[k]);                                                          \
-                    p[n++] = &rows[k];                                                                    \
-                }                                                                                         \
+            for (; k < hi && n < IFMA_LANES; k++) {                                                       \
+                memcpy(&row[n], job->rows + k * sizeof row[n], sizeof row[n]);                            \
+                if (G##_aff_is_inf(&row[n])) continue;                                                    \
+                at[n] = k;                                                                                \
+                G##_target(&t[n], &row[n]);                                                               \
+                p[n] = &row[n];                                                                           \
+                n++;                                                                                      \
+            }                                                                                             \
             if (n == 0) return;                                                                           \
             __mmask8 unsure;                                                                              \
             const __mmask8 inside = G##_lanes_mul_is(p, t, n, K, LIMBS, &unsure);                         \
