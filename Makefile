@@ -7,12 +7,14 @@ PYSTAMP := $(VENV)/.installed
 NODESTAMP := node_modules/.installed
 BROWSERSTAMP := $(VENV)/.browser
 SSHSTAMP := $(VENV)/.sshd
+AARCH64STAMP := $(VENV)/.aarch64
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 # Python's compiled modules (and pytest's rewritten tests) are kept between runs even where the environment
 # says not to write them: each test process would otherwise compile the project again (seconds of make check).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: help setup demo test check lint typecheck fast-test engine-test portable-test sanitize bench clean
+.PHONY: help setup demo test check lint typecheck fast-test engine-test portable-test sanitize c-test c-test-native \
+  c-test-aarch64 bench clean
 
 help:
 	@echo "make demo   set up, start the daemon with a demo workload, print the dashboard URL"
@@ -20,6 +22,7 @@ help:
 	@echo "make check  ruff, mypy --strict and the unit tests (run before every commit; under a minute)"
 	@echo "make portable-test  the C extension's tests on its portable C (no assembly)"
 	@echo "make sanitize       the C extension's tests and fuzz under ASan + UBSan"
+	@echo "make c-test         the C core's own tests (tests/c/test_core.c), native and on aarch64 under qemu-user"
 	@echo "make bench  run the benchmarks under benchmarks/ (tables on stdout, JSON in benchmarks/results/)"
 
 $(PYSTAMP): pyproject.toml setup.py Makefile $(wildcard src/prooflane/groth16/csrc/*)
@@ -49,13 +52,24 @@ $(SSHSTAMP): $(PYSTAMP)
 	fi
 	touch $@
 
-setup: $(PYSTAMP) $(NODESTAMP) $(BROWSERSTAMP) $(SSHSTAMP)
+# The C core's tests on aarch64: Debian's cross compiler (and its C library) and qemu-user, which runs them here.
+# Where they cannot be installed the lane says so (c-test-aarch64: a skip, a failure under CI).
+$(AARCH64STAMP): $(PYSTAMP)
+	@if ! command -v aarch64-linux-gnu-gcc >/dev/null || ! command -v qemu-aarch64 >/dev/null; then \
+	  packages="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$packages >/dev/null; \
+	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$packages >/dev/null; fi \
+	  || echo "could not install $$packages"; \
+	fi
+	touch $@
+
+setup: $(PYSTAMP) $(NODESTAMP) $(BROWSERSTAMP) $(SSHSTAMP) $(AARCH64STAMP)
 
 demo: $(PYSTAMP)
 	$(VENV)/bin/prooflane demo
 
 # The whole suite in two processes, a test file to each at a time (a file's daemons and fixtures stay in one).
-test: setup portable-test sanitize
+test: setup portable-test sanitize c-test
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15
 
 lint: $(PYSTAMP)
@@ -85,7 +99,7 @@ check: $(PYSTAMP) $(NODESTAMP)
 
 # The C extension's lanes (docs/groth16.md, "The C extension"): its tests against builds of its own, each in
 # a folder under build/ (never over the installed one), loaded through PROOFLANE_CURVEMATH_SO. `make test`
-# runs both (about a minute here: two compiles and three test files). The portable C: PROOFLANE_NO_ASM, the
+# runs both (a few minutes here: two compiles and four test files). The portable C: PROOFLANE_NO_ASM, the
 # test asserting that the build loaded has no assembly; CI=1: a build that does not load fails the tests
 # instead of skipping them. ASan + UBSan: libasan preloaded (it must come before
 # everything in the process), leaks not reported (CPython keeps its objects to the end), Python's allocator
@@ -109,10 +123,49 @@ build/sanitize/.built: $(PYSTAMP) $(CURVEMATH_DEPS)
 portable-test: build/portable/.built
 	CI=1 PROOFLANE_CURVEMATH_SO="$$(cat $<)" PROOFLANE_EXPECT_ASM=0 PROOFLANE_EXPECT_IFMA=0 $(PY) -m pytest -q -p no:cacheprovider $(CURVEMATH_TESTS)
 
-sanitize: build/sanitize/.built
+sanitize: build/sanitize/.built build/c/test_core-sanitize build/c/vectors.bin
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1 PYTHONMALLOC=malloc CI=1 PROOFLANE_FUZZ_EXAMPLES=100 PROOFLANE_CURVEMATH_SO="$$(cat $<)" \
 	  $(PY) -m pytest -q -p no:cacheprovider --capture=sys $(CURVEMATH_TESTS)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 build/c/test_core-sanitize build/c/vectors.bin
+
+# The C core's own tests, free of Python (docs/groth16.md, "The C extension"): tests/c/test_core.c replays the
+# known answers tests/c/vectors.py computes with the Python reference under every kernel set the CPU allows
+# (each kernel against its twin), warnings as errors; natively, and built for aarch64 by Debian's cross
+# compiler (static) and run under qemu-user, where the portable C is all there is (no IFMA expected). A
+# missing cross compiler or qemu skips that half, saying so, and fails it under CI.
+C_TEST_FLAGS := -std=gnu11 -O2 -Wall -Wextra -Werror -pthread -I$(CSRC)
+C_TEST_DEPS := tests/c/test_core.c $(wildcard $(CSRC)/*.h)
+
+build/c/vectors.bin: $(PYSTAMP) tests/c/vectors.py tests/support/msm.py
+	$(PY) -m tests.c.vectors $@
+
+build/c/test_core: $(C_TEST_DEPS)
+	mkdir -p $(@D)
+	gcc $(C_TEST_FLAGS) $< -o $@
+
+# and under ASan + UBSan (make sanitize), leaks reported: no Python here to keep objects (-O1: ASan's -O2
+# compile of the unity build takes minutes)
+build/c/test_core-sanitize: $(C_TEST_DEPS)
+	mkdir -p $(@D)
+	gcc $(C_TEST_FLAGS) -O1 $(SANITIZE_FLAGS) $< -o $@
+
+build/c/test_core-aarch64: $(C_TEST_DEPS) | $(AARCH64STAMP)
+	mkdir -p $(@D)
+	aarch64-linux-gnu-gcc $(C_TEST_FLAGS) -static $< -o $@
+
+c-test-native: build/c/test_core build/c/vectors.bin
+	build/c/test_core build/c/vectors.bin
+
+c-test-aarch64: build/c/vectors.bin | $(AARCH64STAMP)
+	@if ! command -v aarch64-linux-gnu-gcc >/dev/null || ! command -v qemu-aarch64 >/dev/null; then \
+	  echo "the aarch64 lane needs aarch64-linux-gnu-gcc and qemu-aarch64 (make setup installs them)"; \
+	  if [ -n "$$CI" ]; then exit 1; fi; echo "SKIPPED the C core's tests on aarch64"; exit 0; \
+	fi; \
+	$(MAKE) --no-print-directory build/c/test_core-aarch64 && \
+	PROOFLANE_EXPECT_IFMA=0 qemu-aarch64 build/c/test_core-aarch64 build/c/vectors.bin
+
+c-test: c-test-native c-test-aarch64
 
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

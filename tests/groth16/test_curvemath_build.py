@@ -74,6 +74,14 @@ def test_only_module_c_includes_python() -> None:
             assert not re.search(r"\bPy[A-Z_]\w*", path.read_text()), path.name
 
 
+def test_the_ntt_lanes_feed_no_unreduced_sum_to_a_product() -> None:
+    """ifma_ntt.h's bound (its note): every operand of a product below r, so that r < 2^256 suffices, which
+    BLS12-381's 255-bit r meets; an unreduced v260_sum (below 2r) would need r < 2^254, which it does not.
+    tests/c/test_core.c checks the bounds against each modulus."""
+    code = re.sub(r"/\*.*?\*/", "", (CSRC / "ifma_ntt.h").read_text(), flags=re.DOTALL)  # not the note
+    assert "v260_mul" in code and not re.search(r"\bv260_sum\b", code)
+
+
 def test_setup_builds_module_c_and_depends_on_every_header() -> None:
     (extension,) = _setup_py()._extensions()
     assert [Path(s).name for s in extension.sources] == ["module.c"]

@@ -36,7 +36,7 @@ static const struct {
 
 /* The kernel set: every fast kernel, the capability it needs, its scalar twin, what it serves and on which
  * curves (bit 0: BN254, bit 1: BLS12-381). tests/groth16/test_kernels.py runs every pair on every curve and
- * group it serves. */
+ * group it serves, and tests/c/test_core.c every pair the build and CPU have. */
 enum { KERNEL_MULX, KERNEL_IFMA_BATCHES, KERNEL_IFMA_SUMS, KERNEL_IFMA_NTT, KERNEL_IFMA_SUBGROUP, KERNEL_COUNT };
 
 typedef struct {

@@ -1,7 +1,11 @@
-/* ntt.h's coset transforms in AVX-512 IFMA lanes, where cpu.h's kernel "ifma-ntt" runs, on both curves: r
- * is below 2^254 on each, so ifma.h's v260 arithmetic (five 52-bit limbs, R = 2^256, the 4-limb form's
- * own) holds it, and a product of operands below 2r stays exact (4r² / 2^256 < r). The same butterflies,
- * stages, threads and barriers as ntt.h; only the arithmetic runs eight values at a time.
+/* ntt.h's coset transforms in AVX-512 IFMA lanes, where cpu.h's kernel "ifma-ntt" runs, on both curves, in
+ * ifma.h's v260 arithmetic (five 52-bit limbs, R = 2^256, the 4-limb form's own). The bound it relies on:
+ * every operand of a product here is below r (values are reduced as they are read, and sums and
+ * differences reduce; no unreduced v260_sum feeds a product), so a product before its last subtraction is
+ * below (r² + R·r) / R < 2r, which one subtraction reduces, wherever r < R = 2^256. BN254's r has 254 bits,
+ * BLS12-381's 255 (the 4r < R that v260_sum's operands need would not hold for it).
+ * tests/c/test_core.c checks the bound against each r. The same butterflies, stages, threads and barriers
+ * as ntt.h; only the arithmetic runs eight values at a time.
  *
  * A vector's n values live as n / 8 blocks of eight (value i in block i / 8, lane i mod 8), cut into limbs
  * once as they are read and joined once as h is written. A stage whose butterflies span 16 values or
