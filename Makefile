@@ -99,9 +99,10 @@ check: $(PYSTAMP) $(NODESTAMP)
 
 # The C extension's lanes (docs/groth16.md, "The C extension"): its tests against builds of its own, each in
 # a folder under build/ (never over the installed one), loaded through PROOFLANE_CURVEMATH_SO. `make test`
-# runs both (a few minutes here: two compiles and four test files). The portable C: PROOFLANE_NO_ASM, the
-# test asserting that the build loaded has no assembly; CI=1: a build that does not load fails the tests
-# instead of skipping them. ASan + UBSan: libasan preloaded (it must come before
+# runs both (a few minutes here: two compiles and four test files). Both build with warnings as errors
+# (PROOFLANE_WERROR=1: the test lanes' switch; the install, a user's as the Makefile's, builds without it). The
+# portable C: PROOFLANE_NO_ASM, the test asserting that the build loaded has no assembly; CI=1: a build that does
+# not load fails the tests instead of skipping them. ASan + UBSan: libasan preloaded (it must come before
 # everything in the process), leaks not reported (CPython keeps its objects to the end), Python's allocator
 # off so that ASan sees the bytes objects the extension writes, UB fatal.
 CSRC := src/prooflane/groth16/csrc
@@ -112,12 +113,13 @@ SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -
 
 build/portable/.built: $(PYSTAMP) $(CURVEMATH_DEPS)
 	mkdir -p $(@D)
-	set -o pipefail; PROOFLANE_NO_ASM=1 $(PY) scripts/build_curvemath.py $(@D) | tail -n 1 > $@.tmp
+	set -o pipefail; PROOFLANE_WERROR=1 PROOFLANE_NO_ASM=1 $(PY) scripts/build_curvemath.py $(@D) | tail -n 1 > $@.tmp
 	mv $@.tmp $@
 
 build/sanitize/.built: $(PYSTAMP) $(CURVEMATH_DEPS)
 	mkdir -p $(@D)
-	set -o pipefail; CFLAGS="$(SANITIZE_FLAGS)" LDFLAGS="-fsanitize=address,undefined" $(PY) scripts/build_curvemath.py $(@D) | tail -n 1 > $@.tmp
+	set -o pipefail; PROOFLANE_WERROR=1 CFLAGS="$(SANITIZE_FLAGS)" LDFLAGS="-fsanitize=address,undefined" \
+	  $(PY) scripts/build_curvemath.py $(@D) | tail -n 1 > $@.tmp
 	mv $@.tmp $@
 
 portable-test: build/portable/.built
