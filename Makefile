@@ -13,13 +13,14 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 # says not to write them: each test process would otherwise compile the project again (seconds of make check).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: help setup demo test check lint typecheck fast-test engine-test portable-test sanitize c-test c-test-native \
+.PHONY: help setup demo test check lint format typecheck fast-test engine-test portable-test sanitize c-test c-test-native \
   c-test-aarch64 bench clean
 
 help:
 	@echo "make demo   set up, start the daemon with a demo workload, print the dashboard URL"
 	@echo "make test   set up and run the whole test suite"
 	@echo "make check  ruff, mypy --strict and the unit tests (run before every commit; under a minute)"
+	@echo "make format the C core formatted as make check wants it (.clang-format)"
 	@echo "make portable-test  the C extension's tests on its portable C (no assembly)"
 	@echo "make sanitize       the C extension's tests and fuzz under ASan + UBSan"
 	@echo "make c-test         the C core's own tests (tests/c/test_core.c), native and on aarch64 under qemu-user"
@@ -76,6 +77,10 @@ lint: $(PYSTAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks
 
+# The C core's format (.clang-format, clang-format pinned in pyproject.toml): `make lint` checks it.
+format: $(PYSTAMP)
+	$(VENV)/bin/clang-format -i $(C_SOURCES)
+
 typecheck: $(PYSTAMP)
 	$(VENV)/bin/mypy
 
@@ -106,6 +111,7 @@ check: $(PYSTAMP) $(NODESTAMP)
 # everything in the process), leaks not reported (CPython keeps its objects to the end), Python's allocator
 # off so that ASan sees the bytes objects the extension writes, UB fatal.
 CSRC := src/prooflane/groth16/csrc
+C_SOURCES := $(wildcard $(CSRC)/*.[ch] tests/c/*.c)
 CURVEMATH_DEPS := setup.py scripts/build_curvemath.py $(wildcard $(CSRC)/*)
 CURVEMATH_TESTS := tests/groth16/test_curvemath.py tests/groth16/test_curvemath_build.py tests/groth16/test_curvemath_fuzz.py \
   tests/groth16/test_kernels.py
