@@ -27,8 +27,8 @@ typedef struct {
 
 static int passed = 0, failed = 0;
 
-static const char *KINDS[] = {"", "msm", "ntt", "synthesis", "from_montgomery", "first_off_curve",
-                              "first_outside_subgroup"};
+static const char *KINDS[] = {
+    "", "msm", "ntt", "synthesis", "from_montgomery", "first_off_curve", "first_outside_subgroup"};
 
 /* One comparison: counted, and a failure named by its record, its call and the kernels that ran. */
 static void check(int ok, size_t index, const record_t *r, const char *call) {
@@ -65,8 +65,8 @@ static long read_records(const unsigned char *data, size_t len, record_t **out) 
         if (len - at < 36) break;
         record_t r;
         memset(&r, 0, sizeof r);
-        uint32_t *fields[9] = {&r.kind, &r.curve, &r.group, &r.param[0], &r.param[1], &r.param[2], &r.param[3],
-                               &r.spare, &r.count};
+        uint32_t *fields[9] = {&r.kind,     &r.curve,    &r.group, &r.param[0], &r.param[1],
+                               &r.param[2], &r.param[3], &r.spare, &r.count};
         for (int i = 0; i < 9; i++) *fields[i] = u32_at(data + at + 4 * (size_t)i);
         at += 36;
         if (r.count > MAX_BLOBS || r.kind < MSM || r.kind > SUBGROUP) break;
@@ -109,16 +109,16 @@ static void run_msm(size_t index, const record_t *r) {
         if (stride > 0) { /* tables for scalars of up to 256 bits: 258 bits of signed windows */
             tables = ((258 + window - 1) / window + stride - 1) / stride;
             table = malloc(count * width * (size_t)tables);
-            if (table == NULL || groups_fixed_table(curve, group, table, rows->data, count, window * stride, tables,
-                                                    threads) != 0) {
+            if (table == NULL ||
+                groups_fixed_table(curve, group, table, rows->data, count, window * stride, tables, threads) != 0) {
                 check(0, index, r, "fixed_table");
                 free(table);
                 continue;
             }
             bases = table;
         }
-        const int status = groups_msm(curve, group, bases, scalars->data, count, threads, window, tables,
-                                      stride, endo, out);
+        const int status =
+            groups_msm(curve, group, bases, scalars->data, count, threads, window, tables, stride, endo, out);
         char call[96];
         snprintf(call, sizeof call, "window %d, threads %d, endo %d, stride %d", window, threads, endo, stride);
         check(status == 0 && want->len == width && memcmp(out, want->data, width) == 0, index, r, call);
@@ -134,8 +134,8 @@ static void run_ntt(size_t index, const record_t *r) {
         const int status = ntt_coset_h(scalar_field((int)r->curve), in, m, n, r->blob[3].data, threads, h);
         char call[48];
         snprintf(call, sizeof call, "n %zu, threads %d", n, threads);
-        check(status == 0 && r->blob[4].len == n * FR_BYTES && memcmp(h, r->blob[4].data, n * FR_BYTES) == 0,
-              index, r, call);
+        check(status == 0 && r->blob[4].len == n * FR_BYTES && memcmp(h, r->blob[4].data, n * FR_BYTES) == 0, index,
+              r, call);
     }
     if (h == NULL) check(0, index, r, "memory");
     free(h);
@@ -149,31 +149,32 @@ static void run_synthesis(size_t index, const record_t *r) {
     const int ok = out != NULL && synth_first_bad_witness(f, r->blob[4].data, n_wires) < 0 &&
                    synth_first_bad_term(&t, (int64_t)n_rows, (int64_t)n_wires) < 0 &&
                    synth_rows(f, &t, r->blob[4].data, n_rows, out) == 0;
-    check(ok && r->blob[5].len == 3 * FR_BYTES * n_rows && memcmp(out, r->blob[5].data, r->blob[5].len) == 0,
-          index, r, "A·w, B·w, A·w∘B·w");
+    check(ok && r->blob[5].len == 3 * FR_BYTES * n_rows && memcmp(out, r->blob[5].data, r->blob[5].len) == 0, index,
+          r, "A·w, B·w, A·w∘B·w");
     free(out);
 }
 
 static void run_from_montgomery(size_t index, const record_t *r) {
     const size_t len = r->blob[0].len;
     unsigned char *out = malloc(len ? len : 1);
-    if (out != NULL) fr_from_montgomery(scalar_field((int)r->curve), r->blob[0].data, out, len / FR_BYTES,
-                                        (int)r->param[0]);
+    if (out != NULL)
+        fr_from_montgomery(scalar_field((int)r->curve), r->blob[0].data, out, len / FR_BYTES, (int)r->param[0]);
     check(out != NULL && r->blob[1].len == len && memcmp(out, r->blob[1].data, len) == 0, index, r, "times");
     free(out);
 }
 
 static void run_off_curve(size_t index, const record_t *r) {
     const size_t width = ROW_BYTES((int)r->curve, (int)r->group);
-    const int64_t found = groups_first_off_curve((int)r->curve, (int)r->group, r->blob[0].data, r->blob[0].len / width);
+    const int64_t found =
+        groups_first_off_curve((int)r->curve, (int)r->group, r->blob[0].data, r->blob[0].len / width);
     check(found == i64_of(&r->blob[1]), index, r, "rows");
 }
 
 static void run_subgroup(size_t index, const record_t *r) {
     const size_t width = ROW_BYTES((int)r->curve, (int)r->group);
     for (int threads = 1; threads <= 2; threads++) {
-        const int64_t found = bls_first_outside_subgroup((int)r->group, r->blob[0].data, r->blob[0].len / width,
-                                                         threads);
+        const int64_t found =
+            bls_first_outside_subgroup((int)r->group, r->blob[0].data, r->blob[0].len / width, threads);
         check(r->curve == 1 && found == i64_of(&r->blob[1]), index, r, threads == 1 ? "1 thread" : "2 threads");
     }
 }

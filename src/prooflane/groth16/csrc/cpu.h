@@ -24,7 +24,8 @@
 static const struct {
     unsigned bit;
     const char *name;
-} CPU_CAPABILITIES[CPU_CAPABILITY_COUNT] = {{.bit = CPU_MULX, .name = "mulx"}, {.bit = CPU_IFMA, .name = "avx512-ifma"}};
+} CPU_CAPABILITIES[CPU_CAPABILITY_COUNT] = {{.bit = CPU_MULX, .name = "mulx"},
+                                            {.bit = CPU_IFMA, .name = "avx512-ifma"}};
 
 /* What this build can use: the assembly (mont_x86.h, ifma.h's target functions) is compiled in on x86-64
  * with a GNU compiler unless PROOFLANE_NO_ASM is defined, which forces the portable C everywhere. */
@@ -48,16 +49,21 @@ typedef struct {
 } kernel_t;
 
 static const kernel_t KERNELS[KERNEL_COUNT] = {
-    [KERNEL_MULX] = {.name = "mulx-products", .needs = CPU_MULX, .twin = "portable-products",
-                     .serves = "products", .curves = 3},
-    [KERNEL_IFMA_BATCHES] = {.name = "ifma-batches", .needs = CPU_IFMA, .twin = "4-limb-batches",
-                             .serves = "msm", .curves = 1},
-    [KERNEL_IFMA_SUMS] = {.name = "ifma-bucket-sums", .needs = CPU_IFMA, .twin = "4-limb-bucket-sums",
-                          .serves = "msm", .curves = 1},
-    [KERNEL_IFMA_NTT] = {.name = "ifma-ntt", .needs = CPU_IFMA, .twin = "4-limb-ntt", .serves = "ntt",
-                         .curves = 3},
-    [KERNEL_IFMA_SUBGROUP] = {.name = "ifma-subgroup", .needs = CPU_IFMA, .twin = "one-point-subgroup",
-                              .serves = "subgroup", .curves = 2},
+    [KERNEL_MULX] = {.name = "mulx-products",
+                     .needs = CPU_MULX,
+                     .twin = "portable-products",
+                     .serves = "products",
+                     .curves = 3},
+    [KERNEL_IFMA_BATCHES] =
+        {.name = "ifma-batches", .needs = CPU_IFMA, .twin = "4-limb-batches", .serves = "msm", .curves = 1},
+    [KERNEL_IFMA_SUMS] =
+        {.name = "ifma-bucket-sums", .needs = CPU_IFMA, .twin = "4-limb-bucket-sums", .serves = "msm", .curves = 1},
+    [KERNEL_IFMA_NTT] = {.name = "ifma-ntt", .needs = CPU_IFMA, .twin = "4-limb-ntt", .serves = "ntt", .curves = 3},
+    [KERNEL_IFMA_SUBGROUP] = {.name = "ifma-subgroup",
+                              .needs = CPU_IFMA,
+                              .twin = "one-point-subgroup",
+                              .serves = "subgroup",
+                              .curves = 2},
 };
 
 static unsigned cpu_detected = 0, cpu_used = 0, kernels_off = 0, kernels_live = 0;

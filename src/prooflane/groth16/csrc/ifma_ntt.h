@@ -50,8 +50,8 @@ static IFMA_TARGET void lanes_consts_init(lanes_consts *k, const coset_job *job)
 /* Twiddles tw[k] for the eight k = (j0 + lane)·2^log_step (or n/2 minus those: `inverse`). */
 static IFMA_TARGET IFMA_AI v260 lanes_twiddles(const coset_job *job, size_t j0, int log_step, int inverse) {
     const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
-    __m512i k = _mm512_sllv_epi64(_mm512_add_epi64(_mm512_set1_epi64((long long)j0), lane),
-                                  _mm512_set1_epi64(log_step));
+    __m512i k =
+        _mm512_sllv_epi64(_mm512_add_epi64(_mm512_set1_epi64((long long)j0), lane), _mm512_set1_epi64(log_step));
     if (inverse) k = _mm512_sub_epi64(_mm512_set1_epi64((long long)(job->n / 2)), k);
     return v260_gather((const u64 *)job->tw, _mm512_slli_epi64(k, 2), 0xff, 0);
 }
@@ -237,9 +237,7 @@ static int coset_lanes_alloc(coset_job *job, int threads) {
 
 #else
 
-static void coset_lanes(coset_job *job, int t, size_t lo, size_t hi) {
-    (void)job, (void)t, (void)lo, (void)hi;
-}
+static void coset_lanes(coset_job *job, int t, size_t lo, size_t hi) { (void)job, (void)t, (void)lo, (void)hi; }
 
 static int coset_lanes_alloc(coset_job *job, int threads) {
     (void)job, (void)threads;

@@ -90,16 +90,17 @@ static PyObject *py_msm(PyObject *Py_UNUSED(self), PyObject *args) {
     }
     const size_t tables = stride == 0 ? 1 : have / width / count;
     if (stride != 0 && (window < 2 || window > 16 || stride < 1 || stride > 256 || tables > 256)) {
-        PyErr_Format(PyExc_ValueError, "tables need a window of 2..16 bits and 1..256 windows a table, "
-                                       "at most 256 tables (window %d, stride %d, %zu tables)",
+        PyErr_Format(PyExc_ValueError,
+                     "tables need a window of 2..16 bits and 1..256 windows a table, "
+                     "at most 256 tables (window %d, stride %d, %zu tables)",
                      window, stride, tables);
         goto done;
     }
     unsigned char out[MAX_ROW_BYTES];
     int status;
     Py_BEGIN_ALLOW_THREADS;
-    status = groups_msm(curve, group, rows.buf, scalars.buf, count, threads, window, (int)tables, stride, endo,
-                        out);
+    status =
+        groups_msm(curve, group, rows.buf, scalars.buf, count, threads, window, (int)tables, stride, endo, out);
     Py_END_ALLOW_THREADS;
     if (status == -2)
         PyErr_Format(PyExc_ValueError, "a scalar has more than the tables' %zu windows of %d bits",
@@ -224,8 +225,7 @@ static PyObject *py_coset_h(PyObject *Py_UNUSED(self), PyObject *args) {
     unsigned char *h = (unsigned char *)PyBytes_AS_STRING(result);
     int status;
     Py_BEGIN_ALLOW_THREADS;
-    status = ntt_coset_h(scalar_field(curve), in, (size_t)bufs[0].len / FR_BYTES, (size_t)n, roots.buf, threads,
-                         h);
+    status = ntt_coset_h(scalar_field(curve), in, (size_t)bufs[0].len / FR_BYTES, (size_t)n, roots.buf, threads, h);
     Py_END_ALLOW_THREADS;
     if (status < 0) {
         Py_CLEAR(result);
@@ -384,8 +384,10 @@ static PyObject *py_kernels(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args)
                                              kernel_runs(k) ? Py_True : Py_False);
         Py_XDECREF(needs);
         Py_XDECREF(curves);
-        if (item == NULL) Py_CLEAR(result);
-        else PyTuple_SET_ITEM(result, k, item);
+        if (item == NULL)
+            Py_CLEAR(result);
+        else
+            PyTuple_SET_ITEM(result, k, item);
     }
     return result;
 }
@@ -446,7 +448,8 @@ PyMODINIT_FUNC PyInit__curvemath(void) {
     core_init();
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    if (PyModule_AddIntConstant(m, "asm", CORE_ASM) < 0 || PyModule_AddIntConstant(m, "max_threads", MAX_THREADS) < 0) {
+    if (PyModule_AddIntConstant(m, "asm", CORE_ASM) < 0 ||
+        PyModule_AddIntConstant(m, "max_threads", MAX_THREADS) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -91,14 +91,14 @@ static int window_bits(size_t count, int bits, int threads) {
 
 /* A group whose batches and bucket sums have no faster route than msm.h's own (see GF(fast_batch) and
  * GF(fast_sums)). */
-#define NO_FAST_BATCH(G)                                                                                    \
-    static int G##_fast_batch(G##_batcher *s) {                                                           \
-        (void)s;                                                                                          \
-        return 0;                                                                                         \
-    }                                                                                                     \
-    static int G##_fast_sums(const G##_batcher *s, size_t nb, G##_jac *sum) {                             \
-        (void)s, (void)nb, (void)sum;                                                                     \
-        return 0;                                                                                         \
+#define NO_FAST_BATCH(G)                                                                                           \
+    static int G##_fast_batch(G##_batcher *s) {                                                                    \
+        (void)s;                                                                                                   \
+        return 0;                                                                                                  \
+    }                                                                                                              \
+    static int G##_fast_sums(const G##_batcher *s, size_t nb, G##_jac *sum) {                                      \
+        (void)s, (void)nb, (void)sum;                                                                              \
+        return 0;                                                                                                  \
     }
 
 #endif /* PROOFLANE_MSM_COMMON */
@@ -417,8 +417,15 @@ static int GF(msm_tables)(GF(jac) *out, const unsigned char *rows, const unsigne
     if (digits == NULL || index == NULL || (split && (kinds == NULL || endo_x == NULL))) goto done;
     size_t kept = 0;
     if (split) {
-        GF(split_job) sj = {.glv = glv, .rows = rows, .scalars = scalars, .count = count, .next = 0,
-                            .digits = digits, .index = index, .kinds = kinds, .endo_x = endo_x};
+        GF(split_job) sj = {.glv = glv,
+                            .rows = rows,
+                            .scalars = scalars,
+                            .count = count,
+                            .next = 0,
+                            .digits = digits,
+                            .index = index,
+                            .kinds = kinds,
+                            .endo_x = endo_x};
         const size_t units = (count + SPLIT_CHUNK - 1) / SPLIT_CHUNK;
         if (units > 0) run_threads(GF(split_worker), &sj, threads, units > MAX_THREADS ? MAX_THREADS : (int)units);
         kept = 2 * count;
@@ -452,9 +459,21 @@ static int GF(msm_tables)(GF(jac) *out, const unsigned char *rows, const unsigne
     digit_offset(offset, c, windows);
     for (size_t k = 0; k < kept; k++) add_offset(digits + (size_t)limbs * k, offset, limbs);
     const int chunks = window_chunks(stride, threads, kept);
-    job = (GF(msm_job)){.bases = rows, .digits = digits, .index = index, .kinds = kinds, .endo_x = endo_x,
-                        .limbs = limbs, .count = kept, .rows = count, .c = c, .windows = windows,
-                        .tables = tables, .stride = stride, .chunks = chunks, .next = 0, .sums = NULL,
+    job = (GF(msm_job)){.bases = rows,
+                        .digits = digits,
+                        .index = index,
+                        .kinds = kinds,
+                        .endo_x = endo_x,
+                        .limbs = limbs,
+                        .count = kept,
+                        .rows = count,
+                        .c = c,
+                        .windows = windows,
+                        .tables = tables,
+                        .stride = stride,
+                        .chunks = chunks,
+                        .next = 0,
+                        .sums = NULL,
                         .failed = 0};
     job.sums = malloc((size_t)stride * chunks * sizeof *job.sums);
     if (job.sums != NULL) run_threads(GF(msm_worker), &job, threads, stride * chunks);
