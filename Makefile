@@ -19,7 +19,7 @@ unexport PYTHONDONTWRITEBYTECODE
 help:
 	@echo "make demo   set up, start the daemon with a demo workload, print the dashboard URL"
 	@echo "make test   set up and run the whole test suite"
-	@echo "make check  ruff, mypy --strict and the unit tests (run before every commit; under a minute)"
+	@echo "make check  ruff, clang-format, mypy --strict and the unit tests (run before every commit; under a minute)"
 	@echo "make format the C core formatted as make check wants it (.clang-format)"
 	@echo "make portable-test  the C extension's tests on its portable C (no assembly)"
 	@echo "make sanitize       the C extension's tests and fuzz under ASan + UBSan"
@@ -76,6 +76,7 @@ test: setup portable-test sanitize c-test
 lint: $(PYSTAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/clang-format --dry-run --Werror $(C_SOURCES)
 
 # The C core's format (.clang-format, clang-format pinned in pyproject.toml): `make lint` checks it.
 format: $(PYSTAMP)
