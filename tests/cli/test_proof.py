@@ -14,6 +14,7 @@ from typer.testing import CliRunner, Result
 from prooflane.cli import proof as _cli_proof
 from prooflane.cli.entry import app
 from prooflane.groth16 import BLS12381, BN128, Curve, arithmetics, write_r1cs, write_wtns
+from prooflane.groth16.arithmetic import arithmetic
 from tests.support.groth16_samples import square_chain
 
 CURVES = [pytest.param(BN128, id="bn128"), pytest.param(BLS12381, id="bls12381")]
@@ -130,6 +131,8 @@ def test_prove_json_prints_the_timings_of_each_stage(tmp_path: Path) -> None:
     report = json.loads(done.stdout)
     assert report["curve"] == "bn128" and report["threads"] == 1
     assert report["arithmetic"] == arithmetics()["bn128"]
+    said = arithmetic(BN128)  # what runs, read live: the same in this process (same CPU, same environment)
+    assert (report["products"], report["kernels"]) == (said.products(), said.kernels())
     timings = report["timings_s"]
     assert set(timings) >= {
         "reading the key",
@@ -189,3 +192,4 @@ def test_prove_json_names_the_libraries_when_the_c_extension_is_turned_off(tmp_p
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert (report["curve"], report["arithmetic"]) == ("bls12381", "libraries: PROOFLANE_NATIVE=0")
+    assert (report["products"], report["kernels"]) == ("libraries", [])

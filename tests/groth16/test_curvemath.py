@@ -22,8 +22,11 @@ from prooflane.groth16.points import TWIST_B, mont_row
 from tests.support import curve_reference as ref
 from tests.support.arithmetics import c_extension, extension_module, libraries
 from tests.support.groth16_samples import square_chain
-
-_CURVE_IDS = {"bn128": 0, "bls12381": 1}
+from tests.support.msm import CURVE_IDS as _CURVE_IDS
+from tests.support.msm import coords as _coords
+from tests.support.msm import generator as _generator
+from tests.support.msm import library_msm as _library_msm
+from tests.support.msm import rows_of as _rows
 
 CURVES = [pytest.param(BN128, id="bn128"), pytest.param(BLS12381, id="bls12381")]
 GROUPS = [pytest.param(1, id="G1"), pytest.param(2, id="G2")]
@@ -31,33 +34,6 @@ GROUPS = [pytest.param(1, id="G1"), pytest.param(2, id="G2")]
 
 def _cm() -> Any:
     return extension_module()
-
-
-def _generator(curve: Curve, group: int) -> tuple[Any, Any]:
-    be = library(curve)
-    return (be.g1(be.g1_gen), be.g1_xy) if group == 1 else (be.g2(be.g2_gen), be.g2_xy)
-
-
-def _library_msm(curve: Curve, group: int, points: list[Any], scalars: list[int]) -> tuple[int, ...]:
-    be = library(curve)
-    _, xy = _generator(curve, group)
-    total = None
-    for point, k in zip(points, scalars, strict=True):
-        if point is None or k % curve.r == 0:
-            continue
-        term = be.mul(point, k)
-        total = term if total is None else total + term
-    return tuple(xy(total)) if total is not None else (0,) * (2 * group)
-
-
-def _rows(curve: Curve, group: int, points: list[Any]) -> NDArray[np.uint8]:
-    _, xy = _generator(curve, group)
-    width = 2 * group * curve.n8q
-    rows = np.zeros((len(points), width), dtype=np.uint8)
-    for i, point in enumerate(points):
-        if point is not None:
-            rows[i] = mont_row(curve, xy(point))
-    return rows
 
 
 def _native_msm(curve: Curve, group: int, rows: NDArray[np.uint8], scalars: list[int], threads: int) -> Any:
@@ -82,11 +58,6 @@ def test_small_msms_equal_the_library_s(curve: Curve, group: int) -> None:
         want = _library_msm(curve, group, points, [k % curve.r for k in scalars])
         for threads in (1, 2, 3):
             assert _native_msm(curve, group, _rows(curve, group, points), scalars, threads) == want
-
-
-def _coords(curve: Curve, raw: bytes) -> tuple[int, ...]:
-    n8 = curve.n8q
-    return tuple(int.from_bytes(raw[i : i + n8], "little") for i in range(0, len(raw), n8))
 
 
 @pytest.mark.parametrize("curve", CURVES)
@@ -243,82 +214,6 @@ def test_the_endomorphism_split_is_the_same_sum_on_subgroup_points(curve: Curve,
     assert _coords(curve, raw) == _native_msm(curve, group, rows, short, 2)
 
 
-@pytest.mark.parametrize("group", [1, 2])
-def test_bn254_batches_with_ifma_equal_the_4_limb_ones(group: int) -> None:
-    """csrc/ifma.h: BN254's batched additions (G1 over Fq, G2 over Fq2) eight at a time with AVX-512 IFMA,
-    where the CPU has it, against the same MSMs with the 4-limb products: batches of every size (the last of
-    a unit partial, padded lanes), repeated and opposite points (doublings and cancellations kept out of the
-    batch), bits crowding into one bucket, split and not. Where the CPU has no IFMA, ``set_ifma(True)`` is
-    refused."""
-    cm = _cm()
-    rng, be = random.Random(41 + group), library(BN128)
-    gen, _ = _generator(BN128, group)
-    many, distinct_count = (9000, 3000) if group == 1 else (6000, 2000)
-    few = [be.mul(gen, rng.randrange(1, BN128.r)) for _ in range(40)]
-    few += [be.mul(p, BN128.r - 1) for p in few[:10]]
-    rows = _rows(BN128, group, [few[rng.randrange(len(few))] for _ in range(many)])
-    distinct_points = [be.mul(gen, rng.randrange(1, BN128.r)) for _ in range(distinct_count)]
-    distinct = _rows(BN128, group, distinct_points)
-    edges = [1, 2, 3, BN128.r - 1, BN128.r, 2**256 - 1]
-    draws = {
-        "random": [rng.randrange(BN128.r) for _ in range(many)],
-        "edges": [rng.choice([*edges, rng.randrange(2**256)]) for _ in range(many)],
-        "bits": [rng.choice([0, 1, 1, rng.randrange(BN128.r)]) for _ in range(many)],
-    }
-    at_import = bool(cm.ifma)
-    cpuinfo = Path("/proc/cpuinfo")
-    has_ifma = cpuinfo.exists() and " avx512ifma" in cpuinfo.read_text()
-    assert cm.set_ifma(True) == (has_ifma and cm.asm == 1)  # on exactly where the CPU has it
-    try:
-        for name, scalars in draws.items():
-            for points, n in ((rows, many), (distinct, distinct_count)):
-                sc = from_ints(scalars[:n])
-                for window, endo in ((0, False), (0, True), (11, False), (12, True)):
-                    cm.set_ifma(True)
-                    fast = cm.msm(0, group, points, sc, 2, window, 0, endo)
-                    cm.set_ifma(False)
-                    assert cm.msm(0, group, points, sc, 2, window, 0, endo) == fast, (name, n, window, endo)
-        cm.set_ifma(True)  # and against the library, plain (msm_rows) and split
-        scalars = draws["random"][:1500]
-        want = _library_msm(BN128, group, distinct_points[:1500], scalars)
-        assert _native_msm(BN128, group, distinct[:1500], scalars, 2) == want
-        assert _coords(BN128, cm.msm(0, group, distinct[:1500], from_ints(scalars), 2, 0, 0, True)) == want
-    finally:
-        cm.set_ifma(at_import)
-
-
-@pytest.mark.parametrize("group", [1, 2])
-def test_bn254_bucket_sums_in_lanes_meet_doublings_and_cancellations(group: int) -> None:
-    """ifma.h's bucket sums (lane i runs the buckets b = 128·i + j of 1,024): a running sum that meets a
-    bucket of equal x, a doubling (P then P) or a cancellation (P then -P), leaves the lanes for the 4-limb
-    loop, as does a unit with many overflowing buckets (window 1 here); each way the sum is the group law's.
-    4,096 terms, so that window 0 of 11 bits runs batched; only the terms named below have a digit there.
-    The cancellation is on a lane's last step, where no later addition would meet the Z = 0 it leaves."""
-    cm, be, rng = _cm(), library(BN128), random.Random(17 + group)
-    gen, _ = _generator(BN128, group)
-    p = be.mul(gen, rng.randrange(1, BN128.r))
-    others = [be.mul(gen, rng.randrange(1, BN128.r)) for _ in range(8)]
-    cases = {
-        "doubling": [(p, 128), (p, 127)],  # bucket 127 then 126, both in lane 0: running P meets P
-        # lane 4's last two buckets (513, 512): P then -P, the lane's last step (no later one to notice)
-        "cancellation": [(p, 514), (be.mul(p, BN128.r - 1), 513)],
-        "spread": [(o, 1 + 128 * i + rng.randrange(128)) for i, o in enumerate(others)],  # every lane once
-    }
-    at_import = bool(cm.ifma)
-    try:
-        for name, low in cases.items():
-            points = [pt for pt, _ in low] + [others[k % 8] for k in range(4096 - len(low))]
-            scalars = [d for _, d in low] + [rng.randrange(1, 2**10) << 11 for _ in range(4096 - len(low))]
-            rows, sc = _rows(BN128, group, points), from_ints(scalars)
-            cm.set_ifma(True)
-            lanes = cm.msm(0, group, rows, sc, 1, 11)
-            cm.set_ifma(False)
-            assert cm.msm(0, group, rows, sc, 1, 11) == lanes, name
-            assert _coords(BN128, lanes) == _library_msm(BN128, group, points, scalars), name
-    finally:
-        cm.set_ifma(at_import)
-
-
 def test_the_endomorphism_split_is_not_the_group_law_off_the_subgroup() -> None:
     """Off G2, φ is not multiplication by λ: the split computes another sum. That is why only a checked
     key's sections are split, and the subgroup checks (which must see the group law) never are; and
@@ -364,30 +259,6 @@ def test_the_coset_values_take_any_32_bytes_modulo_r(curve: Curve) -> None:
     want = to_ints(lib.coset_h(a, b, c, n, 1))
     for threads in (1, 2, 4):
         assert to_ints(ext.coset_h(as_rows[0], as_rows[1], as_rows[2], n, threads)) == want
-
-
-@pytest.mark.parametrize("curve", CURVES)
-def test_the_coset_values_in_ifma_lanes_equal_the_4_limb_ones(curve: Curve) -> None:
-    """csrc/ifma_ntt.h: the coset transforms eight values at a time with AVX-512 IFMA, where the CPU has it,
-    against the same call with the 4-limb products: domains from one chunk of 64 values a thread to 2^14,
-    fewer values than the domain, values of r and beyond, every thread count (wide stages shared or not).
-    Domains with fewer than 64 values a thread keep the 4-limb products (the first test's sizes)."""
-    cm, ext, rng, r = _cm(), c_extension(curve), random.Random(12), curve.r
-    at_import = bool(cm.ifma)
-    try:
-        for n, m in ((64, 64), (128, 100), (1024, 1000), (4096, 4096), (1 << 14, 9000)):
-            values = [[rng.randrange(2**256) if rng.random() < 0.1 else rng.randrange(r) for _ in range(m)]]
-            values += [[rng.randrange(r) for _ in range(m)] for _ in range(2)]
-            rows = [
-                np.array([[x >> (64 * j) & (2**64 - 1) for j in range(4)] for x in v], "<u8") for v in values
-            ]
-            for threads in (1, 2, 4, 8):
-                cm.set_ifma(True)
-                lanes = ext.coset_h(rows[0], rows[1], rows[2], n, threads)
-                cm.set_ifma(False)
-                assert (ext.coset_h(rows[0], rows[1], rows[2], n, threads) == lanes).all(), (n, threads)
-    finally:
-        cm.set_ifma(at_import)
 
 
 @pytest.mark.parametrize("curve", CURVES)

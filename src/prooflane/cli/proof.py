@@ -241,6 +241,7 @@ def prove_command(
             "threads": threads,
             "arithmetic": arithmetics()[zkey.curve.name],
             "products": arithmetic(zkey.curve).products(),
+            "kernels": arithmetic(zkey.curve).kernels(),
             "msm_tables": list(tabulated(zkey)),
             "timings_s": {name: round(t, 4) for name, t in stages.times.items()} | {"total": round(total, 4)},
         }

@@ -6,6 +6,7 @@ int, clamped to ``[1, max_threads]``. Every function releases the GIL while it c
 (not Montgomery) little-endian bytes; malformed arguments raise ValueError (TypeError or BufferError for a
 buffer that is not bytes-like or not contiguous, OverflowError for an int beyond C's)."""
 
+from collections.abc import Sequence
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -13,19 +14,29 @@ from typing_extensions import Buffer
 
 _Bytes: TypeAlias = Buffer | np.ndarray[Any, Any]  # numpy declares __buffer__ only from Python 3.12
 
-mulx: int
-"""1 when the mulx/adcx/adox products run (the assembly compiled in and the CPU has BMI2 and ADX)."""
 asm: int
-"""1 when the assembly is compiled in and used (x86-64 without ``PROOFLANE_NO_ASM``), else 0."""
+"""1 when the assembly is compiled in (x86-64 without ``PROOFLANE_NO_ASM``), else 0."""
 max_threads: int
 """The most threads one call runs (64)."""
-ifma: int
-"""1 when BN254 G1's batched additions run eight at a time with AVX-512 IFMA (``csrc/ifma.h``): the
-assembly build, a CPU with AVX-512F and IFMA, and ``PROOFLANE_NO_IFMA`` unset at import."""
 
-def set_ifma(on: bool, /) -> bool:
-    """Run BN254 G1's batched additions with IFMA where the CPU has it (``on``), or with the 4-limb products;
-    whether they now run with IFMA (``ifma`` keeps its value at import)."""
+def capabilities() -> dict[str, tuple[str, ...]]:
+    """The CPU's capabilities (``csrc/cpu.h``: ``"mulx"``, BMI2 and ADX; ``"avx512-ifma"``, AVX-512F and
+    IFMA with their state saved by the OS), by name: ``"detected"`` (read from the CPU by cpuid), ``"built"``
+    (this build has kernels for them) and ``"used"`` (the kernels may use them now)."""
+
+def use_capabilities(names: Sequence[str], /) -> tuple[str, ...]:
+    """Let the kernels use these capabilities, masked by what the CPU has and the build compiled; the
+    capabilities now used. ValueError for an unknown name. Set at the first load by
+    ``arithmetic.load_extension`` (all that the CPU has, less AVX-512 IFMA under ``PROOFLANE_NO_IFMA``)."""
+
+def kernels() -> tuple[dict[str, Any], ...]:
+    """The kernel set (``csrc/cpu.h``'s KERNELS), read live: each fast kernel's ``"name"``, the capabilities
+    it ``"needs"``, its scalar ``"twin"``, what it ``"serves"`` (``"products"``: every operation; ``"msm"``,
+    ``"ntt"`` or ``"subgroup"``), its ``"curves"`` (ids, 0 and 1) and whether it ``"runs"`` now."""
+
+def switch_kernel(name: str, on: bool, /) -> bool:
+    """Kernel ``name`` on (where its capabilities are used) or off (its twin runs): the pair tests; whether it
+    runs now. ValueError for an unknown name."""
 
 def msm(
     curve: int,

@@ -4,12 +4,13 @@
 
 from .base import MAX_THREADS, NATIVE_ENV, THREADS_ENV, Arithmetic, Section, Tables, cpu_threads
 from .choose import arithmetic, arithmetics, products
-from .extension import SO_ENV, ExtensionArithmetic, load_extension
+from .extension import NO_IFMA_ENV, SO_ENV, ExtensionArithmetic, load_extension
 from .libraries import LibraryArithmetic
 
 __all__ = [
     "MAX_THREADS",
     "NATIVE_ENV",
+    "NO_IFMA_ENV",
     "SO_ENV",
     "THREADS_ENV",
     "Arithmetic",

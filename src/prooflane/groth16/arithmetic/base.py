@@ -124,6 +124,11 @@ class Arithmetic(ABC):
         extension says which of its products (``ExtensionArithmetic.products``)."""
         return "libraries"
 
+    def kernels(self) -> list[str]:
+        """The fast kernels that run now (``prove --json``'s ``"kernels"``): none here; the C extension
+        names its own (``ExtensionArithmetic.kernels``)."""
+        return []
+
     @abstractmethod
     def coefficients(self, values: bytes) -> bytes:
         """A .zkey's coefficients (32 bytes each, stored as ``c·R^2 mod r``, ``R = 2^256``), plain."""

@@ -6,7 +6,7 @@ import os
 
 from ..curves import BLS12381, BN128, Curve
 from .base import NATIVE_ENV, Arithmetic
-from .extension import ExtensionArithmetic, load_extension
+from .extension import ExtensionArithmetic, kernel_runs, load_extension
 from .libraries import LibraryArithmetic
 
 __all__ = ["arithmetic", "arithmetics", "products"]
@@ -25,7 +25,7 @@ def _choose(curve: Curve) -> Arithmetic:
     module, why = load_extension()
     if module is None:
         return LibraryArithmetic(curve, why or "the C extension is not built")
-    if curve == BLS12381 and not module.mulx:
+    if curve == BLS12381 and not kernel_runs(module, "mulx-products"):
         return LibraryArithmetic(curve, SLOW_PORTABLE_BLS)
     return ExtensionArithmetic(curve, module)
 

@@ -7,11 +7,16 @@ on-curve check of every row, on both curves. Subgroup checks: BN254 G2 by random
 (``_pointcheck.all_in_subgroup``) over the C MSM; BLS12-381 per point by an endomorphism, in C
 (``csrc/subgroup.h``) on every core. ``PROOFLANE_CURVEMATH_SO=path`` loads the extension from another
 build of it (the portable-C and sanitiser lanes of the tests).
+
+The extension's kernels (``csrc/cpu.h``: each fast kernel beside its scalar twin) use what the CPU has, read
+from the CPU by the C core; this module applies the one switch of the environment, ``PROOFLANE_NO_IFMA``
+(set, non-empty and not "0": the AVX-512 IFMA kernels off), once, when it first loads a build.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import importlib.util
 import os
@@ -31,16 +36,24 @@ from ..roots import coset_roots
 from ..witness import Witness
 from .base import MAX_THREADS, Arithmetic, Section, Tables, cpu_threads, table_bytes, table_shape
 
-__all__ = ["SO_ENV", "ExtensionArithmetic", "load_extension"]
+__all__ = ["NO_IFMA_ENV", "SO_ENV", "ExtensionArithmetic", "kernel_runs", "load_extension"]
 
 SO_ENV = "PROOFLANE_CURVEMATH_SO"
+NO_IFMA_ENV = "PROOFLANE_NO_IFMA"
+IFMA = "avx512-ifma"  # csrc/cpu.h's name of the capability
 _NAME = "prooflane.groth16._curvemath"
 _CURVE_IDS = {"bn128": 0, "bls12381": 1}
 
 
 def load_extension() -> tuple[ModuleType | None, str | None]:
-    """``(the module, None)``, or ``(None, why it cannot be used)``."""
-    path = os.environ.get(SO_ENV)
+    """``(the module, None)``, or ``(None, why it cannot be used)``. The first load of a build sets the
+    capabilities its kernels use: all that the CPU has, less AVX-512 IFMA under ``PROOFLANE_NO_IFMA``; a
+    later call returns the same module, as it was left."""
+    return _load(os.environ.get(SO_ENV) or None)
+
+
+@functools.cache
+def _load(path: str | None) -> tuple[ModuleType | None, str | None]:
     try:
         if path:
             spec = importlib.util.spec_from_file_location(_NAME, path)
@@ -48,10 +61,20 @@ def load_extension() -> tuple[ModuleType | None, str | None]:
                 return None, f"{SO_ENV}={path} is not a loadable extension"
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
-            return module, None
-        return importlib.import_module(_NAME), None
+        else:
+            module = importlib.import_module(_NAME)
     except (ImportError, OSError) as exc:  # OSError: a path that is not there or cannot be read
         return None, f"the C extension is not built or does not load here ({exc})"
+    capabilities = module.capabilities()["detected"]
+    if os.environ.get(NO_IFMA_ENV, "") not in ("", "0"):
+        capabilities = tuple(c for c in capabilities if c != IFMA)
+    module.use_capabilities(capabilities)
+    return module, None
+
+
+def kernel_runs(module: ModuleType, name: str) -> bool:
+    """Whether the extension's kernel ``name`` (``csrc/cpu.h``'s KERNELS) runs now."""
+    return any(k["name"] == name and k["runs"] for k in module.kernels())
 
 
 def _clamp(threads: int) -> int:
@@ -70,13 +93,18 @@ class ExtensionArithmetic(Arithmetic):
         self._c, self._id = module, _CURVE_IDS[curve.name]
 
     def products(self) -> str:
-        """ "avx512-ifma" (BN254's G1 and G2 MSMs add their batches and sum their buckets eight at a time
-        with AVX-512 IFMA, csrc/ifma.h; the rest on mulx), "mulx" (the 4- and 6-limb mulx/adcx/adox
-        assembly; BLS12-381's NTT and subgroup checks still take the lanes where the CPU has them) or
-        "portable" (the C)."""
-        if self.curve == BN128 and self._c.ifma:
+        """Which field products this curve's MSMs run on now, from the kernels that run (read live, not at
+        import): "avx512-ifma" (a kernel of its MSMs runs in AVX-512 IFMA lanes: BN254's batches and bucket
+        sums, csrc/ifma.h; the rest on mulx), "mulx" (the 4- and 6-limb mulx/adcx/adox assembly;
+        BLS12-381's NTT and subgroup checks may still take the lanes) or "portable" (the C)."""
+        running = [k for k in self._c.kernels() if k["runs"] and self._id in k["curves"]]
+        if any(k["serves"] == "msm" and IFMA in k["needs"] for k in running):
             return "avx512-ifma"
-        return "mulx" if self._c.mulx else "portable"
+        return "mulx" if any(k["serves"] == "products" for k in running) else "portable"
+
+    def kernels(self) -> list[str]:
+        """The extension's fast kernels that run now on this curve (csrc/cpu.h's names)."""
+        return [k["name"] for k in self._c.kernels() if k["runs"] and self._id in k["curves"]]
 
     def coefficients(self, values: bytes) -> bytes:
         raw: bytes = self._c.from_montgomery(self._id, values, 2)  # 5 ms for 250,000 values

@@ -3,6 +3,8 @@
  * the binding, includes this header (one translation unit: a unity build). core_init() must run once
  * before anything else. Results are plain (not Montgomery) little-endian bytes.
  *
+ *   cpu.h        the CPU's capabilities, read in one place; the kernel set (each fast kernel beside its twin)
+ *                and which kernels run
  *   limbs.h      limb types and comparisons
  *   field.h      Montgomery arithmetic over a field_t (portable C; mont_x86.h's assembly on x86-64 unless
  *                PROOFLANE_NO_ASM is defined)
@@ -29,11 +31,8 @@
 /* 1 when the assembly is compiled in (and used: its sums and differences run on every x86-64 CPU). */
 #define CORE_ASM HAVE_MONT_ASM
 
-/* 1 when the mulx/adx products run (the assembly compiled in and the CPU has BMI2 and ADX). */
-static inline int core_mulx(void) { return have_adx; }
-
 static void core_init(void) {
-    field_cpu_init();
+    cpu_init();
     towers_init();
     ifma_init();
 }

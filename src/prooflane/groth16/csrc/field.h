@@ -6,23 +6,18 @@
 #ifndef PROOFLANE_FIELD_H
 #define PROOFLANE_FIELD_H
 
+#include "cpu.h"
 #include "limbs.h"
 
-/* The assembly (mont_x86.h: mulx/adcx/adox products, 4- and 6-limb sums and differences) is compiled in on
- * x86-64 with a GNU compiler unless PROOFLANE_NO_ASM is defined, which forces the portable C everywhere. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(PROOFLANE_NO_ASM)
+/* The assembly (mont_x86.h: mulx/adcx/adox products, 4- and 6-limb sums and differences) is compiled in where
+ * cpu.h's CPU_BUILT says (x86-64 with a GNU compiler, unless PROOFLANE_NO_ASM); its sums and differences
+ * run on every x86-64 CPU, its products (and the 6-limb difference, which takes adcx) where the kernel
+ * "mulx-products" runs (cpu.h). */
+#if CPU_BUILT & CPU_MULX
 #include "mont_x86.h"
 #define HAVE_MONT_ASM 1
-/* Whether this CPU has BMI2 and ADX (mulx, adcx, adox): set once by field_cpu_init. */
-static int have_adx = 0;
-static void field_cpu_init(void) {
-    __builtin_cpu_init();
-    have_adx = __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("adx");
-}
 #else
 #define HAVE_MONT_ASM 0
-#define have_adx 0
-static void field_cpu_init(void) {}
 #endif
 
 typedef struct {
@@ -67,7 +62,7 @@ INLINE void f_sub(u64 *r, const u64 *a, const u64 *b, const field_t *f, const in
         mod_sub4_asm(r, a, b, f->p);
         return;
     }
-    if (n == 6 && have_adx) {
+    if (n == 6 && kernel_runs(KERNEL_MULX)) {
         mod_sub6_asm(r, a, b, f->p);
         return;
     }
@@ -95,11 +90,11 @@ INLINE void f_neg(u64 *r, const u64 *a, const field_t *f, const int n) {
 /* Montgomery multiplication, CIOS: r = a·b·R^-1 mod p. r may alias a or b. */
 INLINE void f_mul(u64 *r, const u64 *a, const u64 *b, const field_t *f, const int n) {
 #if HAVE_MONT_ASM
-    if (n == 4 && have_adx) {
+    if (n == 4 && kernel_runs(KERNEL_MULX)) {
         mont_mul4_adx(r, a, b, f->p, f->inv);
         return;
     }
-    if (n == 6 && have_adx) {
+    if (n == 6 && kernel_runs(KERNEL_MULX)) {
         mont_mul6_adx(r, a, b, f->p, f->inv);
         return;
     }

@@ -11,10 +11,10 @@
 /* The cube roots of unity in Fq (Montgomery form) whose maps φ(x, y) = (βx, y) act on each group as the
  * λ of glv.h: BN254 G1 takes ω and G2 ω², BLS12-381 G1 ω² and G2 ω, where ω = 2^((q-1)/3) mod q on both
  * curves (BLS12-381's is also the ω of M. Scott's G1 test, subgroup.h, where φ with ω is [-x²]). */
-static const fqbn_t BN_OMEGA = {{0x3350c88e13e80b9cULL, 0x7dce557cdb5e56b9ULL, 0x6001b4b8b615564aULL,
-                                 0x2682e617020217e0ULL}};
-static const fqbn_t BN_OMEGA2 = {{0x71930c11d782e155ULL, 0xa6bb947cffbe3323ULL, 0xaa303344d4741444ULL,
-                                  0x2c3b3f0d26594943ULL}};
+static const fqbn_t BN_OMEGA = {
+    {0x3350c88e13e80b9cULL, 0x7dce557cdb5e56b9ULL, 0x6001b4b8b615564aULL, 0x2682e617020217e0ULL}};
+static const fqbn_t BN_OMEGA2 = {
+    {0x71930c11d782e155ULL, 0xa6bb947cffbe3323ULL, 0xaa303344d4741444ULL, 0x2c3b3f0d26594943ULL}};
 static const fqbls_t BLS_OMEGA = {{0x30f1361b798a64e8ULL, 0xf3b8ddab7ece5a2aULL, 0x16a8ca3ac61577f7ULL,
                                    0xc26a2ff874fd029bULL, 0x3636b76660701c6eULL, 0x051ba4ab241b6160ULL}};
 static const fqbls_t BLS_OMEGA2 = {{0xcd03c9e48671f071ULL, 0x5dab22461fcda5d2ULL, 0x587042afd3851b95ULL,
@@ -84,8 +84,7 @@ _Static_assert(sizeof(g1bn_aff) == ROW_BYTES(0, 1), "a BN254 G1 row is the struc
 _Static_assert(sizeof(g2bn_aff) == ROW_BYTES(0, 2), "a BN254 G2 row is the struct g2bn_aff");
 _Static_assert(sizeof(g1bls_aff) == ROW_BYTES(1, 1), "a BLS12-381 G1 row is the struct g1bls_aff");
 _Static_assert(sizeof(g2bls_aff) == ROW_BYTES(1, 2), "a BLS12-381 G2 row is the struct g2bls_aff");
-_Static_assert(ROW_BYTES(0, 1) == 64 && ROW_BYTES(0, 2) == 128 && ROW_BYTES(1, 1) == 96 &&
-                   ROW_BYTES(1, 2) == 192,
+_Static_assert(ROW_BYTES(0, 1) == 64 && ROW_BYTES(0, 2) == 128 && ROW_BYTES(1, 1) == 96 && ROW_BYTES(1, 2) == 192,
                "rows as a .zkey stores them");
 
 static inline int group_exists(int curve, int group) {
@@ -97,9 +96,8 @@ static inline int group_exists(int curve, int group) {
  * table is the rows themselves). `endo`: split the scalars by the endomorphism (glv.h), for rows known to
  * lie in the subgroup of order r (a checked key's). Returns 0, -1 when memory ran out, -2 when a scalar
  * is too wide for the tables. */
-static int groups_msm(int curve, int group, const unsigned char *rows, const unsigned char *scalars,
-                      size_t count, int threads, int window, int tables, int stride, int endo,
-                      unsigned char *out) {
+static int groups_msm(int curve, int group, const unsigned char *rows, const unsigned char *scalars, size_t count,
+                      int threads, int window, int tables, int stride, int endo, unsigned char *out) {
     const glv_t *glv = !endo ? NULL : curve == 0 ? &BN_GLV : &BLS_GLV;
     int status;
     if (curve == 0 && group == 1) {

@@ -9,7 +9,7 @@
  * eight chains, one a lane, whose eight ends are inverted together (Montgomery's trick, in the 4-limb
  * product) and handed back. G2's coordinates in Fq2 = Fq[u] / (u^2 + 1) are pairs of such vectors, their
  * products three (Karatsuba). Compiled for its functions alone (a target attribute): the module runs on
- * CPUs without AVX-512, where ifma_active stays 0.
+ * CPUs without AVX-512, where cpu.h's kernels "ifma-batches" and "ifma-bucket-sums" do not run.
  *
  * The first part once; the rest a template included after each of groups.h's BN254 instantiations (G and
  * E defined, after msm.h) with IFMA_K, the Fq elements of a coordinate (1 or 2). */
@@ -18,7 +18,7 @@
 
 #include <stdlib.h>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(PROOFLANE_NO_ASM) && !defined(PROOFLANE_NO_IFMA)
+#if CPU_BUILT & CPU_IFMA
 #define HAVE_IFMA 1
 #include <immintrin.h>
 
@@ -27,150 +27,139 @@
 #define IFMA_LANES 8
 #define IFMA_VECTORS (BATCH / IFMA_LANES)
 
-/* ifma_supported: the CPU has AVX-512F and IFMA (and the OS saves their state). ifma_active: the batches run
- * here: supported, PROOFLANE_NO_IFMA not set (non-empty, not "0") in the environment at import, and not
- * switched off by ifma_set(0) since (the tests compare both ways). */
-static int ifma_supported = 0, ifma_active = 0;
-
-static int ifma_set(int on) {
-    ifma_active = on && ifma_supported;
-    return ifma_active;
-}
-
 #define IFMA_AI inline __attribute__((always_inline))
 
 /* The arithmetic of eight elements of a field below 2^(52·N), limb i of each in vector i, radix 2^52, in
  * Montgomery form with R = 2^RBITS: V for BN254's q (N = 5, R = 2^256) and for BLS12-381's (N = 8,
  * R' = 2^416). V_limbs is one element's limbs (a constant broadcast by V_set1). Every value kept below q. */
-#define DEFINE_V52(V, N, RBITS)                                                                                 \
-    typedef struct {                                                                                      \
-        u64 l[N]; /* 52-bit limbs, little-endian */                                                       \
-    } V##_limbs;                                                                                          \
-    typedef struct {                                                                                      \
-        __m512i l[N];                                                                                     \
-    } V;                                                                                                  \
-                                                                                                          \
-    static IFMA_TARGET IFMA_AI V V##_set1(const V##_limbs *c) {                                           \
-        V r;                                                                                              \
-        for (int i = 0; i < N; i++) r.l[i] = _mm512_set1_epi64((long long)c->l[i]);                      \
-        return r;                                                                                         \
-    }                                                                                                     \
-                                                                                                          \
-    /* a - b, + q where a < b: both below q, so is the result. */                                         \
-    static IFMA_TARGET IFMA_AI V V##_sub(V a, V b, const V *q) {                                          \
-        const __m512i mask = _mm512_set1_epi64((long long)M52), zero = _mm512_setzero_si512();            \
-        V d, e;                                                                                           \
-        __m512i borrow = zero, carry = zero;                                                              \
-        for (int i = 0; i < N; i++) {                                                                     \
-            __m512i t = _mm512_sub_epi64(_mm512_sub_epi64(a.l[i], b.l[i]), borrow);                       \
-            borrow = _mm512_srli_epi64(t, 63);                                                            \
-            d.l[i] = _mm512_and_si512(t, mask);                                                           \
-        }                                                                                                 \
-        const __mmask8 negative = _mm512_cmpneq_epi64_mask(borrow, zero);                                 \
-        for (int i = 0; i < N; i++) {                                                                     \
-            __m512i t = _mm512_add_epi64(_mm512_add_epi64(d.l[i], q->l[i]), carry);                       \
-            carry = _mm512_srli_epi64(t, 52);                                                             \
-            e.l[i] = _mm512_mask_mov_epi64(d.l[i], negative, _mm512_and_si512(t, mask));                  \
-        }                                                                                                 \
-        return e;                                                                                         \
-    }                                                                                                     \
-                                                                                                          \
+#define DEFINE_V52(V, N, RBITS)                                                                                    \
+    typedef struct {                                                                                               \
+        u64 l[N]; /* 52-bit limbs, little-endian */                                                                \
+    } V##_limbs;                                                                                                   \
+    typedef struct {                                                                                               \
+        __m512i l[N];                                                                                              \
+    } V;                                                                                                           \
+                                                                                                                   \
+    static IFMA_TARGET IFMA_AI V V##_set1(const V##_limbs *c) {                                                    \
+        V r;                                                                                                       \
+        for (int i = 0; i < N; i++) r.l[i] = _mm512_set1_epi64((long long)c->l[i]);                                \
+        return r;                                                                                                  \
+    }                                                                                                              \
+                                                                                                                   \
+    /* a - b, + q where a < b: both below q, so is the result. */                                                  \
+    static IFMA_TARGET IFMA_AI V V##_sub(V a, V b, const V *q) {                                                   \
+        const __m512i mask = _mm512_set1_epi64((long long)M52), zero = _mm512_setzero_si512();                     \
+        V d, e;                                                                                                    \
+        __m512i borrow = zero, carry = zero;                                                                       \
+        for (int i = 0; i < N; i++) {                                                                              \
+            __m512i t = _mm512_sub_epi64(_mm512_sub_epi64(a.l[i], b.l[i]), borrow);                                \
+            borrow = _mm512_srli_epi64(t, 63);                                                                     \
+            d.l[i] = _mm512_and_si512(t, mask);                                                                    \
+        }                                                                                                          \
+        const __mmask8 negative = _mm512_cmpneq_epi64_mask(borrow, zero);                                          \
+        for (int i = 0; i < N; i++) {                                                                              \
+            __m512i t = _mm512_add_epi64(_mm512_add_epi64(d.l[i], q->l[i]), carry);                                \
+            carry = _mm512_srli_epi64(t, 52);                                                                      \
+            e.l[i] = _mm512_mask_mov_epi64(d.l[i], negative, _mm512_and_si512(t, mask));                           \
+        }                                                                                                          \
+        return e;                                                                                                  \
+    }                                                                                                              \
+                                                                                                                   \
     /* a + b, not reduced (below 2q for a and b below q): an operand of V_mul, whose result stays below q \
-     * for operands below 2q (4q² / R < q, so the product before its last subtraction is below 2q). */   \
-    static IFMA_TARGET IFMA_AI V V##_sum(V a, V b) {                                                      \
-        const __m512i mask = _mm512_set1_epi64((long long)M52);                                           \
-        V r;                                                                                              \
-        __m512i carry = _mm512_setzero_si512();                                                           \
-        for (int i = 0; i < N; i++) {                                                                     \
-            __m512i t = _mm512_add_epi64(_mm512_add_epi64(a.l[i], b.l[i]), carry);                        \
-            carry = _mm512_srli_epi64(t, 52);                                                             \
-            r.l[i] = _mm512_and_si512(t, mask);                                                           \
-        }                                                                                                 \
-        return r;                                                                                         \
-    }                                                                                                     \
-                                                                                                          \
-    /* r - q where that does not borrow: r below 2q (its limbs normalised), the result below q. */        \
-    static IFMA_TARGET IFMA_AI V V##_reduce(V r, const V *q) {                                            \
-        const __m512i mask = _mm512_set1_epi64((long long)M52), zero = _mm512_setzero_si512();            \
-        V d;                                                                                              \
-        __m512i borrow = zero;                                                                            \
-        for (int i = 0; i < N; i++) {                                                                     \
-            __m512i v = _mm512_sub_epi64(_mm512_sub_epi64(r.l[i], q->l[i]), borrow);                      \
-            borrow = _mm512_srli_epi64(v, 63);                                                            \
-            d.l[i] = _mm512_and_si512(v, mask);                                                           \
-        }                                                                                                 \
-        const __mmask8 keep = _mm512_cmpeq_epi64_mask(borrow, zero);                                      \
-        for (int i = 0; i < N; i++) r.l[i] = _mm512_mask_mov_epi64(r.l[i], keep, d.l[i]);                 \
-        return r;                                                                                         \
-    }                                                                                                     \
-                                                                                                          \
-    /* a + b mod q, below q for a and b below q. */                                                       \
-    static IFMA_TARGET IFMA_AI V V##_add(V a, V b, const V *q) { return V##_reduce(V##_sum(a, b), q); }   \
-                                                                                                          \
+     * for operands below 2q (4q² / R < q, so the product before its last subtraction is below 2q). */        \
+    static IFMA_TARGET IFMA_AI V V##_sum(V a, V b) {                                                               \
+        const __m512i mask = _mm512_set1_epi64((long long)M52);                                                    \
+        V r;                                                                                                       \
+        __m512i carry = _mm512_setzero_si512();                                                                    \
+        for (int i = 0; i < N; i++) {                                                                              \
+            __m512i t = _mm512_add_epi64(_mm512_add_epi64(a.l[i], b.l[i]), carry);                                 \
+            carry = _mm512_srli_epi64(t, 52);                                                                      \
+            r.l[i] = _mm512_and_si512(t, mask);                                                                    \
+        }                                                                                                          \
+        return r;                                                                                                  \
+    }                                                                                                              \
+                                                                                                                   \
+    /* r - q where that does not borrow: r below 2q (its limbs normalised), the result below q. */                 \
+    static IFMA_TARGET IFMA_AI V V##_reduce(V r, const V *q) {                                                     \
+        const __m512i mask = _mm512_set1_epi64((long long)M52), zero = _mm512_setzero_si512();                     \
+        V d;                                                                                                       \
+        __m512i borrow = zero;                                                                                     \
+        for (int i = 0; i < N; i++) {                                                                              \
+            __m512i v = _mm512_sub_epi64(_mm512_sub_epi64(r.l[i], q->l[i]), borrow);                               \
+            borrow = _mm512_srli_epi64(v, 63);                                                                     \
+            d.l[i] = _mm512_and_si512(v, mask);                                                                    \
+        }                                                                                                          \
+        const __mmask8 keep = _mm512_cmpeq_epi64_mask(borrow, zero);                                               \
+        for (int i = 0; i < N; i++) r.l[i] = _mm512_mask_mov_epi64(r.l[i], keep, d.l[i]);                          \
+        return r;                                                                                                  \
+    }                                                                                                              \
+                                                                                                                   \
+    /* a + b mod q, below q for a and b below q. */                                                                \
+    static IFMA_TARGET IFMA_AI V V##_add(V a, V b, const V *q) { return V##_reduce(V##_sum(a, b), q); }            \
+                                                                                                                   \
     /* a·b / R mod q (R = 2^RBITS), below q for a and b below 2q: RBITS / 52 steps of Montgomery's          \
-     * reduction by 2^52, and one by 2^(RBITS mod 52) where that is not 0; then the sum over 2^RBITS. */  \
-    static IFMA_TARGET IFMA_AI V V##_mul(V a, V b, const V *q, __m512i qinv) {                            \
-        const __m512i mask = _mm512_set1_epi64((long long)M52), zero = _mm512_setzero_si512();            \
-        const int steps = (RBITS) / 52, rest = (RBITS) % 52;                                              \
-        __m512i t[2 * N + 1];                                                                             \
-        for (int i = 0; i < 2 * N + 1; i++) t[i] = zero;                                                  \
-        for (int i = 0; i < N; i++)                                                                       \
-            for (int j = 0; j < N; j++) {                                                                 \
-                t[i + j] = _mm512_madd52lo_epu64(t[i + j], a.l[i], b.l[j]);                               \
-                t[i + j + 1] = _mm512_madd52hi_epu64(t[i + j + 1], a.l[i], b.l[j]);                       \
-            }                                                                                             \
-        for (int i = 0; i < steps + (rest != 0); i++) {                                                   \
-            __m512i m = _mm512_madd52lo_epu64(zero, t[i], qinv);                                          \
-            if (i == steps) m = _mm512_and_si512(m, _mm512_set1_epi64((long long)((1ULL << rest) - 1)));  \
-            for (int j = 0; j < N; j++) {                                                                 \
-                t[i + j] = _mm512_madd52lo_epu64(t[i + j], m, q->l[j]);                                   \
-                t[i + j + 1] = _mm512_madd52hi_epu64(t[i + j + 1], m, q->l[j]);                           \
-            }                                                                                             \
-            if (i < steps) t[i + 1] = _mm512_add_epi64(t[i + 1], _mm512_srli_epi64(t[i], 52));            \
-        }                                                                                                 \
-        V r;                                                                                              \
-        __m512i carry = zero;                                                                             \
-        if (rest == 0) {                                                                                  \
-            for (int i = 0; i < N; i++) { /* below 2q: normalise the limbs */                             \
-                __m512i v = _mm512_add_epi64(t[i + steps], carry);                                        \
-                r.l[i] = _mm512_and_si512(v, mask);                                                       \
-                carry = _mm512_srli_epi64(v, 52);                                                         \
-            }                                                                                             \
-        } else { /* normalise limbs steps.., whose lowest `rest` bits are 0, then shift them by `rest` */ \
-            __m512i u[N + 1];                                                                             \
-            for (int i = 0; i <= N; i++) {                                                                \
-                __m512i v = _mm512_add_epi64(i + steps < 2 * N + 1 ? t[i + steps] : zero, carry);         \
-                u[i] = _mm512_and_si512(v, mask);                                                         \
-                carry = _mm512_srli_epi64(v, 52);                                                         \
-            }                                                                                             \
-            for (int i = 0; i < N; i++)                                                                   \
-                r.l[i] = _mm512_and_si512(                                                                \
-                    _mm512_or_si512(_mm512_srli_epi64(u[i], rest), _mm512_slli_epi64(u[i + 1], 52 - rest)), \
-                    mask);                                                                                \
-        }                                                                                                 \
-        return V##_reduce(r, q);                                                                          \
-    }                                                                                                     \
-                                                                                                          \
-    static IFMA_TARGET IFMA_AI V V##_sqr(V a, const V *q, __m512i qinv) { return V##_mul(a, a, q, qinv); } \
-                                                                                                          \
-    /* a in the lanes of `mask`, b in the others. */                                                      \
-    static IFMA_TARGET IFMA_AI V V##_select(__mmask8 mask, V a, V b) {                                    \
-        for (int i = 0; i < N; i++) b.l[i] = _mm512_mask_mov_epi64(b.l[i], mask, a.l[i]);                 \
-        return b;                                                                                         \
-    }                                                                                                     \
-                                                                                                          \
-    /* The lanes where a = 0 (below q). */                                                                \
-    static IFMA_TARGET IFMA_AI __mmask8 V##_is_zero(V a) {                                                \
-        __m512i any = a.l[0];                                                                             \
-        for (int i = 1; i < N; i++) any = _mm512_or_si512(any, a.l[i]);                                   \
-        return _mm512_cmpeq_epi64_mask(any, _mm512_setzero_si512());                                      \
-    }                                                                                                     \
-                                                                                                          \
-    /* The lanes where a = b (both below q: equal limbs). */                                              \
-    static IFMA_TARGET IFMA_AI __mmask8 V##_eq(V a, V b) {                                                \
-        __mmask8 m = 0xff;                                                                                \
-        for (int i = 0; i < N; i++) m &= _mm512_cmpeq_epi64_mask(a.l[i], b.l[i]);                         \
-        return m;                                                                                         \
+     * reduction by 2^52, and one by 2^(RBITS mod 52) where that is not 0; then the sum over 2^RBITS. */     \
+    static IFMA_TARGET IFMA_AI V V##_mul(V a, V b, const V *q, __m512i qinv) {                                     \
+        const __m512i mask = _mm512_set1_epi64((long long)M52), zero = _mm512_setzero_si512();                     \
+        const int steps = (RBITS) / 52, rest = (RBITS) % 52;                                                       \
+        __m512i t[2 * N + 1];                                                                                      \
+        for (int i = 0; i < 2 * N + 1; i++) t[i] = zero;                                                           \
+        for (int i = 0; i < N; i++)                                                                                \
+            for (int j = 0; j < N; j++) {                                                                          \
+                t[i + j] = _mm512_madd52lo_epu64(t[i + j], a.l[i], b.l[j]);                                        \
+                t[i + j + 1] = _mm512_madd52hi_epu64(t[i + j + 1], a.l[i], b.l[j]);                                \
+            }                                                                                                      \
+        for (int i = 0; i < steps + (rest != 0); i++) {                                                            \
+            __m512i m = _mm512_madd52lo_epu64(zero, t[i], qinv);                                                   \
+            if (i == steps) m = _mm512_and_si512(m, _mm512_set1_epi64((long long)((1ULL << rest) - 1)));           \
+            for (int j = 0; j < N; j++) {                                                                          \
+                t[i + j] = _mm512_madd52lo_epu64(t[i + j], m, q->l[j]);                                            \
+                t[i + j + 1] = _mm512_madd52hi_epu64(t[i + j + 1], m, q->l[j]);                                    \
+            }                                                                                                      \
+            if (i < steps) t[i + 1] = _mm512_add_epi64(t[i + 1], _mm512_srli_epi64(t[i], 52));                     \
+        }                                                                                                          \
+        V r;                                                                                                       \
+        __m512i carry = zero;                                                                                      \
+        if (rest == 0) {                                                                                           \
+            for (int i = 0; i < N; i++) { /* below 2q: normalise the limbs */                                      \
+                __m512i v = _mm512_add_epi64(t[i + steps], carry);                                                 \
+                r.l[i] = _mm512_and_si512(v, mask);                                                                \
+                carry = _mm512_srli_epi64(v, 52);                                                                  \
+            }                                                                                                      \
+        } else { /* normalise limbs steps.., whose lowest `rest` bits are 0, then shift them by `rest` */          \
+            __m512i u[N + 1];                                                                                      \
+            for (int i = 0; i <= N; i++) {                                                                         \
+                __m512i v = _mm512_add_epi64(i + steps < 2 * N + 1 ? t[i + steps] : zero, carry);                  \
+                u[i] = _mm512_and_si512(v, mask);                                                                  \
+                carry = _mm512_srli_epi64(v, 52);                                                                  \
+            }                                                                                                      \
+            for (int i = 0; i < N; i++)                                                                            \
+                r.l[i] = _mm512_and_si512(                                                                         \
+                    _mm512_or_si512(_mm512_srli_epi64(u[i], rest), _mm512_slli_epi64(u[i + 1], 52 - rest)), mask); \
+        }                                                                                                          \
+        return V##_reduce(r, q);                                                                                   \
+    }                                                                                                              \
+                                                                                                                   \
+    static IFMA_TARGET IFMA_AI V V##_sqr(V a, const V *q, __m512i qinv) { return V##_mul(a, a, q, qinv); }         \
+                                                                                                                   \
+    /* a in the lanes of `mask`, b in the others. */                                                               \
+    static IFMA_TARGET IFMA_AI V V##_select(__mmask8 mask, V a, V b) {                                             \
+        for (int i = 0; i < N; i++) b.l[i] = _mm512_mask_mov_epi64(b.l[i], mask, a.l[i]);                          \
+        return b;                                                                                                  \
+    }                                                                                                              \
+                                                                                                                   \
+    /* The lanes where a = 0 (below q). */                                                                         \
+    static IFMA_TARGET IFMA_AI __mmask8 V##_is_zero(V a) {                                                         \
+        __m512i any = a.l[0];                                                                                      \
+        for (int i = 1; i < N; i++) any = _mm512_or_si512(any, a.l[i]);                                            \
+        return _mm512_cmpeq_epi64_mask(any, _mm512_setzero_si512());                                               \
+    }                                                                                                              \
+                                                                                                                   \
+    /* The lanes where a = b (both below q: equal limbs). */                                                       \
+    static IFMA_TARGET IFMA_AI __mmask8 V##_eq(V a, V b) {                                                         \
+        __mmask8 m = 0xff;                                                                                         \
+        for (int i = 0; i < N; i++) m &= _mm512_cmpeq_epi64_mask(a.l[i], b.l[i]);                                  \
+        return m;                                                                                                  \
     }
 
 DEFINE_V52(v260, 5, 256) /* BN254: R = 2^256, the 4-limb form's own */
@@ -201,10 +190,6 @@ static u64 IFMA381_QINV;
 static fqbls_t IFMA381_R;                               /* 2^416 mod q, plain: x·2^384 -> x·2^416 by f_mul */
 
 static void ifma_init(void) {
-    __builtin_cpu_init();
-    const char *off = getenv("PROOFLANE_NO_IFMA");
-    ifma_supported = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512ifma");
-    ifma_active = ifma_supported && !(off != NULL && off[0] != '\0' && strcmp(off, "0") != 0);
     u64 x[6];
     to52(IFMA_Q.l, BN_Q.p, 4);
     to52(IFMA_ONE.l, BN_Q.one, 4);
@@ -221,8 +206,7 @@ static IFMA_TARGET IFMA_AI v260 v260_one(void) { return v260_set1(&IFMA_ONE); }
 
 /* Limbs k of eight 4-limb elements at base + index[lane] u64s (a gather), as five 52-bit limbs; lanes
  * outside `live` take `pad` (limb 0) and zeros. */
-static IFMA_TARGET IFMA_AI v260 v260_gather(const u64 *base, __m512i index,
-                                                                       __mmask8 live, long long pad) {
+static IFMA_TARGET IFMA_AI v260 v260_gather(const u64 *base, __m512i index, __mmask8 live, long long pad) {
     const __m512i mask = _mm512_set1_epi64((long long)M52), zero = _mm512_setzero_si512();
     __m512i a[4];
     for (int k = 0; k < 4; k++) {
@@ -239,8 +223,7 @@ static IFMA_TARGET IFMA_AI v260 v260_gather(const u64 *base, __m512i index,
 }
 
 /* The inverse: five 52-bit limbs (a value below 2^256) as 4-limb elements at base + index[lane], live lanes. */
-static IFMA_TARGET IFMA_AI void v260_scatter(u64 *base, __m512i index, __mmask8 live,
-                                                                         v260 v) {
+static IFMA_TARGET IFMA_AI void v260_scatter(u64 *base, __m512i index, __mmask8 live, v260 v) {
     __m512i a[4];
     a[0] = _mm512_or_si512(v.l[0], _mm512_slli_epi64(v.l[1], 52));
     a[1] = _mm512_or_si512(_mm512_srli_epi64(v.l[1], 12), _mm512_slli_epi64(v.l[2], 40));
@@ -251,40 +234,40 @@ static IFMA_TARGET IFMA_AI void v260_scatter(u64 *base, __m512i index, __mmask8 
 }
 
 /* Fq2 = Fq[u] / (u^2 + 1) over one of the fields above, eight elements: c0 + c1·u, each part below q. */
-#define DEFINE_V52X2(V)                                                                                     \
-    typedef struct {                                                                                      \
-        V c0, c1;                                                                                         \
-    } V##x2;                                                                                              \
-                                                                                                          \
-    static IFMA_TARGET IFMA_AI V##x2 V##x2_sub(V##x2 a, V##x2 b, const V *q) {                            \
-        return (V##x2){V##_sub(a.c0, b.c0, q), V##_sub(a.c1, b.c1, q)};                                   \
-    }                                                                                                     \
-                                                                                                          \
-    static IFMA_TARGET IFMA_AI V##x2 V##x2_add(V##x2 a, V##x2 b, const V *q) {                            \
-        return (V##x2){V##_add(a.c0, b.c0, q), V##_add(a.c1, b.c1, q)};                                   \
-    }                                                                                                     \
-                                                                                                          \
-    /* Karatsuba: (a0 + a1·u)(b0 + b1·u) = a0·b0 - a1·b1 + ((a0 + a1)(b0 + b1) - a0·b0 - a1·b1)·u. */    \
-    static IFMA_TARGET IFMA_AI V##x2 V##x2_mul(V##x2 a, V##x2 b, const V *q, __m512i qinv) {              \
-        const V t0 = V##_mul(a.c0, b.c0, q, qinv), t1 = V##_mul(a.c1, b.c1, q, qinv);                     \
-        const V t2 = V##_mul(V##_sum(a.c0, a.c1), V##_sum(b.c0, b.c1), q, qinv);                          \
-        return (V##x2){V##_sub(t0, t1, q), V##_sub(V##_sub(t2, t0, q), t1, q)};                           \
-    }                                                                                                     \
-                                                                                                          \
-    /* (a0 + a1·u)^2 = (a0 + a1)(a0 - a1) + 2·a0·a1·u */                                                  \
-    static IFMA_TARGET IFMA_AI V##x2 V##x2_sqr(V##x2 a, const V *q, __m512i qinv) {                       \
-        return (V##x2){V##_mul(V##_sum(a.c0, a.c1), V##_sub(a.c0, a.c1, q), q, qinv),                     \
-                       V##_mul(V##_sum(a.c0, a.c0), a.c1, q, qinv)};                                      \
-    }                                                                                                     \
-                                                                                                          \
-    static IFMA_TARGET IFMA_AI __mmask8 V##x2_eq(V##x2 a, V##x2 b) {                                      \
-        return V##_eq(a.c0, b.c0) & V##_eq(a.c1, b.c1);                                                   \
-    }                                                                                                     \
-                                                                                                          \
-    static IFMA_TARGET IFMA_AI V##x2 V##x2_select(__mmask8 mask, V##x2 a, V##x2 b) {                      \
-        return (V##x2){V##_select(mask, a.c0, b.c0), V##_select(mask, a.c1, b.c1)};                       \
-    }                                                                                                     \
-                                                                                                          \
+#define DEFINE_V52X2(V)                                                                                            \
+    typedef struct {                                                                                               \
+        V c0, c1;                                                                                                  \
+    } V##x2;                                                                                                       \
+                                                                                                                   \
+    static IFMA_TARGET IFMA_AI V##x2 V##x2_sub(V##x2 a, V##x2 b, const V *q) {                                     \
+        return (V##x2){V##_sub(a.c0, b.c0, q), V##_sub(a.c1, b.c1, q)};                                            \
+    }                                                                                                              \
+                                                                                                                   \
+    static IFMA_TARGET IFMA_AI V##x2 V##x2_add(V##x2 a, V##x2 b, const V *q) {                                     \
+        return (V##x2){V##_add(a.c0, b.c0, q), V##_add(a.c1, b.c1, q)};                                            \
+    }                                                                                                              \
+                                                                                                                   \
+    /* Karatsuba: (a0 + a1·u)(b0 + b1·u) = a0·b0 - a1·b1 + ((a0 + a1)(b0 + b1) - a0·b0 - a1·b1)·u. */              \
+    static IFMA_TARGET IFMA_AI V##x2 V##x2_mul(V##x2 a, V##x2 b, const V *q, __m512i qinv) {                       \
+        const V t0 = V##_mul(a.c0, b.c0, q, qinv), t1 = V##_mul(a.c1, b.c1, q, qinv);                              \
+        const V t2 = V##_mul(V##_sum(a.c0, a.c1), V##_sum(b.c0, b.c1), q, qinv);                                   \
+        return (V##x2){V##_sub(t0, t1, q), V##_sub(V##_sub(t2, t0, q), t1, q)};                                    \
+    }                                                                                                              \
+                                                                                                                   \
+    /* (a0 + a1·u)^2 = (a0 + a1)(a0 - a1) + 2·a0·a1·u */                                                           \
+    static IFMA_TARGET IFMA_AI V##x2 V##x2_sqr(V##x2 a, const V *q, __m512i qinv) {                                \
+        return (V##x2){V##_mul(V##_sum(a.c0, a.c1), V##_sub(a.c0, a.c1, q), q, qinv),                              \
+                       V##_mul(V##_sum(a.c0, a.c0), a.c1, q, qinv)};                                               \
+    }                                                                                                              \
+                                                                                                                   \
+    static IFMA_TARGET IFMA_AI __mmask8 V##x2_eq(V##x2 a, V##x2 b) {                                               \
+        return V##_eq(a.c0, b.c0) & V##_eq(a.c1, b.c1);                                                            \
+    }                                                                                                              \
+                                                                                                                   \
+    static IFMA_TARGET IFMA_AI V##x2 V##x2_select(__mmask8 mask, V##x2 a, V##x2 b) {                               \
+        return (V##x2){V##_select(mask, a.c0, b.c0), V##_select(mask, a.c1, b.c1)};                                \
+    }                                                                                                              \
+                                                                                                                   \
     static IFMA_TARGET IFMA_AI __mmask8 V##x2_is_zero(V##x2 a) { return V##_is_zero(a.c0) & V##_is_zero(a.c1); }
 
 DEFINE_V52X2(v260) /* BN254's, the twist's coordinates in the batches */
@@ -295,13 +278,11 @@ static IFMA_TARGET IFMA_AI v260x2 v260x2_one(void) {
 }
 
 /* An Fq2 element is its two Fq elements, 4 limbs each, one after the other. */
-static IFMA_TARGET IFMA_AI v260x2 v260x2_gather(const u64 *base, __m512i index,
-                                                                           __mmask8 live, long long pad) {
+static IFMA_TARGET IFMA_AI v260x2 v260x2_gather(const u64 *base, __m512i index, __mmask8 live, long long pad) {
     return (v260x2){v260_gather(base, index, live, pad), v260_gather(base + 4, index, live, 0)};
 }
 
-static IFMA_TARGET IFMA_AI void v260x2_scatter(u64 *base, __m512i index,
-                                                                           __mmask8 live, v260x2 v) {
+static IFMA_TARGET IFMA_AI void v260x2_scatter(u64 *base, __m512i index, __mmask8 live, v260x2 v) {
     v260_scatter(base, index, live, v.c0);
     v260_scatter(base + 4, index, live, v.c1);
 }
@@ -345,15 +326,9 @@ static IFMA_TARGET IFMA_AI v416x2 v416x2_one(void) { return (v416x2){v416_one(),
 
 #else
 #define HAVE_IFMA 0
-#define ifma_active 0
 static void ifma_init(void) {}
-static int ifma_set(int on) {
-    (void)on;
-    return 0;
-}
 #endif /* HAVE_IFMA */
 #endif /* PROOFLANE_IFMA_COMMON */
-
 
 /* The template: G's batches. */
 #if HAVE_IFMA
@@ -376,8 +351,7 @@ typedef struct {
 } GF(ifma_scratch);
 
 /* The u64 offsets of the buckets of vector v's terms (lanes past `left`: 0, never read or written). */
-static IFMA_TARGET IFMA_AI __m512i GF(bucket_offsets)(const GF(batcher) *s, int v,
-                                                                                   int left) {
+static IFMA_TARGET IFMA_AI __m512i GF(bucket_offsets)(const GF(batcher) *s, int v, int left) {
     long long at[IFMA_LANES];
     for (int lane = 0; lane < IFMA_LANES; lane++)
         at[lane] = lane < left ? (long long)ROW_U64 * s->bucket[IFMA_LANES * v + lane] : 0;
@@ -416,8 +390,8 @@ static IFMA_TARGET int GF(ifma_batch)(GF(batcher) *s) {
     /* the eight chains' ends, inverted together in the 4-limb form */
     EF(t) ends[IFMA_LANES], prefix[IFMA_LANES], inv, t, all = *EF(one)();
 #define E_U64 (4 * IFMA_K) /* an element of E */
-    const __m512i lanes = _mm512_setr_epi64(0, E_U64, 2 * E_U64, 3 * E_U64, 4 * E_U64, 5 * E_U64, 6 * E_U64,
-                                            7 * E_U64);
+    const __m512i lanes =
+        _mm512_setr_epi64(0, E_U64, 2 * E_U64, 3 * E_U64, 4 * E_U64, 5 * E_U64, 6 * E_U64, 7 * E_U64);
 #undef E_U64
     VF(scatter)((u64 *)ends, lanes, 0xff, acc);
     for (int lane = 0; lane < IFMA_LANES; lane++) {
@@ -447,7 +421,9 @@ static IFMA_TARGET int GF(ifma_batch)(GF(batcher) *s) {
     return 1;
 }
 
-static int GF(fast_batch)(GF(batcher) *s) { return ifma_active && s->size >= 2 * IFMA_LANES && GF(ifma_batch)(s); }
+static int GF(fast_batch)(GF(batcher) *s) {
+    return kernel_runs(KERNEL_IFMA_BATCHES) && s->size >= 2 * IFMA_LANES && GF(ifma_batch)(s);
+}
 
 /* unit_batched's weighted bucket sum, sum of (b + 1)·bucket b, in the lanes: lane i runs the running sums
  * over the buckets of its segment, b = i·seg + j (seg = nb / 8), from the top, to R_i = sum of the
@@ -571,7 +547,7 @@ static IFMA_TARGET int GF(ifma_sums)(const GF(batcher) *s, size_t nb, GF(jac) *s
 }
 
 static int GF(fast_sums)(const GF(batcher) *s, size_t nb, GF(jac) *sum) {
-    return ifma_active && nb >= 8 * IFMA_LANES && GF(ifma_sums)(s, nb, sum);
+    return kernel_runs(KERNEL_IFMA_SUMS) && nb >= 8 * IFMA_LANES && GF(ifma_sums)(s, nb, sum);
 }
 
 #undef VE

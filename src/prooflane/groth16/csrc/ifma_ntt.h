@@ -1,7 +1,11 @@
-/* ntt.h's coset transforms in AVX-512 IFMA lanes, where the CPU has it (ifma_active), on both curves: r
- * is below 2^254 on each, so ifma.h's v260 arithmetic (five 52-bit limbs, R = 2^256, the 4-limb form's
- * own) holds it, and a product of operands below 2r stays exact (4r² / 2^256 < r). The same butterflies,
- * stages, threads and barriers as ntt.h; only the arithmetic runs eight values at a time.
+/* ntt.h's coset transforms in AVX-512 IFMA lanes, where cpu.h's kernel "ifma-ntt" runs, on both curves, in
+ * ifma.h's v260 arithmetic (five 52-bit limbs, R = 2^256, the 4-limb form's own). The bound it relies on:
+ * every operand of a product here is below r (values are reduced as they are read, and sums and
+ * differences reduce; no unreduced v260_sum feeds a product), so a product before its last subtraction is
+ * below (r² + R·r) / R < 2r, which one subtraction reduces, wherever r < R = 2^256. BN254's r has 254 bits,
+ * BLS12-381's 255 (the 4r < R that v260_sum's operands need would not hold for it).
+ * tests/c/test_core.c checks the bound against each r. The same butterflies, stages, threads and barriers
+ * as ntt.h; only the arithmetic runs eight values at a time.
  *
  * A vector's n values live as n / 8 blocks of eight (value i in block i / 8, lane i mod 8), cut into limbs
  * once as they are read and joined once as h is written. A stage whose butterflies span 16 values or
@@ -46,8 +50,8 @@ static IFMA_TARGET void lanes_consts_init(lanes_consts *k, const coset_job *job)
 /* Twiddles tw[k] for the eight k = (j0 + lane)·2^log_step (or n/2 minus those: `inverse`). */
 static IFMA_TARGET IFMA_AI v260 lanes_twiddles(const coset_job *job, size_t j0, int log_step, int inverse) {
     const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
-    __m512i k = _mm512_sllv_epi64(_mm512_add_epi64(_mm512_set1_epi64((long long)j0), lane),
-                                  _mm512_set1_epi64(log_step));
+    __m512i k =
+        _mm512_sllv_epi64(_mm512_add_epi64(_mm512_set1_epi64((long long)j0), lane), _mm512_set1_epi64(log_step));
     if (inverse) k = _mm512_sub_epi64(_mm512_set1_epi64((long long)(job->n / 2)), k);
     return v260_gather((const u64 *)job->tw, _mm512_slli_epi64(k, 2), 0xff, 0);
 }
@@ -223,7 +227,7 @@ static IFMA_TARGET void coset_lanes(coset_job *job, int t, size_t lo, size_t hi)
 /* Blocks for the three vectors where the lanes run: IFMA active, and every thread's block at least one
  * chunk of 64 values. 0, or -1 when memory ran out. */
 static int coset_lanes_alloc(coset_job *job, int threads) {
-    if (!ifma_active || job->n < 64 * (size_t)threads) return 0;
+    if (!kernel_runs(KERNEL_IFMA_NTT) || job->n < 64 * (size_t)threads) return 0;
     for (int v = 0; v < 3; v++) {
         job->lanes[v] = aligned_alloc(64, job->n / 8 * sizeof(v260));
         if (job->lanes[v] == NULL) return -1;
@@ -233,9 +237,7 @@ static int coset_lanes_alloc(coset_job *job, int threads) {
 
 #else
 
-static void coset_lanes(coset_job *job, int t, size_t lo, size_t hi) {
-    (void)job, (void)t, (void)lo, (void)hi;
-}
+static void coset_lanes(coset_job *job, int t, size_t lo, size_t hi) { (void)job, (void)t, (void)lo, (void)hi; }
 
 static int coset_lanes_alloc(coset_job *job, int threads) {
     (void)job, (void)threads;

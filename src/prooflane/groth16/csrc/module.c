@@ -16,10 +16,12 @@
  * - coset_h(curve, a, b, c, n, roots, threads): a·b - c on the odd coset w_2n·<w_n>.
  * - synthesize(curve, matrix, rows, wires, values, witness, n_rows): A·w, B·w and their product.
  * - from_montgomery(curve, values, times): scalar-field values times R^-times.
- * - set_ifma(on): BN254 G1 and G2 batched additions with AVX-512 IFMA (ifma.h) where the CPU has it, or not.
- * - ifma: 1 when they run with IFMA at import (the CPU has it, PROOFLANE_NO_IFMA unset, the assembly build).
- * - mulx: 1 when the mulx/adx products run; asm: 1 when the assembly is compiled in (0 in a
- *   PROOFLANE_NO_ASM build, and off x86-64).
+ * - capabilities(): the CPU's capabilities (cpu.h) by name, detected, built and used; use_capabilities(names)
+ *   sets those used (masked by what the CPU has and the build compiled: the caller applies
+ *   PROOFLANE_NO_IFMA, the core reads no environment).
+ * - kernels(): the kernel set (cpu.h's KERNELS), each with its twin and whether it runs now;
+ *   switch_kernel(name, on) switches one (the pair tests).
+ * - asm: 1 when the assembly is compiled in (0 in a PROOFLANE_NO_ASM build, and off x86-64).
  *
  * Curves: 0 = BN254 (alt_bn128), 1 = BLS12-381; groups 1 (over Fq) and 2 (over Fq2 = Fq[u]/(u^2 + 1)).
  * Buffers are any C-contiguous bytes-like objects, at any address: the core copies values in and out, it
@@ -88,16 +90,17 @@ static PyObject *py_msm(PyObject *Py_UNUSED(self), PyObject *args) {
     }
     const size_t tables = stride == 0 ? 1 : have / width / count;
     if (stride != 0 && (window < 2 || window > 16 || stride < 1 || stride > 256 || tables > 256)) {
-        PyErr_Format(PyExc_ValueError, "tables need a window of 2..16 bits and 1..256 windows a table, "
-                                       "at most 256 tables (window %d, stride %d, %zu tables)",
+        PyErr_Format(PyExc_ValueError,
+                     "tables need a window of 2..16 bits and 1..256 windows a table, "
+                     "at most 256 tables (window %d, stride %d, %zu tables)",
                      window, stride, tables);
         goto done;
     }
     unsigned char out[MAX_ROW_BYTES];
     int status;
     Py_BEGIN_ALLOW_THREADS;
-    status = groups_msm(curve, group, rows.buf, scalars.buf, count, threads, window, (int)tables, stride, endo,
-                        out);
+    status =
+        groups_msm(curve, group, rows.buf, scalars.buf, count, threads, window, (int)tables, stride, endo, out);
     Py_END_ALLOW_THREADS;
     if (status == -2)
         PyErr_Format(PyExc_ValueError, "a scalar has more than the tables' %zu windows of %d bits",
@@ -222,8 +225,7 @@ static PyObject *py_coset_h(PyObject *Py_UNUSED(self), PyObject *args) {
     unsigned char *h = (unsigned char *)PyBytes_AS_STRING(result);
     int status;
     Py_BEGIN_ALLOW_THREADS;
-    status = ntt_coset_h(scalar_field(curve), in, (size_t)bufs[0].len / FR_BYTES, (size_t)n, roots.buf, threads,
-                         h);
+    status = ntt_coset_h(scalar_field(curve), in, (size_t)bufs[0].len / FR_BYTES, (size_t)n, roots.buf, threads, h);
     Py_END_ALLOW_THREADS;
     if (status < 0) {
         Py_CLEAR(result);
@@ -318,16 +320,101 @@ done:
     return result;
 }
 
-static PyObject *py_set_ifma(PyObject *Py_UNUSED(self), PyObject *args) {
+/* A tuple of the names of the capabilities in `word`. */
+static PyObject *capability_names(unsigned word) {
+    PyObject *names = PyList_New(0);
+    for (int i = 0; names != NULL && i < CPU_CAPABILITY_COUNT; i++) {
+        if (!(word & CPU_CAPABILITIES[i].bit)) continue;
+        PyObject *name = PyUnicode_FromString(CPU_CAPABILITIES[i].name);
+        if (name == NULL || PyList_Append(names, name) < 0) Py_CLEAR(names);
+        Py_XDECREF(name);
+    }
+    PyObject *tuple = names == NULL ? NULL : PyList_AsTuple(names);
+    Py_XDECREF(names);
+    return tuple;
+}
+
+static PyObject *py_capabilities(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args)) {
+    PyObject *detected = capability_names(cpu_detected), *built = capability_names(CPU_BUILT);
+    PyObject *used = capability_names(cpu_used), *result = NULL;
+    if (detected != NULL && built != NULL && used != NULL)
+        result = Py_BuildValue("{sOsOsO}", "detected", detected, "built", built, "used", used);
+    Py_XDECREF(detected);
+    Py_XDECREF(built);
+    Py_XDECREF(used);
+    return result;
+}
+
+/* use_capabilities(names): the word of the named capabilities (each one of CPU_CAPABILITIES), to cpu_use. */
+static PyObject *py_use_capabilities(PyObject *Py_UNUSED(self), PyObject *arg) {
+    PyObject *items = PySequence_Fast(arg, "use_capabilities takes a sequence of capability names");
+    if (items == NULL) return NULL;
+    unsigned want = 0;
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(items); k++) {
+        const char *name = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(items, k));
+        int i = 0;
+        while (name != NULL && i < CPU_CAPABILITY_COUNT && strcmp(name, CPU_CAPABILITIES[i].name) != 0) i++;
+        if (name == NULL || i == CPU_CAPABILITY_COUNT) {
+            if (name != NULL) PyErr_Format(PyExc_ValueError, "no such capability: %s", name);
+            Py_DECREF(items);
+            return NULL;
+        }
+        want |= CPU_CAPABILITIES[i].bit;
+    }
+    Py_DECREF(items);
+    return capability_names(cpu_use(want));
+}
+
+static PyObject *py_kernels(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args)) {
+    PyObject *result = PyTuple_New(KERNEL_COUNT);
+    for (int k = 0; result != NULL && k < KERNEL_COUNT; k++) {
+        const kernel_t *kernel = &KERNELS[k];
+        PyObject *needs = capability_names(kernel->needs);
+        PyObject *curves = PyList_New(0);
+        for (long curve = 0; curves != NULL && curve < 2; curve++) { /* ids: 0 BN254, 1 BLS12-381 */
+            if (!((kernel->curves >> curve) & 1)) continue;
+            PyObject *id = PyLong_FromLong(curve);
+            if (id == NULL || PyList_Append(curves, id) < 0) Py_CLEAR(curves);
+            Py_XDECREF(id);
+        }
+        PyObject *item = needs == NULL || curves == NULL
+                             ? NULL
+                             : Py_BuildValue("{sssOsssssOsO}", "name", kernel->name, "needs", needs, "twin",
+                                             kernel->twin, "serves", kernel->serves, "curves", curves, "runs",
+                                             kernel_runs(k) ? Py_True : Py_False);
+        Py_XDECREF(needs);
+        Py_XDECREF(curves);
+        if (item == NULL)
+            Py_CLEAR(result);
+        else
+            PyTuple_SET_ITEM(result, k, item);
+    }
+    return result;
+}
+
+static PyObject *py_switch_kernel(PyObject *Py_UNUSED(self), PyObject *args) {
+    const char *name;
     int on;
-    if (!PyArg_ParseTuple(args, "p", &on)) return NULL;
-    return PyBool_FromLong(ifma_set(on));
+    if (!PyArg_ParseTuple(args, "sp", &name, &on)) return NULL;
+    for (int k = 0; k < KERNEL_COUNT; k++)
+        if (strcmp(name, KERNELS[k].name) == 0) return PyBool_FromLong(kernel_switch(k, on));
+    PyErr_Format(PyExc_ValueError, "no such kernel: %s", name);
+    return NULL;
 }
 
 static PyMethodDef methods[] = {
-    {"set_ifma", py_set_ifma, METH_VARARGS,
-     "set_ifma(on) -> bool: run BN254 G1 and G2 batched additions with AVX-512 IFMA where the CPU has it (on), "
-     "or with the 4-limb products (off); whether they now run with IFMA"},
+    {"capabilities", py_capabilities, METH_NOARGS,
+     "capabilities() -> dict: the CPU's capabilities by name: 'detected' (read from the CPU), 'built' (this build "
+     "has kernels for them) and 'used' (the kernels may use them now)"},
+    {"use_capabilities", py_use_capabilities, METH_O,
+     "use_capabilities(names) -> tuple: let the kernels use these capabilities (those the CPU has and the build "
+     "compiled); the capabilities now used"},
+    {"kernels", py_kernels, METH_NOARGS,
+     "kernels() -> tuple of dicts: the kernel set, each fast kernel with the capabilities it needs ('needs'), its "
+     "scalar twin, what it serves, its curves (0, 1) and whether it runs now ('runs')"},
+    {"switch_kernel", py_switch_kernel, METH_VARARGS,
+     "switch_kernel(name, on) -> bool: a kernel on (where its capabilities are used) or off (its twin runs); "
+     "whether it runs now"},
     {"from_montgomery", py_from_montgomery, METH_VARARGS,
      "from_montgomery(curve, values, times) -> bytes: scalar-field values times R^-times"},
     {"synthesize", py_synthesize, METH_VARARGS,
@@ -361,8 +448,7 @@ PyMODINIT_FUNC PyInit__curvemath(void) {
     core_init();
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    if (PyModule_AddIntConstant(m, "mulx", core_mulx()) < 0 || PyModule_AddIntConstant(m, "asm", CORE_ASM) < 0 ||
-        PyModule_AddIntConstant(m, "ifma", ifma_active) < 0 ||
+    if (PyModule_AddIntConstant(m, "asm", CORE_ASM) < 0 ||
         PyModule_AddIntConstant(m, "max_threads", MAX_THREADS) < 0) {
         Py_DECREF(m);
         return NULL;

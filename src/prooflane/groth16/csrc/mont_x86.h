@@ -3,6 +3,9 @@
 
 #include <stdint.h>
 
+/* The assembly is laid out by hand, one instruction a line: not clang-format's. */
+/* clang-format off */
+
 /* 4-limb Montgomery multiplication with mulx/adcx/adox (BMI2 + ADX): CIOS with the reduction of each row
  * interleaved, two carry chains per row. Needs p < 2^255 (every prime here), so that a row's sum fits five
  * words and each row's state four; r may alias a or b. */
@@ -321,5 +324,7 @@ static inline __attribute__((always_inline)) void mod_sub6_asm(uint64_t *r, cons
         : [r] "r"(r), [a] "r"(a), [b] "r"(b), [p] "r"(p)
         : "rbx", "r8", "r9", "r10", "r11", "r12", "r13", "cc", "memory");
 }
+
+/* clang-format on */
 
 #endif

@@ -91,14 +91,14 @@ static int window_bits(size_t count, int bits, int threads) {
 
 /* A group whose batches and bucket sums have no faster route than msm.h's own (see GF(fast_batch) and
  * GF(fast_sums)). */
-#define NO_FAST_BATCH(G)                                                                                    \
-    static int G##_fast_batch(G##_batcher *s) {                                                           \
-        (void)s;                                                                                          \
-        return 0;                                                                                         \
-    }                                                                                                     \
-    static int G##_fast_sums(const G##_batcher *s, size_t nb, G##_jac *sum) {                             \
-        (void)s, (void)nb, (void)sum;                                                                     \
-        return 0;                                                                                         \
+#define NO_FAST_BATCH(G)                                                                                           \
+    static int G##_fast_batch(G##_batcher *s) {                                                                    \
+        (void)s;                                                                                                   \
+        return 0;                                                                                                  \
+    }                                                                                                              \
+    static int G##_fast_sums(const G##_batcher *s, size_t nb, G##_jac *sum) {                                      \
+        (void)s, (void)nb, (void)sum;                                                                              \
+        return 0;                                                                                                  \
     }
 
 #endif /* PROOFLANE_MSM_COMMON */
@@ -408,20 +408,24 @@ static int GF(msm_tables)(GF(jac) *out, const unsigned char *rows, const unsigne
     }
     const int limbs = split ? SPLIT_LIMBS : DIGIT_LIMBS;
     const size_t room = (count ? count : 1) * (split ? 2 : 1);
+    GF(msm_job) job = {.sums = NULL}; /* set once the window is known; its sums freed on the way out */
     u64 *digits = malloc(room * limbs * sizeof(u64));
     uint32_t *index = malloc(room * sizeof(uint32_t));
     uint8_t *kinds = split ? malloc(room) : NULL;
     EF(t) *endo_x = split ? malloc((count ? count : 1) * sizeof *endo_x) : NULL;
-    if (digits == NULL || index == NULL || (split && (kinds == NULL || endo_x == NULL))) {
-        free(digits);
-        free(index);
-        free(kinds);
-        free(endo_x);
-        return -1;
-    }
+    int status = -1; /* until the sum is made: memory ran out */
+    if (digits == NULL || index == NULL || (split && (kinds == NULL || endo_x == NULL))) goto done;
     size_t kept = 0;
     if (split) {
-        GF(split_job) sj = {glv, rows, scalars, count, 0, digits, index, kinds, endo_x};
+        GF(split_job) sj = {.glv = glv,
+                            .rows = rows,
+                            .scalars = scalars,
+                            .count = count,
+                            .next = 0,
+                            .digits = digits,
+                            .index = index,
+                            .kinds = kinds,
+                            .endo_x = endo_x};
         const size_t units = (count + SPLIT_CHUNK - 1) / SPLIT_CHUNK;
         if (units > 0) run_threads(GF(split_worker), &sj, threads, units > MAX_THREADS ? MAX_THREADS : (int)units);
         kept = 2 * count;
@@ -439,21 +443,13 @@ static int GF(msm_tables)(GF(jac) *out, const unsigned char *rows, const unsigne
         }
     }
     const int bits = kept == 0 ? 0 : max_bits(digits, kept, limbs);
-    if (bits == 0) { /* no term, or every one zero */
-        free(digits);
-        free(index);
-        free(kinds);
-        free(endo_x);
-        return 0;
-    }
+    status = 0;
+    if (bits == 0) goto done; /* no term, or every one zero: the sum is infinity */
     const int c = window >= 2 && window <= 16 ? window : window_bits(kept, bits, threads);
     const int windows = (bits + 2 + c - 1) / c;
     if (tables > 1 && windows > tables * stride) {
-        free(digits);
-        free(index);
-        free(kinds);
-        free(endo_x);
-        return -2;
+        status = -2;
+        goto done;
     }
     if (tables <= 1) {
         tables = 1;
@@ -463,21 +459,33 @@ static int GF(msm_tables)(GF(jac) *out, const unsigned char *rows, const unsigne
     digit_offset(offset, c, windows);
     for (size_t k = 0; k < kept; k++) add_offset(digits + (size_t)limbs * k, offset, limbs);
     const int chunks = window_chunks(stride, threads, kept);
-    GF(msm_job) job = {rows,    digits, index,  kinds,  endo_x, limbs, kept, count,
-                       c,       windows, tables, stride, chunks, 0,     NULL, 0};
+    job = (GF(msm_job)){.bases = rows,
+                        .digits = digits,
+                        .index = index,
+                        .kinds = kinds,
+                        .endo_x = endo_x,
+                        .limbs = limbs,
+                        .count = kept,
+                        .rows = count,
+                        .c = c,
+                        .windows = windows,
+                        .tables = tables,
+                        .stride = stride,
+                        .chunks = chunks,
+                        .next = 0,
+                        .sums = NULL,
+                        .failed = 0};
     job.sums = malloc((size_t)stride * chunks * sizeof *job.sums);
-    int status = 0;
-    if (job.sums == NULL)
+    if (job.sums != NULL) run_threads(GF(msm_worker), &job, threads, stride * chunks);
+    if (job.sums == NULL || job.failed) {
         status = -1;
-    else
-        run_threads(GF(msm_worker), &job, threads, stride * chunks);
-    if (status == 0 && job.failed) status = -1;
-    if (status == 0) {
-        for (int w = stride - 1; w >= 0; w--) {
-            for (int i = 0; i < c; i++) GF(dbl)(out, out);
-            for (int ch = 0; ch < chunks; ch++) GF(add)(out, out, &job.sums[w * chunks + ch]);
-        }
+        goto done;
     }
+    for (int w = stride - 1; w >= 0; w--) {
+        for (int i = 0; i < c; i++) GF(dbl)(out, out);
+        for (int ch = 0; ch < chunks; ch++) GF(add)(out, out, &job.sums[w * chunks + ch]);
+    }
+done: /* the one way out: everything this call allocated */
     free(job.sums);
     free(digits);
     free(index);
@@ -561,7 +569,7 @@ static int GF(fixed_table)(unsigned char *table, const unsigned char *rows, size
                            int threads) {
     for (size_t k = 0; k < count; k++)
         memcpy(table + k * (size_t)tables * sizeof(GF(aff)), rows + k * sizeof(GF(aff)), sizeof(GF(aff)));
-    GF(table_job) job = {table, count, 0, shift, tables, 0};
+    GF(table_job) job = {.table = table, .count = count, .next = 0, .shift = shift, .tables = tables, .failed = 0};
     const size_t chunks = (count + TABLE_CHUNK - 1) / TABLE_CHUNK;
     run_threads(GF(table_worker), &job, threads_clamp(threads), chunks > 1 << 30 ? 1 << 30 : (int)chunks);
     return job.failed ? -1 : 0;

@@ -84,20 +84,20 @@ INLINE void dit_butterfly(fr_t *x, size_t i, size_t half, size_t k, const coset_
 }
 
 /* Stage len's butterflies within x[base .. base + block) (a block holds whole groups of len). */
-#define BLOCK_STAGE(butterfly)                                                     \
-    do {                                                                           \
-        const size_t half = len / 2, step = n / len;                               \
-        for (size_t s = base; s < base + block; s += len)                          \
-            for (size_t j = 0; j < half; j++) butterfly(x, s + j, half, j * step, job); \
+#define BLOCK_STAGE(butterfly)                                                                                     \
+    do {                                                                                                           \
+        const size_t half = len / 2, step = n / len;                                                               \
+        for (size_t s = base; s < base + block; s += len)                                                          \
+            for (size_t j = 0; j < half; j++) butterfly(x, s + j, half, j * step, job);                            \
     } while (0)
 
 /* Stage len's butterflies b of thread t's share (the stages wider than a thread's block). */
-#define SHARED_STAGE(butterfly)                                                    \
-    do {                                                                           \
-        const size_t half = len / 2, step = n / len, per = n / 2 / T;              \
-        for (size_t b = (size_t)t * per; b < (size_t)(t + 1) * per; b++)           \
-            butterfly(x, (b / half) * len + b % half, half, (b % half) * step, job); \
-        pthread_barrier_wait(&job->barrier);                                       \
+#define SHARED_STAGE(butterfly)                                                                                    \
+    do {                                                                                                           \
+        const size_t half = len / 2, step = n / len, per = n / 2 / T;                                              \
+        for (size_t b = (size_t)t * per; b < (size_t)(t + 1) * per; b++)                                           \
+            butterfly(x, (b / half) * len + b % half, half, (b % half) * step, job);                               \
+        pthread_barrier_wait(&job->barrier);                                                                       \
     } while (0)
 
 /* x (natural order) becomes n·(its inverse NTT) in bit-reversed order, by thread t of T: the stages wider

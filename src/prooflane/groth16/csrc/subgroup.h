@@ -23,24 +23,23 @@ static const u64 BLS_X_SQUARED[2] = {0x0000000100000000ULL, 0xac45a4010001a402UL
 
 static const fqbls_t BLS_PSI_X1 = {{0x890dc9e4867545c3ULL, 0x2af322533285a5d5ULL, 0x50880866309b7e2cULL,
                                     0xa20d1b8c7e881024ULL, 0x14e4f04fe2db9068ULL, 0x14e56d3f1564853aULL}};
-static const fq2bls_t BLS_PSI_Y = {
-    {{0x3e2f585da55c9ad1ULL, 0x4294213d86c18183ULL, 0x382844c88b623732ULL, 0x92ad2afd19103e18ULL,
-      0x1d794e4fac7cf0b9ULL, 0x0bd592fc7d825ec8ULL}},
-    {{0x7bcfa7a25aa30fdaULL, 0xdc17dec12a927e7cULL, 0x2f088dd86b4ebef1ULL, 0xd1ca2087da74d4a7ULL,
-      0x2da2596696cebc1dULL, 0x0e2b7eedbbfd87d2ULL}}};
+static const fq2bls_t BLS_PSI_Y = {{{0x3e2f585da55c9ad1ULL, 0x4294213d86c18183ULL, 0x382844c88b623732ULL,
+                                     0x92ad2afd19103e18ULL, 0x1d794e4fac7cf0b9ULL, 0x0bd592fc7d825ec8ULL}},
+                                   {{0x7bcfa7a25aa30fdaULL, 0xdc17dec12a927e7cULL, 0x2f088dd86b4ebef1ULL,
+                                     0xd1ca2087da74d4a7ULL, 0x2da2596696cebc1dULL, 0x0e2b7eedbbfd87d2ULL}}};
 
 /* r = [k]p for a k of `limbs` limbs (its top bit set), p affine and not infinity: double and add from the
  * top, each addition a mixed one with p. */
-#define DEFINE_MUL_CONST(G)                                                                                 \
-    static void G##_mul_const(G##_jac *r, const G##_aff *p, const u64 *k, int limbs) {                    \
-        G##_set_inf(r);                                                                                   \
-        G##_add_aff(r, r, p);                                                                             \
-        int top = 64 * limbs - 1;                                                                         \
-        while (!((k[top / 64] >> (top % 64)) & 1)) top--;                                                 \
-        for (int bit = top - 1; bit >= 0; bit--) {                                                        \
-            G##_dbl(r, r);                                                                                \
-            if ((k[bit / 64] >> (bit % 64)) & 1) G##_add_aff(r, r, p);                                    \
-        }                                                                                                 \
+#define DEFINE_MUL_CONST(G)                                                                                        \
+    static void G##_mul_const(G##_jac *r, const G##_aff *p, const u64 *k, int limbs) {                             \
+        G##_set_inf(r);                                                                                            \
+        G##_add_aff(r, r, p);                                                                                      \
+        int top = 64 * limbs - 1;                                                                                  \
+        while (!((k[top / 64] >> (top % 64)) & 1)) top--;                                                          \
+        for (int bit = top - 1; bit >= 0; bit--) {                                                                 \
+            G##_dbl(r, r);                                                                                         \
+            if ((k[bit / 64] >> (bit % 64)) & 1) G##_add_aff(r, r, p);                                             \
+        }                                                                                                          \
     }
 DEFINE_MUL_CONST(g1bls)
 DEFINE_MUL_CONST(g2bls)
@@ -120,31 +119,33 @@ static void g2bls_target(g2bls_aff *t, const g2bls_aff *q) {
 }
 
 /* G_first_outside_ifma(job, lo, hi): rows lo..hi of a job eight at a time (infinity is inside), the unsure
- * lanes by the one-point test; stops at the first row outside. */
-#define DEFINE_FIRST_OUTSIDE_IFMA(G, K, LIMBS)                                                             \
-    static void G##_first_outside_ifma(subgroup_job *job, size_t lo, size_t hi) {                         \
-        const G##_aff *rows = (const G##_aff *)job->rows;                                                 \
-        size_t k = lo;                                                                                    \
-        while (k < hi) {                                                                                  \
-            const G##_aff *p[IFMA_LANES];                                                                 \
-            G##_aff t[IFMA_LANES];                                                                        \
-            size_t at[IFMA_LANES];                                                                        \
-            int n = 0;                                                                                    \
-            for (; k < hi && n < IFMA_LANES; k++)                                                         \
-                if (!G##_aff_is_inf(&rows[k])) {                                                          \
-                    at[n] = k;                                                                            \
-                    G##_target(&t[n], &rows[k]);                                                          \
-                    p[n++] = &rows[k];                                                                    \
-                }                                                                                         \
-            if (n == 0) return;                                                                           \
-            __mmask8 unsure;                                                                              \
-            const __mmask8 inside = G##_lanes_mul_is(p, t, n, K, LIMBS, &unsure);                         \
-            for (int lane = 0; lane < n; lane++)                                                          \
-                if (!((inside >> lane) & 1) && !(((unsure >> lane) & 1) && G##_in_subgroup(p[lane]))) {   \
-                    subgroup_found(job, at[lane]);                                                        \
-                    return; /* later rows of this chunk cannot come first */                              \
-                }                                                                                         \
-        }                                                                                                 \
+ * lanes by the one-point test; stops at the first row outside. The rows are copied (they may lie at any
+ * address: a mapped section's, a caller's buffer), never read through a pointer of their type. */
+#define DEFINE_FIRST_OUTSIDE_IFMA(G, K, LIMBS)                                                                     \
+    static void G##_first_outside_ifma(subgroup_job *job, size_t lo, size_t hi) {                                  \
+        size_t k = lo;                                                                                             \
+        while (k < hi) {                                                                                           \
+            G##_aff row[IFMA_LANES], t[IFMA_LANES];                                                                \
+            const G##_aff *p[IFMA_LANES];                                                                          \
+            size_t at[IFMA_LANES];                                                                                 \
+            int n = 0;                                                                                             \
+            for (; k < hi && n < IFMA_LANES; k++) {                                                                \
+                memcpy(&row[n], job->rows + k * sizeof row[n], sizeof row[n]);                                     \
+                if (G##_aff_is_inf(&row[n])) continue;                                                             \
+                at[n] = k;                                                                                         \
+                G##_target(&t[n], &row[n]);                                                                        \
+                p[n] = &row[n];                                                                                    \
+                n++;                                                                                               \
+            }                                                                                                      \
+            if (n == 0) return;                                                                                    \
+            __mmask8 unsure;                                                                                       \
+            const __mmask8 inside = G##_lanes_mul_is(p, t, n, K, LIMBS, &unsure);                                  \
+            for (int lane = 0; lane < n; lane++)                                                                   \
+                if (!((inside >> lane) & 1) && !(((unsure >> lane) & 1) && G##_in_subgroup(p[lane]))) {            \
+                    subgroup_found(job, at[lane]);                                                                 \
+                    return; /* later rows of this chunk cannot come first */                                       \
+                }                                                                                                  \
+        }                                                                                                          \
     }
 DEFINE_FIRST_OUTSIDE_IFMA(g1bls, BLS_X_SQUARED, 2)
 DEFINE_FIRST_OUTSIDE_IFMA(g2bls, BLS_X_ABS, 1)
@@ -157,7 +158,7 @@ static void *subgroup_worker(void *arg) {
         if (lo >= job->count || lo >= __atomic_load_n(&job->first, __ATOMIC_RELAXED)) break;
         size_t hi = lo + SUBGROUP_CHUNK < job->count ? lo + SUBGROUP_CHUNK : job->count;
 #if HAVE_IFMA
-        if (ifma_active) {
+        if (kernel_runs(KERNEL_IFMA_SUBGROUP)) {
             if (job->group == 1)
                 g1bls_first_outside_ifma(job, lo, hi);
             else

@@ -49,8 +49,7 @@ static int64_t synth_first_bad_witness(const field_t *f, const unsigned char *wi
 static int64_t synth_first_bad_term(const synth_terms *t, int64_t n_rows, int64_t n_wires) {
     for (size_t k = 0; k < t->terms; k++) {
         const int64_t row = synth_row(t, k), wire = synth_wire(t, k);
-        if (synth_matrix(t, k) > 1 || row < 0 || row >= n_rows || wire < 0 || wire >= n_wires)
-            return (int64_t)k;
+        if (synth_matrix(t, k) > 1 || row < 0 || row >= n_rows || wire < 0 || wire >= n_wires) return (int64_t)k;
     }
     return -1;
 }
